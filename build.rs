@@ -1,0 +1,86 @@
+//! Build steps a user must not have to do by hand:
+//! 1. generate the gRPC code from `proto/` with a vendored `protoc`;
+//! 2. build the UI in `web/` into `$OUT_DIR/web-dist`, which `src/ui` embeds.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+type BuildResult = Result<(), Box<dyn std::error::Error>>;
+
+fn main() -> BuildResult {
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
+    compile_protos(&out_dir)?;
+    build_web(&out_dir)?;
+    Ok(())
+}
+
+fn compile_protos(out_dir: &Path) -> BuildResult {
+    println!("cargo:rerun-if-changed=proto");
+    let protoc = protoc_bin_vendored::protoc_bin_path()?;
+    let include = protoc_bin_vendored::include_path()?;
+    let protos: [PathBuf; 2] = ["proto/version/version.proto".into(), "proto/settings/settings.proto".into()];
+    let mut config = tonic_prost_build::Config::new();
+    config.protoc_executable(protoc);
+    tonic_prost_build::configure()
+        .file_descriptor_set_path(out_dir.join("tiphys_descriptor.bin"))
+        .compile_with_config(config, &protos, &[Path::new("proto").to_path_buf(), include])?;
+    Ok(())
+}
+
+/// The UI is built by npm unless `TIPHYS_WEB_DIST` names an already built
+/// directory (for packagers who build the UI separately).
+fn build_web(out_dir: &Path) -> BuildResult {
+    println!("cargo:rerun-if-env-changed=TIPHYS_WEB_DIST");
+    let dist = out_dir.join("web-dist");
+    if let Ok(prebuilt) = std::env::var("TIPHYS_WEB_DIST") {
+        copy_dir(Path::new(&prebuilt), &dist)?;
+        return Ok(());
+    }
+    for input in ["web/src", "web/index.html", "web/package.json", "web/package-lock.json", "web/build.mjs"] {
+        println!("cargo:rerun-if-changed={input}");
+    }
+    let npm_ok = Command::new("npm").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+    if !npm_ok {
+        return Err("building the embedded UI needs Node.js and npm (Node 18 or newer): install them \
+                    (e.g. `apt-get install nodejs npm`), or set TIPHYS_WEB_DIST to a built UI directory"
+            .into());
+    }
+    // npm writes node_modules next to package.json; build in a copy under
+    // OUT_DIR so the source tree stays clean and parallel builds do not race.
+    let work = out_dir.join("web-src");
+    copy_dir(Path::new("web"), &work)?;
+    let lock_stamp = work.join("node_modules/.tiphys-lock");
+    let lock = std::fs::read("web/package-lock.json")?;
+    if std::fs::read(&lock_stamp).ok().as_deref() != Some(&lock[..]) {
+        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&work))?;
+        std::fs::write(&lock_stamp, &lock)?;
+    }
+    run(Command::new("node").arg("build.mjs").arg(&dist).current_dir(&work))?;
+    Ok(())
+}
+
+fn run(cmd: &mut Command) -> BuildResult {
+    let status = cmd.status().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
+    if !status.success() {
+        return Err(format!("{cmd:?} failed with {status}").into());
+    }
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> BuildResult {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if name == "node_modules" || name == "dist" {
+            continue;
+        }
+        let target = to.join(&name);
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,327 @@
+//! How the CLI reaches a server: native gRPC (TLS or h2c) or gRPC-Web over
+//! HTTP/1.1, with the connection options every client command shares.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context as _, anyhow, bail};
+use http::{HeaderMap, HeaderName, HeaderValue, Uri};
+use rustls::ClientConfig;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, ring};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio::net::TcpStream;
+use tokio_util::either::Either;
+use tower::ServiceExt as _;
+use tower::util::BoxCloneSyncService;
+
+use crate::buildinfo::USER_AGENT;
+
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connection options shared by every client command.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ClientOpts {
+    /// The server, as HOST:PORT (port 443 when omitted).
+    #[arg(long, env = "TIPHYS_SERVER")]
+    pub server: Option<String>,
+    /// Use gRPC-Web over HTTP/1.1 (for proxies that do not pass HTTP/2 through).
+    #[arg(long, env = "TIPHYS_GRPC_WEB")]
+    pub grpc_web: bool,
+    /// Path prefix of the server behind a proxy (implies --grpc-web).
+    #[arg(long, env = "TIPHYS_GRPC_WEB_ROOT_PATH")]
+    pub grpc_web_root_path: Option<String>,
+    /// Connect without TLS.
+    #[arg(long, env = "TIPHYS_PLAINTEXT")]
+    pub plaintext: bool,
+    /// Skip verification of the server's certificate.
+    #[arg(long, env = "TIPHYS_INSECURE")]
+    pub insecure: bool,
+    /// A PEM file of CA certificates to trust in addition to the system's.
+    #[arg(long, env = "TIPHYS_SERVER_CRT")]
+    pub server_crt: Option<PathBuf>,
+    /// An extra header for every request, as 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// The session or API token to authenticate with.
+    #[arg(long, env = "TIPHYS_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+pub type GrpcTransport =
+    BoxCloneSyncService<http::Request<tonic::body::Body>, http::Response<tonic::body::Body>, BoxError>;
+
+/// A transport plus the origin generated clients are built with.
+#[derive(Clone)]
+pub struct Connection {
+    pub transport: GrpcTransport,
+    pub origin: Uri,
+    pub grpc_web: bool,
+}
+
+impl Connection {
+    pub fn version_client(&self) -> crate::pb::version::version_service_client::VersionServiceClient<GrpcTransport> {
+        crate::pb::version::version_service_client::VersionServiceClient::with_origin(
+            self.transport.clone(),
+            self.origin.clone(),
+        )
+    }
+}
+
+impl ClientOpts {
+    fn server(&self) -> anyhow::Result<String> {
+        let server = self
+            .server
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+            .ok_or_else(|| anyhow!("no server given: pass --server HOST:PORT or set TIPHYS_SERVER"))?;
+        let server = server.trim().trim_start_matches("https://").trim_start_matches("http://");
+        let server = server.trim_end_matches('/');
+        let has_port = match server.rsplit_once(':') {
+            Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok() && (!host.contains(':') || host.ends_with(']')),
+            None => false,
+        };
+        Ok(if has_port { server.to_owned() } else { format!("{server}:443") })
+    }
+
+    fn extra_headers(&self) -> anyhow::Result<HeaderMap> {
+        let mut map = HeaderMap::new();
+        for raw in &self.headers {
+            let (name, value) =
+                raw.split_once(':').ok_or_else(|| anyhow!("--header {raw:?}: expected 'Name: value'"))?;
+            let name = HeaderName::from_bytes(name.trim().as_bytes())
+                .with_context(|| format!("--header {raw:?}: invalid header name"))?;
+            let value = HeaderValue::from_str(value.trim())
+                .with_context(|| format!("--header {raw:?}: invalid header value"))?;
+            map.append(name, value);
+        }
+        if let Some(token) = self.auth_token.as_deref().filter(|t| !t.is_empty()) {
+            map.insert("token", HeaderValue::from_str(token).context("--auth-token is not a valid header value")?);
+        }
+        Ok(map)
+    }
+
+    fn root_path(&self) -> String {
+        self.grpc_web_root_path.as_deref().map(|p| p.trim_matches('/')).filter(|p| !p.is_empty()).map_or_else(String::new, |p| format!("/{p}"))
+    }
+
+    /// Connects as asked. Without --grpc-web, native gRPC is tried first; if
+    /// something in between cannot carry it (HTTP/1.1, HTML, text/plain), the
+    /// call is retried over gRPC-Web and the user is told once.
+    pub async fn connect(&self) -> anyhow::Result<Connection> {
+        if self.grpc_web || self.grpc_web_root_path.is_some() {
+            return self.grpc_web_connection();
+        }
+        let native = self.native_connection()?;
+        let native_err = match probe(&native).await {
+            Ok(()) => return Ok(native),
+            Err(status) if is_auth_error(&status) => return Ok(native),
+            Err(status) if is_final(&status) => {
+                return Err(anyhow!("cannot reach {}: {}", self.server()?, describe(&status)));
+            }
+            Err(status) => status,
+        };
+        let web = self.grpc_web_connection()?;
+        match probe(&web).await {
+            Ok(()) => {
+                eprintln!(
+                    "note: native gRPC to {} failed ({}); using gRPC-Web instead. Pass --grpc-web to skip the native attempt.",
+                    self.server()?,
+                    describe(&native_err)
+                );
+                Ok(web)
+            }
+            Err(status) if is_auth_error(&status) => Ok(web),
+            Err(web_err) => Err(anyhow!(
+                "cannot reach {} over gRPC: {}; gRPC-Web also failed: {}. If a proxy sits between, check --grpc-web, --plaintext and --grpc-web-root-path",
+                self.server()?,
+                describe(&native_err),
+                describe(&web_err)
+            )),
+        }
+    }
+
+    fn native_connection(&self) -> anyhow::Result<Connection> {
+        let server = self.server()?;
+        let origin: Uri = format!("http://{server}").parse().with_context(|| format!("invalid server {server:?}"))?;
+        let tls = if self.plaintext { None } else { Some(Arc::new(self.tls_config(vec![b"h2".to_vec()])?)) };
+        let host = origin.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+        let connector = tower::service_fn(move |uri: Uri| {
+            let tls = tls.clone();
+            let host = host.clone();
+            async move { dial(&uri, tls, &host).await }
+        });
+        let channel = tonic::transport::Endpoint::from(origin.clone())
+            .user_agent(USER_AGENT)?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .connect_with_connector_lazy(connector);
+        let headers = self.extra_headers()?;
+        let transport = channel.map_request(move |mut req: http::Request<tonic::body::Body>| {
+            req.headers_mut().extend(headers.clone());
+            req
+        });
+        let transport = transport.map_response(|r| r.map(tonic::body::Body::new)).map_err(BoxError::from);
+        Ok(Connection { transport: BoxCloneSyncService::new(transport), origin, grpc_web: false })
+    }
+
+    fn grpc_web_connection(&self) -> anyhow::Result<Connection> {
+        let server = self.server()?;
+        let scheme = if self.plaintext { "http" } else { "https" };
+        let origin: Uri = format!("{scheme}://{server}{}", self.root_path())
+            .parse()
+            .with_context(|| format!("invalid server {server:?}"))?;
+        let tls = self.tls_config(Vec::new())?; // hyper-rustls sets ALPN itself
+        let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+        http.enforce_http(false);
+        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
+        http.set_nodelay(true);
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .http2_only(false)
+            .build::<_, tonic_web::GrpcWebCall<tonic::body::Body>>(https);
+        let web = tower::ServiceBuilder::new().layer(tonic_web::GrpcWebClientLayer::new()).service(client);
+        let mut headers = self.extra_headers()?;
+        headers.insert(http::header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
+        let transport = web
+            .map_request(move |mut req: http::Request<tonic::body::Body>| {
+                req.headers_mut().extend(headers.clone());
+                req
+            })
+            .map_response(|r| r.map(tonic::body::Body::new))
+            .map_err(BoxError::from);
+        Ok(Connection { transport: BoxCloneSyncService::new(transport), origin, grpc_web: true })
+    }
+
+    fn tls_config(&self, alpn: Vec<Vec<u8>>) -> anyhow::Result<ClientConfig> {
+        let provider = Arc::new(ring::default_provider());
+        let builder =
+            ClientConfig::builder_with_provider(Arc::clone(&provider)).with_safe_default_protocol_versions()?;
+        let mut config = if self.insecure {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
+                .with_no_client_auth()
+        } else {
+            let mut roots = rustls::RootCertStore::empty();
+            let native = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(native.certs);
+            if let Some(path) = &self.server_crt {
+                let pem = std::fs::read(path).with_context(|| format!("cannot read --server-crt {}", path.display()))?;
+                for cert in CertificateDer::pem_slice_iter(&pem) {
+                    let cert = cert.with_context(|| format!("--server-crt {}: not a PEM certificate", path.display()))?;
+                    roots.add(cert).with_context(|| format!("--server-crt {}: unusable certificate", path.display()))?;
+                }
+            }
+            if roots.is_empty() {
+                bail!("no trusted CA certificates found: pass --server-crt, or --insecure to skip verification");
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        };
+        config.alpn_protocols = alpn;
+        Ok(config)
+    }
+}
+
+type ClientStream = Either<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
+
+async fn dial(
+    uri: &Uri,
+    tls: Option<Arc<ClientConfig>>,
+    host: &str,
+) -> Result<hyper_util::rt::TokioIo<ClientStream>, std::io::Error> {
+    let authority = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
+    let tcp = TcpStream::connect(authority.as_str()).await?;
+    let _ = tcp.set_nodelay(true);
+    let stream = match tls {
+        None => Either::Left(tcp),
+        Some(config) => {
+            let name = ServerName::try_from(host.to_owned())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+            let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await?;
+            Either::Right(tls)
+        }
+    };
+    Ok(hyper_util::rt::TokioIo::new(stream))
+}
+
+async fn probe(conn: &Connection) -> Result<(), tonic::Status> {
+    conn.version_client().version(()).await.map(|_| ())
+}
+
+fn is_auth_error(status: &tonic::Status) -> bool {
+    matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied)
+}
+
+/// A status as a person should read it: never grpc-go's or tonic's raw
+/// "unexpected content-type" wording, which upstream users cannot act on.
+pub fn describe(status: &tonic::Status) -> String {
+    let message = status.message();
+    let lower = message.to_ascii_lowercase();
+    if lower.contains("content-type") || lower.contains("http status") || lower.contains("grpc-status header missing") {
+        return "something in between answered with a non-gRPC response (a proxy or a web server): \
+                use --grpc-web if that proxy only speaks HTTP/1.1"
+            .to_owned();
+    }
+    if lower.contains("certificate") {
+        return format!(
+            "{message}: the server's certificate is not trusted; pass --server-crt CA.pem, or --insecure to skip verification"
+        );
+    }
+    format!("{:?}: {message}", status.code())
+}
+
+/// Failures no other transport can fix: fall back to gRPC-Web only for the rest.
+fn is_final(status: &tonic::Status) -> bool {
+    let lower = status.message().to_ascii_lowercase();
+    matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied)
+        || lower.contains("certificate")
+        || lower.contains("connection refused")
+}
+
+/// `--insecure`: the certificate is not checked, but the handshake signature
+/// still is, so the session is at least bound to the presented key.
+#[derive(Debug)]
+struct NoVerification(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for NoVerification {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

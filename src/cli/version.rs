@@ -1,0 +1,108 @@
+//! `tiphys version [--client]`
+
+use std::io::Write;
+
+use serde::Serialize;
+
+use super::conn::{ClientOpts, describe};
+use crate::buildinfo;
+
+#[derive(clap::Args, Debug)]
+pub struct VersionArgs {
+    /// Print only the client version; do not contact a server.
+    #[arg(long)]
+    pub client: bool,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Format,
+    #[command(flatten)]
+    pub conn: ClientOpts,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum Format {
+    Text,
+    Json,
+    Short,
+}
+
+#[derive(Serialize)]
+struct Versions {
+    client: Side,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<Side>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Side {
+    version: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    platform: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    compiler: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    build_date: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    git_commit: String,
+}
+
+pub async fn run(args: VersionArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let client = Side {
+        version: buildinfo::VERSION.to_owned(),
+        platform: buildinfo::platform(),
+        compiler: buildinfo::COMPILER.to_owned(),
+        build_date: String::new(),
+        git_commit: String::new(),
+    };
+    let server = if args.client {
+        None
+    } else {
+        let conn = args.conn.connect().await?;
+        let reply = conn
+            .version_client()
+            .version(())
+            .await
+            .map_err(|status| anyhow::anyhow!("version request failed: {}", describe(&status)))?
+            .into_inner();
+        Some(Side {
+            version: reply.version,
+            platform: reply.platform,
+            compiler: reply.compiler,
+            build_date: reply.build_date,
+            git_commit: reply.git_commit,
+        })
+    };
+    let versions = Versions { client, server };
+    match args.output {
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&versions)?)?,
+        Format::Short => {
+            writeln!(out, "tiphys: {}", versions.client.version)?;
+            if let Some(server) = &versions.server {
+                writeln!(out, "tiphys-server: {}", server.version)?;
+            }
+        }
+        Format::Text => {
+            print_side(out, "tiphys", &versions.client)?;
+            if let Some(server) = &versions.server {
+                print_side(out, "tiphys-server", server)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn print_side(out: &mut dyn Write, name: &str, side: &Side) -> std::io::Result<()> {
+    writeln!(out, "{name}: {}", side.version)?;
+    for (label, value) in [
+        ("BuildDate", &side.build_date),
+        ("GitCommit", &side.git_commit),
+        ("Platform", &side.platform),
+        ("Compiler", &side.compiler),
+    ] {
+        if !value.is_empty() {
+            writeln!(out, "  {label}: {value}")?;
+        }
+    }
+    Ok(())
+}

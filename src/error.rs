@@ -1,0 +1,114 @@
+//! The one error table: every client-meaningful error kind maps to exactly
+//! one gRPC code and one HTTP status. Internal causes are logged once, here,
+//! and never sent to the caller.
+
+use axum::response::{IntoResponse, Response};
+use http::StatusCode;
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum AppError {
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    PermissionDenied(String),
+    /// A request or message larger than the configured limit.
+    #[error("{0}")]
+    PayloadTooLarge(String),
+    #[error("{0}")]
+    FailedPrecondition(String),
+    #[error("{0}")]
+    Unimplemented(String),
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl AppError {
+    /// The table. Exhaustive on purpose: a new variant must choose its codes.
+    pub fn codes(&self) -> (tonic::Code, StatusCode) {
+        use tonic::Code;
+        match self {
+            Self::InvalidArgument(_) => (Code::InvalidArgument, StatusCode::BAD_REQUEST),
+            Self::NotFound(_) => (Code::NotFound, StatusCode::NOT_FOUND),
+            Self::Unauthenticated(_) => (Code::Unauthenticated, StatusCode::UNAUTHORIZED),
+            Self::PermissionDenied(_) => (Code::PermissionDenied, StatusCode::FORBIDDEN),
+            Self::PayloadTooLarge(_) => (Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE),
+            Self::FailedPrecondition(_) => (Code::FailedPrecondition, StatusCode::BAD_REQUEST),
+            Self::Unimplemented(_) => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
+            Self::Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+            Self::Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
+        }
+    }
+
+    fn log_internal(&self) {
+        if let Self::Internal(cause) = self {
+            tracing::error!(error = format!("{cause:#}"), "internal error");
+        }
+    }
+}
+
+/// Argo CD's REST error body (grpc-gateway v1): `{"error","code","message"}`,
+/// where `code` is the numeric gRPC code.
+#[derive(Serialize)]
+pub struct ErrorBody<'a> {
+    pub error: &'a str,
+    pub code: i32,
+    pub message: &'a str,
+}
+
+/// Builds a REST error response from a gRPC code, HTTP status and message.
+pub fn rest_error(code: tonic::Code, status: StatusCode, message: &str) -> Response {
+    let body = ErrorBody { error: message, code: code as i32, message };
+    (status, axum::Json(body)).into_response()
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        self.log_internal();
+        let (code, status) = self.codes();
+        rest_error(code, status, &self.to_string())
+    }
+}
+
+impl From<AppError> for tonic::Status {
+    fn from(err: AppError) -> Self {
+        err.log_internal();
+        let (code, _) = err.codes();
+        tonic::Status::new(code, err.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_cause_is_never_sent() {
+        let err = AppError::Internal(anyhow::anyhow!("disk /secret/path failed"));
+        let status = tonic::Status::from(err);
+        assert_eq!(status.code(), tonic::Code::Internal);
+        assert_eq!(status.message(), "internal error");
+    }
+
+    #[test]
+    fn table_matches_grpc_gateway_statuses() {
+        let cases = [
+            (AppError::NotFound(String::new()), 404, tonic::Code::NotFound),
+            (AppError::Unauthenticated(String::new()), 401, tonic::Code::Unauthenticated),
+            (AppError::PermissionDenied(String::new()), 403, tonic::Code::PermissionDenied),
+            (AppError::InvalidArgument(String::new()), 400, tonic::Code::InvalidArgument),
+            (AppError::Unimplemented(String::new()), 501, tonic::Code::Unimplemented),
+            (AppError::Unavailable(String::new()), 503, tonic::Code::Unavailable),
+        ];
+        for (err, http, grpc) in cases {
+            let (code, status) = err.codes();
+            assert_eq!((code, status.as_u16()), (grpc, http), "{err:?}");
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! gRPC adapters: decode, call the use case, encode. One place lists every service.
+
+mod settings;
+mod version;
+
+use std::sync::Arc;
+
+use tonic::service::Routes;
+
+use crate::pb;
+use crate::principal::Principal;
+use crate::server::state::AppState;
+
+/// Every gRPC service the server offers, with the message size limit applied.
+pub fn routes(
+    state: &Arc<AppState>,
+    health: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+    max_message_bytes: usize,
+) -> Routes {
+    use pb::cluster::settings_service_server::SettingsServiceServer;
+    use pb::version::version_service_server::VersionServiceServer;
+
+    let version = VersionServiceServer::new(version::VersionGrpc)
+        .max_decoding_message_size(max_message_bytes)
+        .max_encoding_message_size(max_message_bytes);
+    let settings = SettingsServiceServer::new(settings::SettingsGrpc { state: Arc::clone(state) })
+        .max_decoding_message_size(max_message_bytes)
+        .max_encoding_message_size(max_message_bytes);
+    let mut builder = Routes::builder();
+    builder.add_service(version).add_service(settings).add_service(health);
+    add_reflection(&mut builder);
+    builder.routes()
+}
+
+fn add_reflection(builder: &mut tonic::service::RoutesBuilder) {
+    let v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1();
+    let v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha();
+    match (v1, v1alpha) {
+        (Ok(v1), Ok(v1alpha)) => {
+            builder.add_service(v1).add_service(v1alpha);
+        }
+        (Err(err), _) | (_, Err(err)) => tracing::error!(error = %err, "gRPC reflection unavailable"),
+    }
+}
+
+/// The caller, as the dispatcher worked it out for this request.
+fn principal<T>(request: &tonic::Request<T>) -> Principal {
+    request.extensions().get::<Principal>().cloned().unwrap_or_default()
+}

@@ -1,0 +1,50 @@
+use std::sync::Arc;
+
+use tonic::{Request, Response, Status};
+
+use crate::pb::cluster::settings_service_server::SettingsService;
+use crate::pb::cluster::{GoogleAnalyticsConfig, Help, KustomizeOptions, Settings, SettingsPluginsResponse, SettingsQuery};
+use crate::server::state::AppState;
+use crate::service::settings::{PublicSettings, settings};
+
+pub struct SettingsGrpc {
+    pub state: Arc<AppState>,
+}
+
+#[tonic::async_trait]
+impl SettingsService for SettingsGrpc {
+    async fn get(&self, request: Request<SettingsQuery>) -> Result<Response<Settings>, Status> {
+        Ok(Response::new(settings(&self.state.settings, &super::principal(&request)).into()))
+    }
+
+    async fn get_plugins(
+        &self,
+        request: Request<SettingsQuery>,
+    ) -> Result<Response<SettingsPluginsResponse>, Status> {
+        if !super::principal(&request).is_authenticated() {
+            return Err(Status::unauthenticated("no session information"));
+        }
+        Ok(Response::new(SettingsPluginsResponse::default()))
+    }
+}
+
+impl From<PublicSettings> for Settings {
+    fn from(s: PublicSettings) -> Self {
+        Self {
+            url: s.url,
+            app_label_key: s.app_label_key,
+            google_analytics: Some(GoogleAnalyticsConfig {
+                tracking_id: s.google_analytics.tracking_id,
+                anonymize_users: s.google_analytics.anonymize_users,
+            }),
+            kustomize_options: Some(KustomizeOptions { build_options: s.kustomize_options.build_options }),
+            help: Some(Help { chat_url: s.help.chat_url, chat_text: s.help.chat_text, ..Help::default() }),
+            user_logins_disabled: s.user_logins_disabled,
+            status_badge_enabled: s.status_badge_enabled,
+            exec_enabled: s.exec_enabled,
+            tracking_method: s.tracking_method,
+            additional_urls: s.additional_urls,
+            ..Self::default()
+        }
+    }
+}

@@ -1,0 +1,20 @@
+//! tiphys: a GitOps API server and CLI, wire-compatible with Argo CD's
+//! `argocd-server`. This file is the table of contents.
+//!
+//! Dependency direction: `grpc`, `api`, `ui`, `cli` → `service` → `principal`;
+//! `server` wires everything and is the only module that knows all the others.
+
+pub mod api;
+pub mod buildinfo;
+pub mod cli;
+pub mod error;
+pub mod grpc;
+pub mod json;
+pub mod pb;
+pub mod principal;
+pub mod server;
+pub mod service;
+pub mod telemetry;
+pub mod ui;
+
+pub use error::AppError;

@@ -1,0 +1,13 @@
+//! Code generated from `proto/` by `build.rs`.
+#![allow(clippy::all, clippy::pedantic, unused_qualifications, missing_docs)]
+
+pub mod version {
+    tonic::include_proto!("version");
+}
+
+pub mod cluster {
+    tonic::include_proto!("cluster");
+}
+
+/// Encoded descriptors of every service, for gRPC reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("tiphys_descriptor");

@@ -1,0 +1,300 @@
+//! Process configuration of `tiphys server`: flags with environment
+//! equivalents, validated once into a [`ServerConfig`]. Settings that change
+//! at run time (accounts, policies, SSO) are not here.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ipnet::IpNet;
+
+/// `tiphys server` flags. Names follow `argocd-server` where it has one.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServerArgs {
+    /// Address to listen on (all interfaces by default).
+    #[arg(long, env = "TIPHYS_LISTEN_ADDRESS", default_value = "0.0.0.0")]
+    pub address: IpAddr,
+    /// The one port that serves gRPC, gRPC-Web, REST and the UI (0: any free port).
+    #[arg(long, env = "TIPHYS_PORT", default_value_t = 8080)]
+    pub port: u16,
+    /// Serve plaintext only (HTTP/1.1 and h2c), for a gateway that terminates TLS.
+    #[arg(long, env = "TIPHYS_SERVER_INSECURE")]
+    pub insecure: bool,
+    /// PEM certificate chain (RSA or ECDSA). Without it a self-signed certificate is used.
+    #[arg(long, env = "TIPHYS_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key matching --tls-cert.
+    #[arg(long, env = "TIPHYS_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Lowest TLS version accepted: 1.2 or 1.3.
+    #[arg(long, env = "TIPHYS_TLS_MIN_VERSION", default_value = "1.2")]
+    pub tlsminversion: String,
+    /// Highest TLS version accepted: 1.2 or 1.3.
+    #[arg(long, env = "TIPHYS_TLS_MAX_VERSION", default_value = "1.3")]
+    pub tlsmaxversion: String,
+    /// Colon-separated TLS 1.2 cipher suites (IANA names), or `list` to print the supported ones.
+    #[arg(long, env = "TIPHYS_TLS_CIPHERS")]
+    pub tlsciphers: Option<String>,
+    /// Where the server keeps its state (the generated certificate among it).
+    #[arg(long, env = "TIPHYS_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// The external URL users reach the server at; its host joins the self-signed certificate.
+    #[arg(long, env = "TIPHYS_URL")]
+    pub url: Option<String>,
+    /// Comma-separated CIDRs of proxies whose X-Forwarded-Proto / Forwarded headers are believed.
+    #[arg(long, env = "TIPHYS_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<IpNet>,
+    /// Accept native gRPC over plaintext h2c on the TLS port (for meshes doing mTLS outside the pod).
+    #[arg(long, env = "TIPHYS_PLAINTEXT_GRPC")]
+    pub plaintext_grpc: bool,
+    /// The UI's base href (for a proxy that strips a path prefix).
+    #[arg(long, env = "TIPHYS_BASEHREF", default_value = "/")]
+    pub basehref: String,
+    /// Serve everything under this path prefix (forces --basehref to match).
+    #[arg(long, env = "TIPHYS_ROOTPATH", default_value = "")]
+    pub rootpath: String,
+    /// Serve the UI from this directory instead of the embedded build.
+    #[arg(long, env = "TIPHYS_STATIC_ASSETS")]
+    pub staticassets: Option<PathBuf>,
+    /// Address of the Prometheus metrics listener.
+    #[arg(long, env = "TIPHYS_METRICS_LISTEN_ADDRESS", default_value = "0.0.0.0")]
+    pub metrics_address: IpAddr,
+    /// Port of the Prometheus metrics listener (0: any free port).
+    #[arg(long, env = "TIPHYS_METRICS_PORT", default_value_t = 8083)]
+    pub metrics_port: u16,
+    /// A connection must finish its first bytes and TLS handshake within this time.
+    #[arg(long, env = "TIPHYS_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub handshake_timeout: Duration,
+    /// HTTP/1 request headers must arrive within this time.
+    #[arg(long, env = "TIPHYS_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub header_read_timeout: Duration,
+    /// A connection with no request in flight and no traffic is closed after this time.
+    #[arg(long, env = "TIPHYS_IDLE_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// Largest request head (HTTP/1 header buffer, HTTP/2 header list), in bytes.
+    #[arg(long, env = "TIPHYS_MAX_HEADER_BYTES", default_value_t = 64 * 1024)]
+    pub max_header_bytes: usize,
+    /// HTTP/2 streams one connection may have open at once.
+    #[arg(long, env = "TIPHYS_HTTP2_MAX_STREAMS", default_value_t = 1000)]
+    pub http2_max_concurrent_streams: u32,
+    /// Largest REST request body, in bytes (413 above it).
+    #[arg(long, env = "TIPHYS_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
+    pub max_body_bytes: usize,
+    /// Largest gRPC message, in bytes, either direction (RESOURCE_EXHAUSTED above it).
+    #[arg(long, env = "TIPHYS_GRPC_MAX_MESSAGE_BYTES", default_value_t = 200 * 1024 * 1024)]
+    pub grpc_max_message_bytes: usize,
+    /// On SIGTERM/SIGINT, in-flight requests get this long to finish.
+    #[arg(long, env = "TIPHYS_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
+    pub shutdown_timeout: Duration,
+    /// Value of X-Frame-Options on HTML responses ("" disables it).
+    #[arg(long, env = "TIPHYS_X_FRAME_OPTIONS", default_value = "sameorigin")]
+    pub x_frame_options: String,
+    /// Content-Security-Policy of HTML responses ("" disables it).
+    #[arg(long, env = "TIPHYS_CONTENT_SECURITY_POLICY", default_value = DEFAULT_CSP)]
+    pub content_security_policy: String,
+    /// Write `{"port":N,"metrics_port":M}` to this file once listening (for supervisors and tests).
+    #[arg(long, env = "TIPHYS_READY_FILE")]
+    pub ready_file: Option<PathBuf>,
+}
+
+/// No inline scripts or styles, same-origin everything, no framing by others.
+pub const DEFAULT_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'self'";
+
+/// Validated server configuration.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub listen: SocketAddr,
+    pub metrics_listen: SocketAddr,
+    pub insecure: bool,
+    pub plaintext_grpc: bool,
+    pub trusted_proxies: Vec<IpNet>,
+    /// `""` or `/prefix` (no trailing slash).
+    pub rootpath: String,
+    /// Always starts and ends with `/`.
+    pub basehref: String,
+    pub data_dir: PathBuf,
+    pub url: Option<url_host::ExternalUrl>,
+    pub limits: Limits,
+    pub html_headers: HtmlHeaders,
+    pub staticassets: Option<PathBuf>,
+    pub ready_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub handshake_timeout: Duration,
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub max_header_bytes: usize,
+    pub http2_max_concurrent_streams: u32,
+    pub max_body_bytes: usize,
+    pub grpc_max_message_bytes: usize,
+    pub shutdown_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct HtmlHeaders {
+    pub x_frame_options: String,
+    pub content_security_policy: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("--rootpath {0:?} must start with '/' and contain no '?' or '#'")]
+    RootPath(String),
+    #[error("--basehref {0:?} must start with '/'")]
+    BaseHref(String),
+    #[error("--url {0:?} is not an absolute http(s) URL")]
+    Url(String),
+    #[error("no --data-dir given and no per-user data directory is known; pass --data-dir")]
+    NoDataDir,
+}
+
+impl ServerArgs {
+    pub fn validate(&self) -> Result<ServerConfig, ConfigError> {
+        let rootpath = normalize_rootpath(&self.rootpath)?;
+        if !self.basehref.starts_with('/') {
+            return Err(ConfigError::BaseHref(self.basehref.clone()));
+        }
+        let mut basehref = with_trailing_slash(&self.basehref);
+        if !rootpath.is_empty() {
+            let forced = with_trailing_slash(&rootpath);
+            if self.basehref != "/" && basehref != forced {
+                tracing::warn!(basehref = %basehref, rootpath = %rootpath,
+                    "--basehref and --rootpath conflict; using the rootpath as base href");
+            }
+            basehref = forced;
+        }
+        let url = match &self.url {
+            Some(raw) => Some(url_host::ExternalUrl::parse(raw).ok_or_else(|| ConfigError::Url(raw.clone()))?),
+            None => None,
+        };
+        let data_dir = match &self.data_dir {
+            Some(dir) => dir.clone(),
+            None => dirs::data_dir().map(|d| d.join("tiphys")).ok_or(ConfigError::NoDataDir)?,
+        };
+        Ok(ServerConfig {
+            listen: SocketAddr::new(self.address, self.port),
+            metrics_listen: SocketAddr::new(self.metrics_address, self.metrics_port),
+            insecure: self.insecure,
+            plaintext_grpc: self.plaintext_grpc,
+            trusted_proxies: self.trusted_proxies.clone(),
+            rootpath,
+            basehref,
+            data_dir,
+            url,
+            limits: Limits {
+                handshake_timeout: self.handshake_timeout,
+                header_read_timeout: self.header_read_timeout,
+                idle_timeout: self.idle_timeout,
+                max_header_bytes: self.max_header_bytes,
+                http2_max_concurrent_streams: self.http2_max_concurrent_streams,
+                max_body_bytes: self.max_body_bytes,
+                grpc_max_message_bytes: self.grpc_max_message_bytes,
+                shutdown_timeout: self.shutdown_timeout,
+            },
+            html_headers: HtmlHeaders {
+                x_frame_options: self.x_frame_options.clone(),
+                content_security_policy: self.content_security_policy.clone(),
+            },
+            staticassets: self.staticassets.clone(),
+            ready_file: self.ready_file.clone(),
+        })
+    }
+}
+
+fn normalize_rootpath(raw: &str) -> Result<String, ConfigError> {
+    let trimmed = raw.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Ok(String::new());
+    }
+    if !trimmed.starts_with('/') || trimmed.contains(['?', '#']) {
+        return Err(ConfigError::RootPath(raw.to_owned()));
+    }
+    Ok(trimmed.to_owned())
+}
+
+fn with_trailing_slash(path: &str) -> String {
+    let trimmed = path.trim_end_matches('/');
+    format!("{trimmed}/")
+}
+
+/// Parses Go-style durations: `10s`, `1m30s`, `250ms`, `2h`.
+pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    let err = || format!("invalid duration {raw:?} (expected e.g. 10s, 1m30s, 250ms)");
+    let mut total = Duration::ZERO;
+    let mut rest = raw.trim();
+    if rest.is_empty() {
+        return Err(err());
+    }
+    while !rest.is_empty() {
+        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
+        let value: u64 = rest[..digits].parse().map_err(|_| err())?;
+        rest = &rest[digits..];
+        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ms" => Duration::from_millis(value),
+            "s" => Duration::from_secs(value),
+            "m" => Duration::from_secs(value * 60),
+            "h" => Duration::from_secs(value * 3600),
+            _ => return Err(err()),
+        };
+        total += unit;
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+/// The external URL, reduced to what the server needs from it.
+pub mod url_host {
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct ExternalUrl {
+        pub raw: String,
+        /// Host without brackets or port.
+        pub host: String,
+    }
+
+    impl ExternalUrl {
+        pub fn parse(raw: &str) -> Option<Self> {
+            let rest = raw.strip_prefix("https://").or_else(|| raw.strip_prefix("http://"))?;
+            let authority = rest.split(['/', '?', '#']).next()?;
+            let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+            let host = if let Some(v6) = authority.strip_prefix('[') {
+                v6.split(']').next()?.to_owned()
+            } else {
+                authority.split(':').next()?.to_owned()
+            };
+            (!host.is_empty()).then(|| Self { raw: raw.to_owned(), host })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn rootpath_is_normalised() {
+        assert_eq!(normalize_rootpath("/argocd/").unwrap(), "/argocd");
+        assert_eq!(normalize_rootpath("").unwrap(), "");
+        assert!(normalize_rootpath("argocd").is_err());
+    }
+
+    #[test]
+    fn external_url_host() {
+        assert_eq!(url_host::ExternalUrl::parse("https://cd.example.com:8443/x").unwrap().host, "cd.example.com");
+        assert_eq!(url_host::ExternalUrl::parse("https://[2001:db8::1]/").unwrap().host, "2001:db8::1");
+        assert!(url_host::ExternalUrl::parse("cd.example.com").is_none());
+    }
+}

@@ -1,0 +1,291 @@
+//! Per-request routing on the one port: the edge policy (redirect, plaintext
+//! gRPC), who is calling, the root path, then gRPC, gRPC-Web, or the HTTP
+//! router (REST, health, UI). Routing is per request, so one HTTP/2
+//! connection can carry all of them.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::Body;
+use http::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
+use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
+use http_body_util::Limited;
+use hyper::body::Incoming;
+use ipnet::IpNet;
+use tower::ServiceExt;
+
+use super::body::{InFlight, ObservedBody, PendingOutcome};
+use super::config::HtmlHeaders;
+use super::conn::{ClientScheme, ConnInfo};
+use super::edge::{self, Decision};
+use super::metrics::{Metrics, Outcome};
+use super::protocol::Protocol;
+use crate::error::rest_error;
+use crate::principal::Principal;
+
+pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call reached tiphys over HTTP/1.1 \
+(a proxy in between downgraded it): use the CLI's --grpc-web flag, or let the proxy speak HTTP/2 (h2c) to the server";
+
+pub const PLAINTEXT_GRPC_REFUSED: &str = "this port serves gRPC over TLS only: connect with TLS \
+(drop --plaintext), or start the server with --plaintext-grpc";
+
+/// Everything the dispatcher needs, fixed at startup.
+pub struct Dispatcher {
+    pub grpc: Router,
+    pub grpc_web: Router,
+    pub http: Router,
+    pub metrics: Arc<Metrics>,
+    /// TLS mode: plaintext requests are subject to the edge policy.
+    pub tls_mode: bool,
+    pub plaintext_grpc: bool,
+    pub trusted_proxies: Vec<IpNet>,
+    pub rootpath: String,
+    pub max_body_bytes: usize,
+    pub html_headers: HtmlHeaders,
+    pub downgrade_warning: LogThrottle,
+}
+
+impl Dispatcher {
+    pub async fn handle(
+        &self,
+        req: Request<Incoming>,
+        conn: ConnInfo,
+        in_flight: InFlight,
+    ) -> Response<ObservedBody> {
+        let start = Instant::now();
+        let (protocol, response) = self.route(req, conn).await;
+        let elapsed = start.elapsed();
+        let grpc_like = matches!(protocol, Protocol::Grpc | Protocol::GrpcWeb);
+        let pending = if grpc_like {
+            match response.headers().get("grpc-status").and_then(|v| v.to_str().ok()) {
+                // Trailers-only: the outcome is already known.
+                Some(code) => {
+                    self.metrics.observe(protocol, Outcome::from_grpc(code), elapsed);
+                    None
+                }
+                None if response.status() == StatusCode::OK => {
+                    Some(PendingOutcome { metrics: Arc::clone(&self.metrics), protocol, elapsed })
+                }
+                None => {
+                    self.metrics.observe(protocol, Outcome::from_http(response.status().as_u16()), elapsed);
+                    None
+                }
+            }
+        } else {
+            self.metrics.observe(protocol, Outcome::from_http(response.status().as_u16()), elapsed);
+            None
+        };
+        response.map(|body| ObservedBody::new(body, pending, in_flight))
+    }
+
+    async fn route(&self, mut req: Request<Incoming>, conn: ConnInfo) -> (Protocol, Response<Body>) {
+        let wire = Protocol::classify(req.headers(), "/");
+        let scheme = match self.scheme(&req, conn, wire) {
+            Ok(scheme) => scheme,
+            Err(response) => {
+                let protocol = Protocol::classify(req.headers(), req.uri().path());
+                return (protocol, response);
+            }
+        };
+        if wire == Protocol::Grpc && req.version() < Version::HTTP_2 {
+            if self.downgrade_warning.allow() {
+                tracing::warn!(peer = %conn.peer, path = req.uri().path(),
+                    "gRPC request arrived over HTTP/1.1: a proxy is downgrading gRPC; clients must use --grpc-web through it");
+            }
+            return (wire, grpc_error(tonic::Code::Unavailable, GRPC_NEEDS_HTTP2));
+        }
+        // The one place that works out who the caller is.
+        let principal = Principal::Anonymous;
+        req.extensions_mut().insert(conn);
+        req.extensions_mut().insert(scheme);
+        req.extensions_mut().insert(principal);
+
+        if !self.rootpath.is_empty() && req.uri().path() != "/healthz" {
+            match strip_prefix(req.uri(), &self.rootpath) {
+                Some(uri) => *req.uri_mut() = uri,
+                // Native gRPC is served at the root as well, as upstream does.
+                None if wire == Protocol::Grpc => {}
+                None => {
+                    let protocol = Protocol::classify(req.headers(), req.uri().path());
+                    return (protocol, not_found());
+                }
+            }
+        }
+        let protocol = Protocol::classify(req.headers(), req.uri().path());
+        let response = match protocol {
+            Protocol::Grpc => call(&self.grpc, req).await,
+            Protocol::GrpcWeb => {
+                normalize_grpc_web_content_type(&mut req);
+                call(&self.grpc_web, req).await
+            }
+            Protocol::Rest | Protocol::Ui => {
+                let mut response = self.call_http(req).await;
+                self.add_security_headers(&mut response, scheme);
+                response
+            }
+        };
+        (protocol, response)
+    }
+
+    /// The client's scheme, or the response that ends the request here.
+    fn scheme(&self, req: &Request<Incoming>, conn: ConnInfo, wire: Protocol) -> Result<ClientScheme, Response<Body>> {
+        if conn.tls {
+            return Ok(ClientScheme::Https);
+        }
+        if !self.tls_mode {
+            let https = edge::forwarded_https(req.headers(), conn.peer.ip(), &self.trusted_proxies);
+            return Ok(if https { ClientScheme::Https } else { ClientScheme::Http });
+        }
+        if wire == Protocol::Grpc {
+            return if self.plaintext_grpc {
+                Ok(ClientScheme::Http)
+            } else {
+                Err(grpc_error(tonic::Code::Unavailable, PLAINTEXT_GRPC_REFUSED))
+            };
+        }
+        match edge::decide(req.uri(), req.headers(), conn.peer.ip(), &self.trusted_proxies, &self.rootpath) {
+            Decision::Serve(scheme) => Ok(scheme),
+            Decision::Redirect(location) => {
+                self.metrics.redirected();
+                Err(redirect(&location))
+            }
+            Decision::BadHost => Err(rest_error(
+                tonic::Code::InvalidArgument,
+                StatusCode::BAD_REQUEST,
+                "this port expects TLS; a plaintext request needs a valid Host header to be redirected to https",
+            )),
+        }
+    }
+
+    async fn call_http(&self, req: Request<Incoming>) -> Response<Body> {
+        let declared = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|len| len > self.max_body_bytes as u64) {
+            return too_large(self.max_body_bytes);
+        }
+        let limit = self.max_body_bytes;
+        let req = req.map(|body| Body::new(Limited::new(body, limit)));
+        call(&self.http, req).await
+    }
+
+    fn add_security_headers(&self, response: &mut Response<Body>, scheme: ClientScheme) {
+        let is_html = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|ct| ct.starts_with("text/html"));
+        let headers = response.headers_mut();
+        headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
+        headers.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+        if scheme == ClientScheme::Https {
+            headers.insert("strict-transport-security", HeaderValue::from_static("max-age=31536000"));
+        }
+        if is_html {
+            let h = &self.html_headers;
+            if let Ok(v) = HeaderValue::from_str(&h.content_security_policy)
+                && !h.content_security_policy.is_empty()
+            {
+                headers.insert("content-security-policy", v);
+            }
+            if let Ok(v) = HeaderValue::from_str(&h.x_frame_options)
+                && !h.x_frame_options.is_empty()
+            {
+                headers.insert("x-frame-options", v);
+            }
+        }
+    }
+}
+
+async fn call<B>(router: &Router, req: Request<B>) -> Response<Body>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    match router.clone().oneshot(req).await {
+        Ok(response) => response,
+        Err(never) => match never {},
+    }
+}
+
+/// `application/grpc-web+proto; charset=…` → `application/grpc-web+proto`:
+/// tonic-web matches the media type exactly.
+fn normalize_grpc_web_content_type(req: &mut Request<Incoming>) {
+    if let Some(media) = super::protocol::media_type(req.headers())
+        && let Ok(value) = HeaderValue::from_str(&media)
+    {
+        req.headers_mut().insert(CONTENT_TYPE, value);
+    }
+}
+
+/// `/root/x?q` → `/x?q`; `None` when the path is outside the root.
+fn strip_prefix(uri: &Uri, root: &str) -> Option<Uri> {
+    let path = uri.path();
+    let rest = path.strip_prefix(root)?;
+    let rest = match rest {
+        "" => "/",
+        r if r.starts_with('/') => r,
+        _ => return None,
+    };
+    let pq = match uri.query() {
+        Some(q) => format!("{rest}?{q}"),
+        None => rest.to_owned(),
+    };
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(pq.parse().ok()?);
+    Uri::from_parts(parts).ok()
+}
+
+pub fn grpc_error(code: tonic::Code, message: &str) -> Response<Body> {
+    tonic::Status::new(code, message).into_http::<Body>()
+}
+
+fn redirect(location: &str) -> Response<Body> {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = StatusCode::TEMPORARY_REDIRECT;
+    if let Ok(v) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(LOCATION, v);
+    }
+    response
+}
+
+fn not_found() -> Response<Body> {
+    rest_error(tonic::Code::NotFound, StatusCode::NOT_FOUND, "Not Found")
+}
+
+fn too_large(limit: usize) -> Response<Body> {
+    let message = format!("request body is larger than {limit} bytes (--max-body-bytes)");
+    rest_error(tonic::Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE, &message)
+}
+
+/// Lets a repeated warning through at most once a minute.
+#[derive(Default)]
+pub struct LogThrottle {
+    last: AtomicU64,
+}
+
+impl LogThrottle {
+    pub fn allow(&self) -> bool {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let last = self.last.load(Ordering::Relaxed);
+        now >= last + 60 && self.last.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rootpath_is_stripped_only_at_a_segment_boundary() {
+        let uri: Uri = "/argo/api/version?x=1".parse().unwrap();
+        assert_eq!(strip_prefix(&uri, "/argo").unwrap().to_string(), "/api/version?x=1");
+        assert_eq!(strip_prefix(&"/argo".parse().unwrap(), "/argo").unwrap().to_string(), "/");
+        assert!(strip_prefix(&"/argocd/x".parse().unwrap(), "/argo").is_none());
+        assert!(strip_prefix(&"/other".parse().unwrap(), "/argo").is_none());
+    }
+}

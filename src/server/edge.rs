@@ -1,0 +1,139 @@
+//! The plaintext side of a TLS-mode port: what to do with a request that did
+//! not come over TLS. Redirect to https, except for health probes and for
+//! requests a trusted proxy says arrived over https (no redirect loops).
+
+use std::net::IpAddr;
+
+use http::{HeaderMap, Uri};
+use ipnet::IpNet;
+
+use super::conn::ClientScheme;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Decision {
+    Serve(ClientScheme),
+    /// 307 to this location.
+    Redirect(String),
+    /// The Host header is missing or unusable for a redirect.
+    BadHost,
+}
+
+/// Whether `peer` is a trusted proxy that says the client used https.
+pub fn forwarded_https(headers: &HeaderMap, peer: IpAddr, trusted: &[IpNet]) -> bool {
+    let peer = canonical(peer);
+    if !trusted.iter().any(|net| net.contains(&peer)) {
+        return false;
+    }
+    // The nearest hop's value is the last one: that is what the trusted peer added.
+    if let Some(proto) = last_value(headers, "x-forwarded-proto") {
+        return proto.eq_ignore_ascii_case("https");
+    }
+    last_value(headers, "forwarded")
+        .and_then(|elem| {
+            elem.split(';').find_map(|pair| {
+                let (k, v) = pair.split_once('=')?;
+                k.trim().eq_ignore_ascii_case("proto").then(|| v.trim().trim_matches('"').to_owned())
+            })
+        })
+        .is_some_and(|p| p.eq_ignore_ascii_case("https"))
+}
+
+fn last_value(headers: &HeaderMap, name: &str) -> Option<String> {
+    let all: Vec<&str> = headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect();
+    all.last()?.rsplit(',').next().map(|s| s.trim().to_owned())
+}
+
+/// IPv4-mapped IPv6 peers (a dual-stack listener) match IPv4 CIDRs.
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        IpAddr::V4(_) => ip,
+    }
+}
+
+/// Decides for a plaintext request in TLS mode.
+pub fn decide(
+    uri: &Uri,
+    headers: &HeaderMap,
+    peer: IpAddr,
+    trusted: &[IpNet],
+    rootpath: &str,
+) -> Decision {
+    if uri.path() == "/healthz" {
+        return Decision::Serve(ClientScheme::Http);
+    }
+    if forwarded_https(headers, peer, trusted) {
+        return Decision::Serve(ClientScheme::Https);
+    }
+    match redirect_target(uri, headers, rootpath) {
+        Some(location) => Decision::Redirect(location),
+        None => Decision::BadHost,
+    }
+}
+
+/// `https://<Host><raw path>?<query>`: the Host exactly as sent (port and IPv6
+/// brackets kept) and the path still percent-encoded, so `%2F` survives.
+pub fn redirect_target(uri: &Uri, headers: &HeaderMap, rootpath: &str) -> Option<String> {
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| uri.authority().map(|a| a.as_str().to_owned()))?;
+    if host.is_empty() || host.contains(['/', '\\', '@', ' ', '?', '#']) {
+        return None;
+    }
+    let path = uri.path();
+    let prefix = if !rootpath.is_empty() && !(path == rootpath || path.starts_with(&format!("{rootpath}/"))) {
+        rootpath
+    } else {
+        ""
+    };
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    Some(format!("https://{host}{prefix}{path}{query}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn redirect_keeps_raw_path_query_and_ipv6_host() {
+        let uri: Uri = "/api/v1/clusters/https%3A%2F%2Fk8s?x=1&y=%2F".parse().unwrap();
+        let target = redirect_target(&uri, &headers(&[("host", "[::1]:8080")]), "").unwrap();
+        assert_eq!(target, "https://[::1]:8080/api/v1/clusters/https%3A%2F%2Fk8s?x=1&y=%2F");
+    }
+
+    #[test]
+    fn redirect_adds_rootpath_once() {
+        let h = headers(&[("host", "cd")]);
+        assert_eq!(redirect_target(&"/x".parse().unwrap(), &h, "/argo").unwrap(), "https://cd/argo/x");
+        assert_eq!(redirect_target(&"/argo/x".parse().unwrap(), &h, "/argo").unwrap(), "https://cd/argo/x");
+    }
+
+    #[test]
+    fn forwarded_headers_count_only_from_trusted_peers() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let h = headers(&[("x-forwarded-proto", "https")]);
+        assert!(forwarded_https(&h, "10.1.2.3".parse().unwrap(), &trusted));
+        assert!(!forwarded_https(&h, "192.0.2.1".parse().unwrap(), &trusted));
+        let f = headers(&[("forwarded", "for=1.2.3.4;proto=https")]);
+        assert!(forwarded_https(&f, "10.1.2.3".parse().unwrap(), &trusted));
+        let spoofed = headers(&[("x-forwarded-proto", "https, http")]);
+        assert!(!forwarded_https(&spoofed, "10.1.2.3".parse().unwrap(), &trusted));
+    }
+
+    #[test]
+    fn bad_hosts_are_refused() {
+        let uri: Uri = "/".parse().unwrap();
+        assert!(redirect_target(&uri, &headers(&[("host", "evil.com/x")]), "").is_none());
+        assert!(redirect_target(&uri, &HeaderMap::new(), "").is_none());
+    }
+}

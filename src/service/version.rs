@@ -1,0 +1,55 @@
+//! `version.VersionService/Version` and `GET /api/version`.
+
+use serde::Serialize;
+
+use crate::buildinfo;
+use crate::json::is_zero;
+use crate::principal::Principal;
+
+/// The server's version facts, with Argo CD's capitalised field names.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct VersionInfo {
+    pub version: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub build_date: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub git_commit: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub git_tag: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub git_tree_state: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub go_version: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub compiler: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub platform: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub extra_build_info: String,
+}
+
+/// Anonymous callers learn only the version: tool versions would help an
+/// attacker, and Argo CD's UI reads their presence as "auth is disabled".
+pub fn version(principal: &Principal) -> VersionInfo {
+    let mut info = VersionInfo { version: buildinfo::VERSION.to_owned(), ..VersionInfo::default() };
+    if principal.is_authenticated() {
+        info.build_date = option_env!("TIPHYS_BUILD_DATE").unwrap_or_default().to_owned();
+        info.git_commit = option_env!("TIPHYS_GIT_COMMIT").unwrap_or_default().to_owned();
+        info.compiler = buildinfo::COMPILER.to_owned();
+        info.platform = buildinfo::platform();
+        info.extra_build_info = "tiphys".to_owned();
+    }
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn anonymous_caller_gets_only_the_version() {
+        let json = serde_json::to_value(version(&Principal::Anonymous)).unwrap();
+        assert_eq!(json, serde_json::json!({ "Version": buildinfo::VERSION }));
+    }
+}
