@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use http::header::{CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
+use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
 use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body_util::Limited;
 use hyper::body::Incoming;
@@ -115,10 +115,16 @@ impl Dispatcher {
         }
         let protocol = Protocol::classify(req.headers(), req.uri().path());
         let response = match protocol {
-            Protocol::Grpc => call(&self.grpc, req).await,
+            Protocol::Grpc => {
+                let mut response = call(&self.grpc, req).await;
+                fix_message_size_status(&mut response);
+                response
+            }
             Protocol::GrpcWeb => {
                 normalize_grpc_web_content_type(&mut req);
-                call(&self.grpc_web, req).await
+                let mut response = call(&self.grpc_web, req).await;
+                fix_message_size_status(&mut response);
+                response
             }
             Protocol::Rest | Protocol::Ui => {
                 let mut response = self.call_http(req).await;
@@ -213,12 +219,35 @@ where
 }
 
 /// `application/grpc-web+proto; charset=…` → `application/grpc-web+proto`:
-/// tonic-web matches the media type exactly.
+/// tonic-web matches the media type exactly. tonic-web also picks the
+/// response encoding from `Accept` alone; a text request from a client that
+/// does not say what it accepts gets a text response, as the protocol intends.
 fn normalize_grpc_web_content_type(req: &mut Request<Incoming>) {
-    if let Some(media) = super::protocol::media_type(req.headers())
-        && let Ok(value) = HeaderValue::from_str(&media)
-    {
+    let Some(media) = super::protocol::media_type(req.headers()) else { return };
+    let accepts_grpc_web = req
+        .headers()
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/grpc-web"));
+    if media.starts_with("application/grpc-web-text") && !accepts_grpc_web {
+        req.headers_mut().insert(ACCEPT, HeaderValue::from_static("application/grpc-web-text"));
+    }
+    if let Ok(value) = HeaderValue::from_str(&media) {
         req.headers_mut().insert(CONTENT_TYPE, value);
+    }
+}
+
+/// tonic reports a request message above the size limit as OUT_OF_RANGE; gRPC
+/// (and grpc-go, which Argo CD's clients know) says RESOURCE_EXHAUSTED.
+fn fix_message_size_status(response: &mut Response<Body>) {
+    let headers = response.headers_mut();
+    let too_large = headers.get("grpc-status").is_some_and(|v| v == "11")
+        && headers
+            .get("grpc-message")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"));
+    if too_large {
+        headers.insert("grpc-status", HeaderValue::from_static("8"));
     }
 }
 
