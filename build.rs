@@ -18,7 +18,10 @@ fn compile_protos(out_dir: &Path) -> BuildResult {
     println!("cargo:rerun-if-changed=proto");
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     let include = protoc_bin_vendored::include_path()?;
-    let protos: [PathBuf; 2] = ["proto/version/version.proto".into(), "proto/settings/settings.proto".into()];
+    let protos: [PathBuf; 2] = [
+        "proto/version/version.proto".into(),
+        "proto/settings/settings.proto".into(),
+    ];
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc);
     tonic_prost_build::configure()
@@ -36,14 +39,26 @@ fn build_web(out_dir: &Path) -> BuildResult {
         copy_dir(Path::new(&prebuilt), &dist)?;
         return Ok(());
     }
-    for input in ["web/src", "web/index.html", "web/package.json", "web/package-lock.json", "web/build.mjs"] {
+    for input in [
+        "web/src",
+        "web/index.html",
+        "web/package.json",
+        "web/package-lock.json",
+        "web/build.mjs",
+    ] {
         println!("cargo:rerun-if-changed={input}");
     }
-    let npm_ok = Command::new("npm").arg("--version").output().map(|o| o.status.success()).unwrap_or(false);
+    let npm_ok = Command::new("npm")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
     if !npm_ok {
-        return Err("building the embedded UI needs Node.js and npm (Node 18 or newer): install them \
+        return Err(
+            "building the embedded UI needs Node.js and npm (Node 18 or newer): install them \
                     (e.g. `apt-get install nodejs npm`), or set TIPHYS_WEB_DIST to a built UI directory"
-            .into());
+                .into(),
+        );
     }
     // npm writes node_modules next to package.json; build in a copy under
     // OUT_DIR so the source tree stays clean and parallel builds do not race.
@@ -52,10 +67,15 @@ fn build_web(out_dir: &Path) -> BuildResult {
     let lock_stamp = work.join("node_modules/.tiphys-lock");
     let lock = std::fs::read("web/package-lock.json")?;
     if std::fs::read(&lock_stamp).ok().as_deref() != Some(&lock[..]) {
-        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund", "--loglevel=error"]).current_dir(&work))?;
+        run(Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+            .current_dir(&work))?;
         std::fs::write(&lock_stamp, &lock)?;
     }
-    run(Command::new("node").arg("build.mjs").arg(&dist).current_dir(&work))?;
+    run(Command::new("node")
+        .arg("build.mjs")
+        .arg(&dist)
+        .current_dir(&work))?;
     Ok(())
 }
 

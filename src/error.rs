@@ -64,7 +64,11 @@ pub struct ErrorBody<'a> {
 
 /// Builds a REST error response from a gRPC code, HTTP status and message.
 pub fn rest_error(code: tonic::Code, status: StatusCode, message: &str) -> Response {
-    let body = ErrorBody { error: message, code: code as i32, message };
+    let body = ErrorBody {
+        error: message,
+        code: code as i32,
+        message,
+    };
     (status, axum::Json(body)).into_response()
 }
 
@@ -100,11 +104,31 @@ mod tests {
     fn table_matches_grpc_gateway_statuses() {
         let cases = [
             (AppError::NotFound(String::new()), 404, tonic::Code::NotFound),
-            (AppError::Unauthenticated(String::new()), 401, tonic::Code::Unauthenticated),
-            (AppError::PermissionDenied(String::new()), 403, tonic::Code::PermissionDenied),
-            (AppError::InvalidArgument(String::new()), 400, tonic::Code::InvalidArgument),
-            (AppError::Unimplemented(String::new()), 501, tonic::Code::Unimplemented),
-            (AppError::Unavailable(String::new()), 503, tonic::Code::Unavailable),
+            (
+                AppError::Unauthenticated(String::new()),
+                401,
+                tonic::Code::Unauthenticated,
+            ),
+            (
+                AppError::PermissionDenied(String::new()),
+                403,
+                tonic::Code::PermissionDenied,
+            ),
+            (
+                AppError::InvalidArgument(String::new()),
+                400,
+                tonic::Code::InvalidArgument,
+            ),
+            (
+                AppError::Unimplemented(String::new()),
+                501,
+                tonic::Code::Unimplemented,
+            ),
+            (
+                AppError::Unavailable(String::new()),
+                503,
+                tonic::Code::Unavailable,
+            ),
         ];
         for (err, http, grpc) in cases {
             let (code, status) = err.codes();

@@ -1,5 +1,11 @@
 //! Code generated from `proto/` by `build.rs`.
-#![allow(clippy::all, clippy::pedantic, unused_qualifications, missing_docs)]
+#![allow(
+    clippy::all,
+    clippy::pedantic,
+    clippy::clone_on_ref_ptr,
+    unused_qualifications,
+    missing_docs
+)]
 
 pub mod version {
     tonic::include_proto!("version");

@@ -47,10 +47,17 @@ impl Ui {
             }
             None => {
                 let file = Embedded::get("index.html").ok_or(UiError::NoEmbeddedIndex)?;
-                Some(Bytes::from(rewrite_base_href(&String::from_utf8_lossy(&file.data), basehref)))
+                Some(Bytes::from(rewrite_base_href(
+                    &String::from_utf8_lossy(&file.data),
+                    basehref,
+                )))
             }
         };
-        Ok(Self { dir, basehref: basehref.to_owned(), embedded_index })
+        Ok(Self {
+            dir,
+            basehref: basehref.to_owned(),
+            embedded_index,
+        })
     }
 
     fn index(&self) -> Option<Bytes> {
@@ -67,7 +74,9 @@ impl Ui {
             None => Embedded::get(path).map(|f| Bytes::from(f.data.into_owned())),
             Some(dir) => {
                 let full = dir.join(path);
-                full.is_file().then(|| std::fs::read(full).ok().map(Bytes::from)).flatten()
+                full.is_file()
+                    .then(|| std::fs::read(full).ok().map(Bytes::from))
+                    .flatten()
             }
         }
     }
@@ -79,7 +88,11 @@ pub fn router(ui: Arc<Ui>) -> Router {
 
 async fn serve(State(ui): State<Arc<Ui>>, req: Request) -> Response {
     if req.method() != Method::GET && req.method() != Method::HEAD {
-        return rest_error(tonic::Code::Unimplemented, StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed");
+        return rest_error(
+            tonic::Code::Unimplemented,
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Method Not Allowed",
+        );
     }
     let path = req.uri().path();
     if path == "/extensions.js" {
@@ -140,7 +153,10 @@ fn html_response(index: Bytes) -> Response {
     let mut response = Response::new(Body::from(index));
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
-    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache, private, max-age=0"));
+    headers.insert(
+        CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private, max-age=0"),
+    );
     headers.insert(EXPIRES, HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"));
     headers.insert(PRAGMA, HeaderValue::from_static("no-cache"));
     response
@@ -148,7 +164,11 @@ fn html_response(index: Bytes) -> Response {
 
 fn asset_response(path: &str, data: Bytes) -> Response {
     let mime = mime_guess::from_path(path).first_or_octet_stream();
-    let cache = if is_content_hashed(path) { "public, max-age=31536000, immutable" } else { "no-cache" };
+    let cache = if is_content_hashed(path) {
+        "public, max-age=31536000, immutable"
+    } else {
+        "no-cache"
+    };
     let mut response = Response::new(Body::from(data));
     let headers = response.headers_mut();
     if let Ok(v) = HeaderValue::from_str(mime.as_ref()) {
@@ -168,17 +188,34 @@ fn is_content_hashed(path: &str) -> bool {
 }
 
 fn not_found() -> Response {
-    (StatusCode::NOT_FOUND, [(CONTENT_TYPE, "text/plain; charset=utf-8")], "Not Found\n").into_response()
+    (
+        StatusCode::NOT_FOUND,
+        [(CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "Not Found\n",
+    )
+        .into_response()
 }
 
 /// Rewrites the first `<base href="…">` to `basehref`.
 pub fn rewrite_base_href(html: &str, basehref: &str) -> String {
     const TAG: &str = "<base href=\"";
-    let Some(start) = html.find(TAG) else { return html.to_owned() };
+    let Some(start) = html.find(TAG) else {
+        return html.to_owned();
+    };
     let value_start = start + TAG.len();
-    let Some(len) = html[value_start..].find('"') else { return html.to_owned() };
-    let escaped = basehref.replace('&', "&amp;").replace('"', "&quot;").replace('<', "&lt;");
-    format!("{}{}{}", &html[..value_start], escaped, &html[value_start + len..])
+    let Some(len) = html[value_start..].find('"') else {
+        return html.to_owned();
+    };
+    let escaped = basehref
+        .replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;");
+    format!(
+        "{}{}{}",
+        &html[..value_start],
+        escaped,
+        &html[value_start + len..]
+    )
 }
 
 #[cfg(test)]
@@ -188,7 +225,10 @@ mod tests {
     #[test]
     fn base_href_is_rewritten() {
         let html = r#"<head><base href="/" /></head>"#;
-        assert_eq!(rewrite_base_href(html, "/argocd/"), r#"<head><base href="/argocd/" /></head>"#);
+        assert_eq!(
+            rewrite_base_href(html, "/argocd/"),
+            r#"<head><base href="/argocd/" /></head>"#
+        );
     }
 
     #[test]

@@ -8,5 +8,9 @@ use crate::server::state::AppState;
 /// `GET /healthz`: `ok` while serving; 503 with the reason once shutting down,
 /// so a load balancer drains this replica.
 pub async fn healthz(State(state): State<Arc<AppState>>) -> (StatusCode, &'static str) {
-    if state.is_serving() { (StatusCode::OK, "ok\n") } else { (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n") }
+    if state.is_serving() {
+        (StatusCode::OK, "ok\n")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    }
 }

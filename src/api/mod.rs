@@ -34,5 +34,9 @@ async fn not_found() -> Response {
 }
 
 async fn method_not_allowed() -> Response {
-    rest_error(tonic::Code::Unimplemented, StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed")
+    rest_error(
+        tonic::Code::Unimplemented,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "Method Not Allowed",
+    )
 }

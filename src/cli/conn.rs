@@ -64,7 +64,9 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn version_client(&self) -> crate::pb::version::version_service_client::VersionServiceClient<GrpcTransport> {
+    pub fn version_client(
+        &self,
+    ) -> crate::pb::version::version_service_client::VersionServiceClient<GrpcTransport> {
         crate::pb::version::version_service_client::VersionServiceClient::with_origin(
             self.transport.clone(),
             self.origin.clone(),
@@ -79,20 +81,32 @@ impl ClientOpts {
             .as_deref()
             .filter(|s| !s.trim().is_empty())
             .ok_or_else(|| anyhow!("no server given: pass --server HOST:PORT or set TIPHYS_SERVER"))?;
-        let server = server.trim().trim_start_matches("https://").trim_start_matches("http://");
+        let server = server
+            .trim()
+            .trim_start_matches("https://")
+            .trim_start_matches("http://");
         let server = server.trim_end_matches('/');
         let has_port = match server.rsplit_once(':') {
-            Some((host, port)) => !host.is_empty() && port.parse::<u16>().is_ok() && (!host.contains(':') || host.ends_with(']')),
+            Some((host, port)) => {
+                !host.is_empty()
+                    && port.parse::<u16>().is_ok()
+                    && (!host.contains(':') || host.ends_with(']'))
+            }
             None => false,
         };
-        Ok(if has_port { server.to_owned() } else { format!("{server}:443") })
+        Ok(if has_port {
+            server.to_owned()
+        } else {
+            format!("{server}:443")
+        })
     }
 
     fn extra_headers(&self) -> anyhow::Result<HeaderMap> {
         let mut map = HeaderMap::new();
         for raw in &self.headers {
-            let (name, value) =
-                raw.split_once(':').ok_or_else(|| anyhow!("--header {raw:?}: expected 'Name: value'"))?;
+            let (name, value) = raw
+                .split_once(':')
+                .ok_or_else(|| anyhow!("--header {raw:?}: expected 'Name: value'"))?;
             let name = HeaderName::from_bytes(name.trim().as_bytes())
                 .with_context(|| format!("--header {raw:?}: invalid header name"))?;
             let value = HeaderValue::from_str(value.trim())
@@ -100,13 +114,20 @@ impl ClientOpts {
             map.append(name, value);
         }
         if let Some(token) = self.auth_token.as_deref().filter(|t| !t.is_empty()) {
-            map.insert("token", HeaderValue::from_str(token).context("--auth-token is not a valid header value")?);
+            map.insert(
+                "token",
+                HeaderValue::from_str(token).context("--auth-token is not a valid header value")?,
+            );
         }
         Ok(map)
     }
 
     fn root_path(&self) -> String {
-        self.grpc_web_root_path.as_deref().map(|p| p.trim_matches('/')).filter(|p| !p.is_empty()).map_or_else(String::new, |p| format!("/{p}"))
+        self.grpc_web_root_path
+            .as_deref()
+            .map(|p| p.trim_matches('/'))
+            .filter(|p| !p.is_empty())
+            .map_or_else(String::new, |p| format!("/{p}"))
     }
 
     /// Connects as asked. Without --grpc-web, native gRPC is tried first; if
@@ -114,7 +135,16 @@ impl ClientOpts {
     /// call is retried over gRPC-Web and the user is told once.
     pub async fn connect(&self) -> anyhow::Result<Connection> {
         if self.grpc_web || self.grpc_web_root_path.is_some() {
-            return self.grpc_web_connection();
+            let web = self.grpc_web_connection()?;
+            return match probe(&web).await {
+                Ok(()) => Ok(web),
+                Err(status) if is_auth_error(&status) => Ok(web),
+                Err(status) => Err(anyhow!(
+                    "cannot reach {} over gRPC-Web: {}",
+                    self.server()?,
+                    describe(&status)
+                )),
+            };
         }
         let native = self.native_connection()?;
         let native_err = match probe(&native).await {
@@ -147,9 +177,19 @@ impl ClientOpts {
 
     fn native_connection(&self) -> anyhow::Result<Connection> {
         let server = self.server()?;
-        let origin: Uri = format!("http://{server}").parse().with_context(|| format!("invalid server {server:?}"))?;
-        let tls = if self.plaintext { None } else { Some(Arc::new(self.tls_config(vec![b"h2".to_vec()])?)) };
-        let host = origin.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
+        let origin: Uri = format!("http://{server}")
+            .parse()
+            .with_context(|| format!("invalid server {server:?}"))?;
+        let tls = if self.plaintext {
+            None
+        } else {
+            Some(Arc::new(self.tls_config(vec![b"h2".to_vec()])?))
+        };
+        let host = origin
+            .host()
+            .unwrap_or_default()
+            .trim_matches(['[', ']'])
+            .to_owned();
         let connector = tower::service_fn(move |uri: Uri| {
             let tls = tls.clone();
             let host = host.clone();
@@ -164,8 +204,14 @@ impl ClientOpts {
             req.headers_mut().extend(headers.clone());
             req
         });
-        let transport = transport.map_response(|r| r.map(tonic::body::Body::new)).map_err(BoxError::from);
-        Ok(Connection { transport: BoxCloneSyncService::new(transport), origin, grpc_web: false })
+        let transport = transport
+            .map_response(|r| r.map(tonic::body::Body::new))
+            .map_err(BoxError::from);
+        Ok(Connection {
+            transport: BoxCloneSyncService::new(transport),
+            origin,
+            grpc_web: false,
+        })
     }
 
     fn grpc_web_connection(&self) -> anyhow::Result<Connection> {
@@ -187,7 +233,9 @@ impl ClientOpts {
         let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .http2_only(false)
             .build::<_, tonic_web::GrpcWebCall<tonic::body::Body>>(https);
-        let web = tower::ServiceBuilder::new().layer(tonic_web::GrpcWebClientLayer::new()).service(client);
+        let web = tower::ServiceBuilder::new()
+            .layer(tonic_web::GrpcWebClientLayer::new())
+            .service(client);
         let mut headers = self.extra_headers()?;
         headers.insert(http::header::USER_AGENT, HeaderValue::from_static(USER_AGENT));
         let transport = web
@@ -195,15 +243,21 @@ impl ClientOpts {
                 req.headers_mut().extend(headers.clone());
                 req
             })
-            .map_response(|r| r.map(tonic::body::Body::new))
-            .map_err(BoxError::from);
-        Ok(Connection { transport: BoxCloneSyncService::new(transport), origin, grpc_web: true })
+            .map_result(|result| match result {
+                Ok(response) => grpc_web_response(response),
+                Err(err) => Err(BoxError::from(error_chain(&err))),
+            });
+        Ok(Connection {
+            transport: BoxCloneSyncService::new(transport),
+            origin,
+            grpc_web: true,
+        })
     }
 
     fn tls_config(&self, alpn: Vec<Vec<u8>>) -> anyhow::Result<ClientConfig> {
         let provider = Arc::new(ring::default_provider());
-        let builder =
-            ClientConfig::builder_with_provider(Arc::clone(&provider)).with_safe_default_protocol_versions()?;
+        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
+            .with_safe_default_protocol_versions()?;
         let mut config = if self.insecure {
             builder
                 .dangerous()
@@ -214,20 +268,64 @@ impl ClientOpts {
             let native = rustls_native_certs::load_native_certs();
             roots.add_parsable_certificates(native.certs);
             if let Some(path) = &self.server_crt {
-                let pem = std::fs::read(path).with_context(|| format!("cannot read --server-crt {}", path.display()))?;
+                let pem = std::fs::read(path)
+                    .with_context(|| format!("cannot read --server-crt {}", path.display()))?;
                 for cert in CertificateDer::pem_slice_iter(&pem) {
-                    let cert = cert.with_context(|| format!("--server-crt {}: not a PEM certificate", path.display()))?;
-                    roots.add(cert).with_context(|| format!("--server-crt {}: unusable certificate", path.display()))?;
+                    let cert = cert
+                        .with_context(|| format!("--server-crt {}: not a PEM certificate", path.display()))?;
+                    roots
+                        .add(cert)
+                        .with_context(|| format!("--server-crt {}: unusable certificate", path.display()))?;
                 }
             }
             if roots.is_empty() {
-                bail!("no trusted CA certificates found: pass --server-crt, or --insecure to skip verification");
+                bail!(
+                    "no trusted CA certificates found: pass --server-crt, or --insecure to skip verification"
+                );
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         };
         config.alpn_protocols = alpn;
         Ok(config)
     }
+}
+
+/// Only a gRPC-Web answer is decoded as one: anything else (a 404 page, a
+/// proxy's HTML) becomes an error that says what came back instead.
+fn grpc_web_response<B>(response: http::Response<B>) -> Result<http::Response<tonic::body::Body>, BoxError>
+where
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    let content_type = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none");
+    if response.status() == http::StatusCode::OK && content_type.starts_with("application/grpc-web") {
+        return Ok(response.map(tonic::body::Body::new));
+    }
+    Err(format!(
+        "the server answered HTTP {} with content-type {content_type}, not gRPC-Web: \
+         check --grpc-web-root-path (the server's --rootpath), or whether a proxy answered instead",
+        response.status().as_u16()
+    )
+    .into())
+}
+
+/// An error with its causes: hyper-util's "client error (Connect)" alone says nothing.
+fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 type ClientStream = Either<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
@@ -245,7 +343,9 @@ async fn dial(
         Some(config) => {
             let name = ServerName::try_from(host.to_owned())
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-            let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await?;
             Either::Right(tls)
         }
     };
@@ -257,7 +357,10 @@ async fn probe(conn: &Connection) -> Result<(), tonic::Status> {
 }
 
 fn is_auth_error(status: &tonic::Status) -> bool {
-    matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied)
+    matches!(
+        status.code(),
+        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+    )
 }
 
 /// A status as a person should read it: never grpc-go's or tonic's raw
@@ -265,7 +368,13 @@ fn is_auth_error(status: &tonic::Status) -> bool {
 pub fn describe(status: &tonic::Status) -> String {
     let message = status.message();
     let lower = message.to_ascii_lowercase();
-    if lower.contains("content-type") || lower.contains("http status") || lower.contains("grpc-status header missing") {
+    if lower.contains("not grpc-web") {
+        return message.to_owned(); // already says what came back and what to check
+    }
+    if lower.contains("content-type")
+        || lower.contains("http status")
+        || lower.contains("grpc-status header missing")
+    {
         return "something in between answered with a non-gRPC response (a proxy or a web server): \
                 use --grpc-web if that proxy only speaks HTTP/1.1"
             .to_owned();
@@ -281,8 +390,10 @@ pub fn describe(status: &tonic::Status) -> String {
 /// Failures no other transport can fix: fall back to gRPC-Web only for the rest.
 fn is_final(status: &tonic::Status) -> bool {
     let lower = status.message().to_ascii_lowercase();
-    matches!(status.code(), tonic::Code::Unauthenticated | tonic::Code::PermissionDenied)
-        || lower.contains("certificate")
+    matches!(
+        status.code(),
+        tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
+    ) || lower.contains("certificate")
         || lower.contains("connection refused")
 }
 

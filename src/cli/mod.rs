@@ -15,7 +15,13 @@ use crate::telemetry::LogFormat;
 #[command(name = "tiphys", version = crate::buildinfo::VERSION, about = "GitOps API server and CLI, compatible with Argo CD")]
 pub struct Cli {
     /// Log format (logs go to stderr).
-    #[arg(long, global = true, env = "TIPHYS_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long,
+        global = true,
+        env = "TIPHYS_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
     pub log_format: LogFormat,
     /// Log level when RUST_LOG is unset (error, warn, info, debug, trace).
     #[arg(long, global = true, env = "TIPHYS_LOG_LEVEL")]

@@ -23,11 +23,16 @@ pub fn routes(
     let version = VersionServiceServer::new(version::VersionGrpc)
         .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(max_message_bytes);
-    let settings = SettingsServiceServer::new(settings::SettingsGrpc { state: Arc::clone(state) })
-        .max_decoding_message_size(max_message_bytes)
-        .max_encoding_message_size(max_message_bytes);
+    let settings = SettingsServiceServer::new(settings::SettingsGrpc {
+        state: Arc::clone(state),
+    })
+    .max_decoding_message_size(max_message_bytes)
+    .max_encoding_message_size(max_message_bytes);
     let mut builder = Routes::builder();
-    builder.add_service(version).add_service(settings).add_service(health);
+    builder
+        .add_service(version)
+        .add_service(settings)
+        .add_service(health);
     add_reflection(&mut builder);
     builder.routes()
 }
@@ -51,5 +56,9 @@ fn add_reflection(builder: &mut tonic::service::RoutesBuilder) {
 
 /// The caller, as the dispatcher worked it out for this request.
 fn principal<T>(request: &tonic::Request<T>) -> Principal {
-    request.extensions().get::<Principal>().cloned().unwrap_or_default()
+    request
+        .extensions()
+        .get::<Principal>()
+        .cloned()
+        .unwrap_or_default()
 }

@@ -3,7 +3,9 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use crate::pb::cluster::settings_service_server::SettingsService;
-use crate::pb::cluster::{GoogleAnalyticsConfig, Help, KustomizeOptions, Settings, SettingsPluginsResponse, SettingsQuery};
+use crate::pb::cluster::{
+    GoogleAnalyticsConfig, Help, KustomizeOptions, Settings, SettingsPluginsResponse, SettingsQuery,
+};
 use crate::server::state::AppState;
 use crate::service::settings::{PublicSettings, settings};
 
@@ -14,7 +16,9 @@ pub struct SettingsGrpc {
 #[tonic::async_trait]
 impl SettingsService for SettingsGrpc {
     async fn get(&self, request: Request<SettingsQuery>) -> Result<Response<Settings>, Status> {
-        Ok(Response::new(settings(&self.state.settings, &super::principal(&request)).into()))
+        Ok(Response::new(
+            settings(&self.state.settings, &super::principal(&request)).into(),
+        ))
     }
 
     async fn get_plugins(
@@ -37,8 +41,14 @@ impl From<PublicSettings> for Settings {
                 tracking_id: s.google_analytics.tracking_id,
                 anonymize_users: s.google_analytics.anonymize_users,
             }),
-            kustomize_options: Some(KustomizeOptions { build_options: s.kustomize_options.build_options }),
-            help: Some(Help { chat_url: s.help.chat_url, chat_text: s.help.chat_text, ..Help::default() }),
+            kustomize_options: Some(KustomizeOptions {
+                build_options: s.kustomize_options.build_options,
+            }),
+            help: Some(Help {
+                chat_url: s.help.chat_url,
+                chat_text: s.help.chat_text,
+                ..Help::default()
+            }),
             user_logins_disabled: s.user_logins_disabled,
             status_badge_enabled: s.status_badge_enabled,
             exec_enabled: s.exec_enabled,

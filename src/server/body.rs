@@ -65,7 +65,11 @@ pin_project! {
 
 impl ObservedBody {
     pub fn new(inner: Body, pending: Option<PendingOutcome>, in_flight: InFlight) -> Self {
-        Self { inner, pending, _in_flight: in_flight }
+        Self {
+            inner,
+            pending,
+            _in_flight: in_flight,
+        }
     }
 }
 
@@ -73,7 +77,10 @@ impl http_body::Body for ObservedBody {
     type Data = Bytes;
     type Error = axum::Error;
 
-    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = self.project();
         let polled = this.inner.poll_frame(cx);
         match &polled {
@@ -81,7 +88,10 @@ impl http_body::Body for ObservedBody {
                 if let Some(trailers) = frame.trailers_ref()
                     && let Some(pending) = this.pending.take()
                 {
-                    let code = trailers.get("grpc-status").and_then(|v| v.to_str().ok()).unwrap_or("2");
+                    let code = trailers
+                        .get("grpc-status")
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("2");
                     pending.finish(Outcome::from_grpc(code));
                 }
             }

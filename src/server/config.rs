@@ -167,12 +167,16 @@ impl ServerArgs {
             basehref = forced;
         }
         let url = match &self.url {
-            Some(raw) => Some(url_host::ExternalUrl::parse(raw).ok_or_else(|| ConfigError::Url(raw.clone()))?),
+            Some(raw) => {
+                Some(url_host::ExternalUrl::parse(raw).ok_or_else(|| ConfigError::Url(raw.clone()))?)
+            }
             None => None,
         };
         let data_dir = match &self.data_dir {
             Some(dir) => dir.clone(),
-            None => dirs::data_dir().map(|d| d.join("tiphys")).ok_or(ConfigError::NoDataDir)?,
+            None => dirs::data_dir()
+                .map(|d| d.join("tiphys"))
+                .ok_or(ConfigError::NoDataDir)?,
         };
         Ok(ServerConfig {
             listen: SocketAddr::new(self.address, self.port),
@@ -257,7 +261,9 @@ pub mod url_host {
 
     impl ExternalUrl {
         pub fn parse(raw: &str) -> Option<Self> {
-            let rest = raw.strip_prefix("https://").or_else(|| raw.strip_prefix("http://"))?;
+            let rest = raw
+                .strip_prefix("https://")
+                .or_else(|| raw.strip_prefix("http://"))?;
             let authority = rest.split(['/', '?', '#']).next()?;
             let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
             let host = if let Some(v6) = authority.strip_prefix('[') {
@@ -265,7 +271,10 @@ pub mod url_host {
             } else {
                 authority.split(':').next()?.to_owned()
             };
-            (!host.is_empty()).then(|| Self { raw: raw.to_owned(), host })
+            (!host.is_empty()).then(|| Self {
+                raw: raw.to_owned(),
+                host,
+            })
         }
     }
 }
@@ -293,8 +302,18 @@ mod tests {
 
     #[test]
     fn external_url_host() {
-        assert_eq!(url_host::ExternalUrl::parse("https://cd.example.com:8443/x").unwrap().host, "cd.example.com");
-        assert_eq!(url_host::ExternalUrl::parse("https://[2001:db8::1]/").unwrap().host, "2001:db8::1");
+        assert_eq!(
+            url_host::ExternalUrl::parse("https://cd.example.com:8443/x")
+                .unwrap()
+                .host,
+            "cd.example.com"
+        );
+        assert_eq!(
+            url_host::ExternalUrl::parse("https://[2001:db8::1]/")
+                .unwrap()
+                .host,
+            "2001:db8::1"
+        );
         assert!(url_host::ExternalUrl::parse("cd.example.com").is_none());
     }
 }

@@ -59,22 +59,30 @@ impl Dispatcher {
         let elapsed = start.elapsed();
         let grpc_like = matches!(protocol, Protocol::Grpc | Protocol::GrpcWeb);
         let pending = if grpc_like {
-            match response.headers().get("grpc-status").and_then(|v| v.to_str().ok()) {
+            match response
+                .headers()
+                .get("grpc-status")
+                .and_then(|v| v.to_str().ok())
+            {
                 // Trailers-only: the outcome is already known.
                 Some(code) => {
                     self.metrics.observe(protocol, Outcome::from_grpc(code), elapsed);
                     None
                 }
-                None if response.status() == StatusCode::OK => {
-                    Some(PendingOutcome { metrics: Arc::clone(&self.metrics), protocol, elapsed })
-                }
+                None if response.status() == StatusCode::OK => Some(PendingOutcome {
+                    metrics: Arc::clone(&self.metrics),
+                    protocol,
+                    elapsed,
+                }),
                 None => {
-                    self.metrics.observe(protocol, Outcome::from_http(response.status().as_u16()), elapsed);
+                    self.metrics
+                        .observe(protocol, Outcome::from_http(response.status().as_u16()), elapsed);
                     None
                 }
             }
         } else {
-            self.metrics.observe(protocol, Outcome::from_http(response.status().as_u16()), elapsed);
+            self.metrics
+                .observe(protocol, Outcome::from_http(response.status().as_u16()), elapsed);
             None
         };
         response.map(|body| ObservedBody::new(body, pending, in_flight))
@@ -86,7 +94,7 @@ impl Dispatcher {
             Ok(scheme) => scheme,
             Err(response) => {
                 let protocol = Protocol::classify(req.headers(), req.uri().path());
-                return (protocol, response);
+                return (protocol, *response);
             }
         };
         if wire == Protocol::Grpc && req.version() < Version::HTTP_2 {
@@ -136,32 +144,50 @@ impl Dispatcher {
     }
 
     /// The client's scheme, or the response that ends the request here.
-    fn scheme(&self, req: &Request<Incoming>, conn: ConnInfo, wire: Protocol) -> Result<ClientScheme, Response<Body>> {
+    fn scheme(
+        &self,
+        req: &Request<Incoming>,
+        conn: ConnInfo,
+        wire: Protocol,
+    ) -> Result<ClientScheme, Box<Response<Body>>> {
         if conn.tls {
             return Ok(ClientScheme::Https);
         }
         if !self.tls_mode {
             let https = edge::forwarded_https(req.headers(), conn.peer.ip(), &self.trusted_proxies);
-            return Ok(if https { ClientScheme::Https } else { ClientScheme::Http });
+            return Ok(if https {
+                ClientScheme::Https
+            } else {
+                ClientScheme::Http
+            });
         }
         if wire == Protocol::Grpc {
             return if self.plaintext_grpc {
                 Ok(ClientScheme::Http)
             } else {
-                Err(grpc_error(tonic::Code::Unavailable, PLAINTEXT_GRPC_REFUSED))
+                Err(Box::new(grpc_error(
+                    tonic::Code::Unavailable,
+                    PLAINTEXT_GRPC_REFUSED,
+                )))
             };
         }
-        match edge::decide(req.uri(), req.headers(), conn.peer.ip(), &self.trusted_proxies, &self.rootpath) {
+        match edge::decide(
+            req.uri(),
+            req.headers(),
+            conn.peer.ip(),
+            &self.trusted_proxies,
+            &self.rootpath,
+        ) {
             Decision::Serve(scheme) => Ok(scheme),
             Decision::Redirect(location) => {
                 self.metrics.redirected();
-                Err(redirect(&location))
+                Err(Box::new(redirect(&location)))
             }
-            Decision::BadHost => Err(rest_error(
+            Decision::BadHost => Err(Box::new(rest_error(
                 tonic::Code::InvalidArgument,
                 StatusCode::BAD_REQUEST,
                 "this port expects TLS; a plaintext request needs a valid Host header to be redirected to https",
-            )),
+            ))),
         }
     }
 
@@ -189,7 +215,10 @@ impl Dispatcher {
         headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
         headers.insert("referrer-policy", HeaderValue::from_static("same-origin"));
         if scheme == ClientScheme::Https {
-            headers.insert("strict-transport-security", HeaderValue::from_static("max-age=31536000"));
+            headers.insert(
+                "strict-transport-security",
+                HeaderValue::from_static("max-age=31536000"),
+            );
         }
         if is_html {
             let h = &self.html_headers;
@@ -223,14 +252,17 @@ where
 /// response encoding from `Accept` alone; a text request from a client that
 /// does not say what it accepts gets a text response, as the protocol intends.
 fn normalize_grpc_web_content_type(req: &mut Request<Incoming>) {
-    let Some(media) = super::protocol::media_type(req.headers()) else { return };
+    let Some(media) = super::protocol::media_type(req.headers()) else {
+        return;
+    };
     let accepts_grpc_web = req
         .headers()
         .get(ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("application/grpc-web"));
     if media.starts_with("application/grpc-web-text") && !accepts_grpc_web {
-        req.headers_mut().insert(ACCEPT, HeaderValue::from_static("application/grpc-web-text"));
+        req.headers_mut()
+            .insert(ACCEPT, HeaderValue::from_static("application/grpc-web-text"));
     }
     if let Ok(value) = HeaderValue::from_str(&media) {
         req.headers_mut().insert(CONTENT_TYPE, value);
@@ -245,7 +277,9 @@ fn fix_message_size_status(response: &mut Response<Body>) {
         && headers
             .get("grpc-message")
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"));
+            .is_some_and(|m| {
+                m.contains("message%20length%20too%20large") || m.contains("message length too large")
+            });
     if too_large {
         headers.insert("grpc-status", HeaderValue::from_static("8"));
     }
@@ -288,7 +322,11 @@ fn not_found() -> Response<Body> {
 
 fn too_large(limit: usize) -> Response<Body> {
     let message = format!("request body is larger than {limit} bytes (--max-body-bytes)");
-    rest_error(tonic::Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE, &message)
+    rest_error(
+        tonic::Code::ResourceExhausted,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        &message,
+    )
 }
 
 /// Lets a repeated warning through at most once a minute.
@@ -299,9 +337,15 @@ pub struct LogThrottle {
 
 impl LogThrottle {
     pub fn allow(&self) -> bool {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         let last = self.last.load(Ordering::Relaxed);
-        now >= last + 60 && self.last.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_ok()
+        now >= last + 60
+            && self
+                .last
+                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
     }
 }
 
@@ -312,8 +356,16 @@ mod tests {
     #[test]
     fn rootpath_is_stripped_only_at_a_segment_boundary() {
         let uri: Uri = "/argo/api/version?x=1".parse().unwrap();
-        assert_eq!(strip_prefix(&uri, "/argo").unwrap().to_string(), "/api/version?x=1");
-        assert_eq!(strip_prefix(&"/argo".parse().unwrap(), "/argo").unwrap().to_string(), "/");
+        assert_eq!(
+            strip_prefix(&uri, "/argo").unwrap().to_string(),
+            "/api/version?x=1"
+        );
+        assert_eq!(
+            strip_prefix(&"/argo".parse().unwrap(), "/argo")
+                .unwrap()
+                .to_string(),
+            "/"
+        );
         assert!(strip_prefix(&"/argocd/x".parse().unwrap(), "/argo").is_none());
         assert!(strip_prefix(&"/other".parse().unwrap(), "/argo").is_none());
     }

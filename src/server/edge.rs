@@ -32,14 +32,20 @@ pub fn forwarded_https(headers: &HeaderMap, peer: IpAddr, trusted: &[IpNet]) -> 
         .and_then(|elem| {
             elem.split(';').find_map(|pair| {
                 let (k, v) = pair.split_once('=')?;
-                k.trim().eq_ignore_ascii_case("proto").then(|| v.trim().trim_matches('"').to_owned())
+                k.trim()
+                    .eq_ignore_ascii_case("proto")
+                    .then(|| v.trim().trim_matches('"').to_owned())
             })
         })
         .is_some_and(|p| p.eq_ignore_ascii_case("https"))
 }
 
 fn last_value(headers: &HeaderMap, name: &str) -> Option<String> {
-    let all: Vec<&str> = headers.get_all(name).iter().filter_map(|v| v.to_str().ok()).collect();
+    let all: Vec<&str> = headers
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
     all.last()?.rsplit(',').next().map(|s| s.trim().to_owned())
 }
 
@@ -52,13 +58,7 @@ fn canonical(ip: IpAddr) -> IpAddr {
 }
 
 /// Decides for a plaintext request in TLS mode.
-pub fn decide(
-    uri: &Uri,
-    headers: &HeaderMap,
-    peer: IpAddr,
-    trusted: &[IpNet],
-    rootpath: &str,
-) -> Decision {
+pub fn decide(uri: &Uri, headers: &HeaderMap, peer: IpAddr, trusted: &[IpNet], rootpath: &str) -> Decision {
     if uri.path() == "/healthz" {
         return Decision::Serve(ClientScheme::Http);
     }
@@ -83,7 +83,7 @@ pub fn redirect_target(uri: &Uri, headers: &HeaderMap, rootpath: &str) -> Option
         return None;
     }
     let path = uri.path();
-    let prefix = if !rootpath.is_empty() && !(path == rootpath || path.starts_with(&format!("{rootpath}/"))) {
+    let prefix = if !(rootpath.is_empty() || path == rootpath || path.starts_with(&format!("{rootpath}/"))) {
         rootpath
     } else {
         ""
@@ -99,7 +99,10 @@ mod tests {
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.append(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
         }
         h
     }
@@ -108,14 +111,23 @@ mod tests {
     fn redirect_keeps_raw_path_query_and_ipv6_host() {
         let uri: Uri = "/api/v1/clusters/https%3A%2F%2Fk8s?x=1&y=%2F".parse().unwrap();
         let target = redirect_target(&uri, &headers(&[("host", "[::1]:8080")]), "").unwrap();
-        assert_eq!(target, "https://[::1]:8080/api/v1/clusters/https%3A%2F%2Fk8s?x=1&y=%2F");
+        assert_eq!(
+            target,
+            "https://[::1]:8080/api/v1/clusters/https%3A%2F%2Fk8s?x=1&y=%2F"
+        );
     }
 
     #[test]
     fn redirect_adds_rootpath_once() {
         let h = headers(&[("host", "cd")]);
-        assert_eq!(redirect_target(&"/x".parse().unwrap(), &h, "/argo").unwrap(), "https://cd/argo/x");
-        assert_eq!(redirect_target(&"/argo/x".parse().unwrap(), &h, "/argo").unwrap(), "https://cd/argo/x");
+        assert_eq!(
+            redirect_target(&"/x".parse().unwrap(), &h, "/argo").unwrap(),
+            "https://cd/argo/x"
+        );
+        assert_eq!(
+            redirect_target(&"/argo/x".parse().unwrap(), &h, "/argo").unwrap(),
+            "https://cd/argo/x"
+        );
     }
 
     #[test]

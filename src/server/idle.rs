@@ -24,7 +24,12 @@ pin_project! {
 
 impl<T> IdleIo<T> {
     pub fn new(inner: T, timeout: Duration, in_flight: Arc<AtomicUsize>) -> Self {
-        Self { inner, timer: Box::pin(tokio::time::sleep(timeout)), timeout, in_flight }
+        Self {
+            inner,
+            timer: Box::pin(tokio::time::sleep(timeout)),
+            timeout,
+            in_flight,
+        }
     }
 }
 

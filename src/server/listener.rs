@@ -48,7 +48,12 @@ impl Front {
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
             .keep_alive_interval(Some(Duration::from_secs(60)))
             .keep_alive_timeout(Duration::from_secs(20));
-        Self { dispatcher, tls, limits, builder }
+        Self {
+            dispatcher,
+            tls,
+            limits,
+            builder,
+        }
     }
 }
 
@@ -79,11 +84,19 @@ pub async fn serve(listener: TcpListener, front: Arc<Front>, shutdown: Cancellat
     tracing::info!("shutting down: no new connections; waiting for in-flight requests");
     match tokio::time::timeout(front.limits.shutdown_timeout, graceful.shutdown()).await {
         Ok(()) => tracing::info!("all connections closed"),
-        Err(_) => tracing::warn!(deadline = ?front.limits.shutdown_timeout, "shutdown deadline passed; closing the remaining connections"),
+        Err(_) => {
+            tracing::warn!(deadline = ?front.limits.shutdown_timeout, "shutdown deadline passed; closing the remaining connections")
+        }
     }
 }
 
-async fn handle(tcp: TcpStream, peer: SocketAddr, front: Arc<Front>, watcher: Watcher, cancel: CancellationToken) {
+async fn handle(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    front: Arc<Front>,
+    watcher: Watcher,
+    cancel: CancellationToken,
+) {
     let _ = tcp.set_nodelay(true);
     let metrics = &front.dispatcher.metrics;
     let deadline = front.limits.handshake_timeout;

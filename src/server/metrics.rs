@@ -20,7 +20,12 @@ pub enum Outcome {
     Redirect,
 }
 
-const OUTCOMES: [Outcome; 4] = [Outcome::Success, Outcome::Redirect, Outcome::ClientError, Outcome::ServerError];
+const OUTCOMES: [Outcome; 4] = [
+    Outcome::Success,
+    Outcome::Redirect,
+    Outcome::ClientError,
+    Outcome::ServerError,
+];
 
 impl Outcome {
     fn as_str(self) -> &'static str {
@@ -98,7 +103,11 @@ impl Drop for OpenConnection<'_> {
 
 impl Metrics {
     pub fn connection_opened(&self, tls: bool) -> OpenConnection<'_> {
-        let counter = if tls { &self.connections_tls } else { &self.connections_plaintext };
+        let counter = if tls {
+            &self.connections_tls
+        } else {
+            &self.connections_plaintext
+        };
         counter.fetch_add(1, Ordering::Relaxed);
         self.open_connections.fetch_add(1, Ordering::Relaxed);
         OpenConnection(self)
@@ -123,15 +132,28 @@ impl Metrics {
             }
         }
         p.count.fetch_add(1, Ordering::Relaxed);
-        p.sum_micros.fetch_add(u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX), Ordering::Relaxed);
+        p.sum_micros.fetch_add(
+            u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
     }
 
     /// The Prometheus text exposition format.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(4096);
-        let _ = writeln!(out, "# HELP tiphys_build_info Build information.\n# TYPE tiphys_build_info gauge");
-        let _ = writeln!(out, "tiphys_build_info{{version=\"{}\"}} 1", crate::buildinfo::VERSION);
-        let _ = writeln!(out, "# HELP tiphys_requests_total Requests by protocol and outcome.");
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_build_info Build information.\n# TYPE tiphys_build_info gauge"
+        );
+        let _ = writeln!(
+            out,
+            "tiphys_build_info{{version=\"{}\"}} 1",
+            crate::buildinfo::VERSION
+        );
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_requests_total Requests by protocol and outcome."
+        );
         let _ = writeln!(out, "# TYPE tiphys_requests_total counter");
         for proto in Protocol::ALL {
             let p = &self.protocols[index(proto)];
@@ -145,37 +167,73 @@ impl Metrics {
                 );
             }
         }
-        let _ = writeln!(out, "# HELP tiphys_request_duration_seconds Time to the response head, by protocol.");
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_request_duration_seconds Time to the response head, by protocol."
+        );
         let _ = writeln!(out, "# TYPE tiphys_request_duration_seconds histogram");
         for proto in Protocol::ALL {
             let p = &self.protocols[index(proto)];
             let name = proto.as_str();
             for (i, bound) in BUCKETS.iter().enumerate() {
                 let n = p.buckets[i].load(Ordering::Relaxed);
-                let _ = writeln!(out, "tiphys_request_duration_seconds_bucket{{protocol=\"{name}\",le=\"{bound}\"}} {n}");
+                let _ = writeln!(
+                    out,
+                    "tiphys_request_duration_seconds_bucket{{protocol=\"{name}\",le=\"{bound}\"}} {n}"
+                );
             }
             let count = p.count.load(Ordering::Relaxed);
             #[allow(clippy::cast_precision_loss)]
             let sum = p.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-            let _ = writeln!(out, "tiphys_request_duration_seconds_bucket{{protocol=\"{name}\",le=\"+Inf\"}} {count}");
-            let _ = writeln!(out, "tiphys_request_duration_seconds_sum{{protocol=\"{name}\"}} {sum}");
-            let _ = writeln!(out, "tiphys_request_duration_seconds_count{{protocol=\"{name}\"}} {count}");
+            let _ = writeln!(
+                out,
+                "tiphys_request_duration_seconds_bucket{{protocol=\"{name}\",le=\"+Inf\"}} {count}"
+            );
+            let _ = writeln!(
+                out,
+                "tiphys_request_duration_seconds_sum{{protocol=\"{name}\"}} {sum}"
+            );
+            let _ = writeln!(
+                out,
+                "tiphys_request_duration_seconds_count{{protocol=\"{name}\"}} {count}"
+            );
         }
-        let _ = writeln!(out, "# HELP tiphys_connections_total Accepted connections by transport.");
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_connections_total Accepted connections by transport."
+        );
         let _ = writeln!(out, "# TYPE tiphys_connections_total counter");
         let tls = self.connections_tls.load(Ordering::Relaxed);
         let plain = self.connections_plaintext.load(Ordering::Relaxed);
         let _ = writeln!(out, "tiphys_connections_total{{transport=\"tls\"}} {tls}");
         let _ = writeln!(out, "tiphys_connections_total{{transport=\"plaintext\"}} {plain}");
-        let _ = writeln!(out, "# HELP tiphys_connections_refused_total Connections closed before a request.");
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_connections_refused_total Connections closed before a request."
+        );
         let _ = writeln!(out, "# TYPE tiphys_connections_refused_total counter");
-        let _ = writeln!(out, "tiphys_connections_refused_total {}", self.connections_refused.load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "tiphys_connections_refused_total {}",
+            self.connections_refused.load(Ordering::Relaxed)
+        );
         let _ = writeln!(out, "# HELP tiphys_connections_open Connections open now.");
         let _ = writeln!(out, "# TYPE tiphys_connections_open gauge");
-        let _ = writeln!(out, "tiphys_connections_open {}", self.open_connections.load(Ordering::Relaxed));
-        let _ = writeln!(out, "# HELP tiphys_https_redirects_total Plaintext requests redirected to https.");
+        let _ = writeln!(
+            out,
+            "tiphys_connections_open {}",
+            self.open_connections.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_https_redirects_total Plaintext requests redirected to https."
+        );
         let _ = writeln!(out, "# TYPE tiphys_https_redirects_total counter");
-        let _ = writeln!(out, "tiphys_https_redirects_total {}", self.redirects.load(Ordering::Relaxed));
+        let _ = writeln!(
+            out,
+            "tiphys_https_redirects_total {}",
+            self.redirects.load(Ordering::Relaxed)
+        );
         out
     }
 }
@@ -190,7 +248,10 @@ mod tests {
         m.observe(Protocol::Grpc, Outcome::Success, Duration::from_millis(2));
         m.observe(Protocol::Rest, Outcome::from_http(404), Duration::from_millis(1));
         let text = m.render();
-        assert!(text.contains("tiphys_requests_total{protocol=\"grpc\",outcome=\"success\"} 1"), "{text}");
+        assert!(
+            text.contains("tiphys_requests_total{protocol=\"grpc\",outcome=\"success\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("tiphys_requests_total{protocol=\"rest\",outcome=\"client_error\"} 1"));
         assert!(text.contains("tiphys_request_duration_seconds_count{protocol=\"grpc\"} 1"));
     }

@@ -49,12 +49,19 @@ impl Server {
             anyhow::bail!("--tlsciphers list is handled by the CLI before the server starts");
         }
         let config = args.validate()?;
-        let policy = TlsPolicy::parse(&args.tlsminversion, &args.tlsmaxversion, args.tlsciphers.as_deref())?;
+        let policy = TlsPolicy::parse(
+            &args.tlsminversion,
+            &args.tlsmaxversion,
+            args.tlsciphers.as_deref(),
+        )?;
         let (acceptor, reloader, tls_summary) = if config.insecure {
             (None, None, "off (--insecure)".to_owned())
         } else {
             let source = match (&args.tls_cert, &args.tls_key) {
-                (Some(cert), Some(key)) => CertSource::Files { cert: cert.clone(), key: key.clone() },
+                (Some(cert), Some(key)) => CertSource::Files {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                },
                 _ => CertSource::SelfSigned {
                     dir: config.data_dir.join("tls"),
                     names: tls::self_signed_names(config.url.as_ref().map(|u| u.host.as_str())),
@@ -63,7 +70,11 @@ impl Server {
             let resolver = tls::load(&source, policy.provider())?;
             let server_config = policy.server_config(Arc::clone(&resolver))?;
             let summary = source.describe();
-            (Some(tokio_rustls::TlsAcceptor::from(server_config)), Some((resolver, source, policy)), summary)
+            (
+                Some(tokio_rustls::TlsAcceptor::from(server_config)),
+                Some((resolver, source, policy)),
+                summary,
+            )
         };
 
         let state = Arc::new(AppState::new(SettingsSource {
@@ -76,7 +87,9 @@ impl Server {
         let ui = crate::ui::Ui::new(config.staticassets.clone(), &config.basehref)?;
         let dispatcher = Dispatcher {
             grpc: grpc_routes.clone().into_axum_router(),
-            grpc_web: grpc_routes.into_axum_router().layer(tonic_web::GrpcWebLayer::new()),
+            grpc_web: grpc_routes
+                .into_axum_router()
+                .layer(tonic_web::GrpcWebLayer::new()),
             http: crate::api::router(Arc::clone(&state), Arc::new(ui)),
             metrics: Arc::clone(&metrics),
             tls_mode: !config.insecure,
@@ -91,7 +104,17 @@ impl Server {
 
         let listener = bind(config.listen, "--address/--port").await?;
         let metrics_listener = bind(config.metrics_listen, "--metrics-address/--metrics-port").await?;
-        Ok(Self { listener, metrics_listener, front, state, metrics, health, reloader, config, tls_summary })
+        Ok(Self {
+            listener,
+            metrics_listener,
+            front,
+            state,
+            metrics,
+            health,
+            reloader,
+            config,
+            tls_summary,
+        })
     }
 
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
@@ -110,10 +133,15 @@ impl Server {
         if let Some((resolver, source, policy)) = self.reloader {
             tls::spawn_reloader(resolver, source, Arc::clone(policy.provider()), internal.clone());
         }
-        tokio::spawn(serve_metrics(self.metrics_listener, Arc::clone(&self.metrics), internal.clone()));
+        tokio::spawn(serve_metrics(
+            self.metrics_listener,
+            Arc::clone(&self.metrics),
+            internal.clone(),
+        ));
         if let Some(path) = &self.config.ready_file {
             let ready = serde_json::json!({ "port": addr.port(), "metrics_port": metrics_addr.port() });
-            std::fs::write(path, ready.to_string()).with_context(|| format!("cannot write {}", path.display()))?;
+            std::fs::write(path, ready.to_string())
+                .with_context(|| format!("cannot write {}", path.display()))?;
         }
         tracing::info!(
             "tiphys {} serving on {addr} (tls: {}, url: {}, metrics: {metrics_addr}, rootpath: {:?})",
@@ -128,7 +156,9 @@ impl Server {
         tokio::spawn(async move {
             stop.cancelled().await;
             state.stop_serving();
-            health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+            health
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
         });
         listener::serve(self.listener, self.front, shutdown).await;
         internal.cancel();
@@ -156,7 +186,9 @@ async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>, cancel: Can
             async move { ([("content-type", "text/plain; version=0.0.4")], metrics.render()) }
         }),
     );
-    let served = axum::serve(listener, app).with_graceful_shutdown(cancel.cancelled_owned()).await;
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(cancel.cancelled_owned())
+        .await;
     if let Err(err) = served {
         tracing::warn!(error = %err, "metrics listener failed");
     }

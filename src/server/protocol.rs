@@ -65,7 +65,12 @@ mod tests {
 
     #[test]
     fn grpc_content_types() {
-        for ct in ["application/grpc", "application/grpc+proto", "application/grpc; charset=utf-8", "Application/GRPC"] {
+        for ct in [
+            "application/grpc",
+            "application/grpc+proto",
+            "application/grpc; charset=utf-8",
+            "Application/GRPC",
+        ] {
             assert_eq!(Protocol::classify(&with_ct(ct), "/x.Y/Z"), Protocol::Grpc, "{ct}");
         }
     }
@@ -79,15 +84,28 @@ mod tests {
             "application/grpc-web-text+proto",
             "application/grpc-web+proto; charset=x",
         ] {
-            assert_eq!(Protocol::classify(&with_ct(ct), "/x.Y/Z"), Protocol::GrpcWeb, "{ct}");
+            assert_eq!(
+                Protocol::classify(&with_ct(ct), "/x.Y/Z"),
+                Protocol::GrpcWeb,
+                "{ct}"
+            );
         }
     }
 
     #[test]
     fn everything_else_is_rest_or_ui() {
-        assert_eq!(Protocol::classify(&with_ct("application/json"), "/api/version"), Protocol::Rest);
+        assert_eq!(
+            Protocol::classify(&with_ct("application/json"), "/api/version"),
+            Protocol::Rest
+        );
         assert_eq!(Protocol::classify(&HeaderMap::new(), "/healthz"), Protocol::Rest);
-        assert_eq!(Protocol::classify(&HeaderMap::new(), "/applications/x"), Protocol::Ui);
-        assert_eq!(Protocol::classify(&with_ct("application/grpcfoo"), "/"), Protocol::Ui);
+        assert_eq!(
+            Protocol::classify(&HeaderMap::new(), "/applications/x"),
+            Protocol::Ui
+        );
+        assert_eq!(
+            Protocol::classify(&with_ct("application/grpcfoo"), "/"),
+            Protocol::Ui
+        );
     }
 }

@@ -12,7 +12,10 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(settings: SettingsSource) -> Self {
-        Self { settings, serving: AtomicBool::new(true) }
+        Self {
+            settings,
+            serving: AtomicBool::new(true),
+        }
     }
 
     pub fn is_serving(&self) -> bool {

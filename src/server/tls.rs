@@ -28,7 +28,11 @@ pub enum TlsError {
     #[error("{path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
     #[error("certificate {cert} and key {key} do not belong together: {reason}")]
-    Mismatch { cert: PathBuf, key: PathBuf, reason: String },
+    Mismatch {
+        cert: PathBuf,
+        key: PathBuf,
+        reason: String,
+    },
     #[error("cannot write {path}: {source}")]
     Write { path: PathBuf, source: std::io::Error },
     #[error("cannot generate a self-signed certificate: {0}")]
@@ -40,9 +44,15 @@ pub enum TlsError {
 /// Where the certificate comes from.
 #[derive(Debug, Clone)]
 pub enum CertSource {
-    Files { cert: PathBuf, key: PathBuf },
+    Files {
+        cert: PathBuf,
+        key: PathBuf,
+    },
     /// Generated, kept under the data directory, renewed before it expires.
-    SelfSigned { dir: PathBuf, names: Vec<String> },
+    SelfSigned {
+        dir: PathBuf,
+        names: Vec<String>,
+    },
 }
 
 impl CertSource {
@@ -75,7 +85,9 @@ impl TlsPolicy {
         let min_v = parse_version(min)?;
         let max_v = parse_version(max)?;
         if min_v > max_v {
-            return Err(TlsError::Policy(format!("--tlsminversion {min} is above --tlsmaxversion {max}")));
+            return Err(TlsError::Policy(format!(
+                "--tlsminversion {min} is above --tlsmaxversion {max}"
+            )));
         }
         let mut versions = Vec::new();
         if min_v <= 12 && max_v >= 12 {
@@ -101,7 +113,10 @@ impl TlsPolicy {
             }
             provider.cipher_suites = chosen;
         }
-        Ok(Self { versions, provider: Arc::new(provider) })
+        Ok(Self {
+            versions,
+            provider: Arc::new(provider),
+        })
     }
 
     pub fn provider(&self) -> &Arc<CryptoProvider> {
@@ -128,16 +143,26 @@ fn parse_version(raw: &str) -> Result<u8, TlsError> {
         "1.0" | "1.1" => Err(TlsError::Policy(format!(
             "TLS {raw} is not supported (it is deprecated by RFC 8996); use 1.2 or 1.3"
         ))),
-        other => Err(TlsError::Policy(format!("unknown TLS version {other:?}; use 1.2 or 1.3"))),
+        other => Err(TlsError::Policy(format!(
+            "unknown TLS version {other:?}; use 1.2 or 1.3"
+        ))),
     }
 }
 
 fn tls13_suites() -> Vec<SupportedCipherSuite> {
-    ring::ALL_CIPHER_SUITES.iter().copied().filter(|s| s.version() == &rustls::version::TLS13).collect()
+    ring::ALL_CIPHER_SUITES
+        .iter()
+        .copied()
+        .filter(|s| s.version() == &rustls::version::TLS13)
+        .collect()
 }
 
 fn tls12_suites() -> Vec<SupportedCipherSuite> {
-    ring::ALL_CIPHER_SUITES.iter().copied().filter(|s| s.version() == &rustls::version::TLS12).collect()
+    ring::ALL_CIPHER_SUITES
+        .iter()
+        .copied()
+        .filter(|s| s.version() == &rustls::version::TLS12)
+        .collect()
 }
 
 /// The TLS 1.2 suites `--tlsciphers` accepts (TLS 1.3 suites are always enabled).
@@ -170,13 +195,24 @@ pub fn load(source: &CertSource, provider: &CryptoProvider) -> Result<Arc<CertRe
         CertSource::Files { cert, key } => load_pair(cert, key, provider)?,
         CertSource::SelfSigned { dir, names } => ensure_self_signed(dir, names, provider)?,
     };
-    Ok(Arc::new(CertResolver { current: ArcSwap::from_pointee(loaded.key) }))
+    Ok(Arc::new(CertResolver {
+        current: ArcSwap::from_pointee(loaded.key),
+    }))
 }
 
 fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Result<Loaded, TlsError> {
-    let cert_pem = std::fs::read(cert_path).map_err(|source| TlsError::Read { path: cert_path.into(), source })?;
-    let key_pem = std::fs::read(key_path).map_err(|source| TlsError::Read { path: key_path.into(), source })?;
-    let invalid = |path: &Path, reason: String| TlsError::Invalid { path: path.into(), reason };
+    let cert_pem = std::fs::read(cert_path).map_err(|source| TlsError::Read {
+        path: cert_path.into(),
+        source,
+    })?;
+    let key_pem = std::fs::read(key_path).map_err(|source| TlsError::Read {
+        path: key_path.into(),
+        source,
+    })?;
+    let invalid = |path: &Path, reason: String| TlsError::Invalid {
+        path: path.into(),
+        reason,
+    };
     let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| invalid(cert_path, format!("not a PEM certificate file: {e}")))?;
@@ -185,7 +221,8 @@ fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Re
     };
     let (_, parsed) = x509_parser::parse_x509_certificate(leaf)
         .map_err(|e| invalid(cert_path, format!("the first certificate cannot be parsed: {e}")))?;
-    let not_after = UNIX_EPOCH + Duration::from_secs(parsed.validity().not_after.timestamp().max(0).unsigned_abs());
+    let not_after =
+        UNIX_EPOCH + Duration::from_secs(parsed.validity().not_after.timestamp().max(0).unsigned_abs());
     let names = san_names(&parsed);
     let key_der = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| invalid(key_path, format!("contains no usable PEM private key: {e}")))?;
@@ -199,12 +236,18 @@ fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Re
         key: key_path.into(),
         reason: e.to_string(),
     })?;
-    Ok(Loaded { key, not_after, names })
+    Ok(Loaded {
+        key,
+        not_after,
+        names,
+    })
 }
 
 fn san_names(cert: &x509_parser::certificate::X509Certificate<'_>) -> Vec<String> {
     use x509_parser::extensions::GeneralName;
-    let Ok(Some(san)) = cert.subject_alternative_name() else { return Vec::new() };
+    let Ok(Some(san)) = cert.subject_alternative_name() else {
+        return Vec::new();
+    };
     san.value
         .general_names
         .iter()
@@ -227,7 +270,11 @@ fn ip_from_bytes(bytes: &[u8]) -> Option<std::net::IpAddr> {
 /// Reuses the generated certificate while it is valid for long enough and
 /// covers every wanted name; otherwise generates a new one.
 fn ensure_self_signed(dir: &Path, names: &[String], provider: &CryptoProvider) -> Result<Loaded, TlsError> {
-    let (cert_path, key_path) = CertSource::SelfSigned { dir: dir.into(), names: names.to_vec() }.paths();
+    let (cert_path, key_path) = CertSource::SelfSigned {
+        dir: dir.into(),
+        names: names.to_vec(),
+    }
+    .paths();
     if cert_path.exists() && key_path.exists() {
         match load_pair(&cert_path, &key_path, provider) {
             Ok(loaded) if is_fresh(&loaded, names) => return Ok(loaded),
@@ -248,8 +295,12 @@ fn is_fresh(loaded: &Loaded, names: &[String]) -> bool {
 fn generate_self_signed(cert_path: &Path, key_path: &Path, names: &[String]) -> Result<(), TlsError> {
     let generate = |e: rcgen::Error| TlsError::Generate(e.to_string());
     let mut params = rcgen::CertificateParams::new(names.to_vec()).map_err(generate)?;
-    params.distinguished_name.push(rcgen::DnType::OrganizationName, "tiphys");
-    params.distinguished_name.push(rcgen::DnType::CommonName, "tiphys self-signed");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "tiphys");
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "tiphys self-signed");
     let now = time::OffsetDateTime::now_utc();
     params.not_before = now - time::Duration::minutes(5);
     params.not_after = now + SELF_SIGNED_VALIDITY;
@@ -266,13 +317,21 @@ fn generate_self_signed(cert_path: &Path, key_path: &Path, names: &[String]) -> 
 /// old file or the new one, never half of one.
 fn write_atomically(path: &Path, data: &[u8], mode: u32) -> Result<(), TlsError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| TlsError::Write { path: path.into(), source };
+    let err = |source| TlsError::Write {
+        path: path.into(),
+        source,
+    };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(err)?;
     }
     let tmp = path.with_extension("tmp");
-    let mut file =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(&tmp).map_err(err)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(err)?;
     file.write_all(data).map_err(err)?;
     file.sync_all().map_err(err)?;
     std::fs::rename(&tmp, path).map_err(err)?;
@@ -314,7 +373,9 @@ pub fn spawn_reloader(
                     seen = fingerprint(&cert_path, &key_path);
                     tracing::info!(cert = %cert_path.display(), "TLS certificate reloaded");
                 }
-                Err(err) => tracing::warn!(error = %err, "new TLS certificate rejected; keeping the previous one"),
+                Err(err) => {
+                    tracing::warn!(error = %err, "new TLS certificate rejected; keeping the previous one")
+                }
             }
         }
     });
@@ -330,7 +391,11 @@ fn current_not_after(resolver: &CertResolver) -> Option<SystemTime> {
 type FileStamp = Option<(SystemTime, u64)>;
 
 fn fingerprint(cert: &Path, key: &Path) -> (FileStamp, FileStamp) {
-    let stamp = |p: &Path| std::fs::metadata(p).ok().and_then(|m| Some((m.modified().ok()?, m.len())));
+    let stamp = |p: &Path| {
+        std::fs::metadata(p)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())))
+    };
     (stamp(cert), stamp(key))
 }
 
@@ -354,14 +419,24 @@ mod tests {
     #[test]
     fn versions_are_validated() {
         assert!(TlsPolicy::parse("1.3", "1.2", None).is_err());
-        assert!(TlsPolicy::parse("1.0", "1.3", None).unwrap_err().to_string().contains("RFC 8996"));
+        assert!(
+            TlsPolicy::parse("1.0", "1.3", None)
+                .unwrap_err()
+                .to_string()
+                .contains("RFC 8996")
+        );
         assert!(TlsPolicy::parse("1.2", "1.3", None).is_ok());
     }
 
     #[test]
     fn unknown_cipher_is_named() {
-        let err = TlsPolicy::parse("1.2", "1.3", Some("TLS_FOO")).unwrap_err().to_string();
-        assert!(err.contains("TLS_FOO") && err.contains("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"), "{err}");
+        let err = TlsPolicy::parse("1.2", "1.3", Some("TLS_FOO"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("TLS_FOO") && err.contains("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"),
+            "{err}"
+        );
     }
 
     #[test]

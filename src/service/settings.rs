@@ -79,7 +79,10 @@ mod tests {
 
     #[test]
     fn anonymous_settings_have_the_objects_the_ui_reads() {
-        let src = SettingsSource { url: "https://cd.example.com".into(), app_label_key: String::new() };
+        let src = SettingsSource {
+            url: "https://cd.example.com".into(),
+            app_label_key: String::new(),
+        };
         let json = serde_json::to_value(settings(&src, &Principal::Anonymous)).unwrap();
         assert_eq!(
             json,

@@ -32,7 +32,10 @@ pub struct VersionInfo {
 /// Anonymous callers learn only the version: tool versions would help an
 /// attacker, and Argo CD's UI reads their presence as "auth is disabled".
 pub fn version(principal: &Principal) -> VersionInfo {
-    let mut info = VersionInfo { version: buildinfo::VERSION.to_owned(), ..VersionInfo::default() };
+    let mut info = VersionInfo {
+        version: buildinfo::VERSION.to_owned(),
+        ..VersionInfo::default()
+    };
     if principal.is_authenticated() {
         info.build_date = option_env!("TIPHYS_BUILD_DATE").unwrap_or_default().to_owned();
         info.git_commit = option_env!("TIPHYS_GIT_COMMIT").unwrap_or_default().to_owned();

@@ -28,7 +28,9 @@ async fn read_until_closed(stream: &mut TcpStream, limit: Duration) -> (Vec<u8>,
 async fn still_serves(server: &TestServer, tls: bool) {
     let scheme = if tls { "https" } else { "http" };
     let mut conn = connect(server.addr(), tls, Proto::H1).await;
-    let r = conn.send(get(&format!("{scheme}://127.0.0.1:{}/api/version", server.port))).await;
+    let r = conn
+        .send(get(&format!("{scheme}://127.0.0.1:{}/api/version", server.port)))
+        .await;
     assert_eq!(r.status, 200);
 }
 
@@ -37,7 +39,9 @@ async fn garbage_bytes_are_refused_and_the_server_keeps_serving() {
     for (args, tls) in [(vec![], true), (vec!["--insecure"], false)] {
         let server = TestServer::start(&args);
         let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
-        tcp.write_all(b"\x00\xff\xfe garbage \r\n\r\n\x01\x02").await.unwrap();
+        tcp.write_all(b"\x00\xff\xfe garbage \r\n\r\n\x01\x02")
+            .await
+            .unwrap();
         let (answer, _) = read_until_closed(&mut tcp, Duration::from_secs(5)).await;
         let text = String::from_utf8_lossy(&answer);
         assert!(answer.is_empty() || text.starts_with("HTTP/1.1 400"), "{text}");
@@ -48,10 +52,19 @@ async fn garbage_bytes_are_refused_and_the_server_keeps_serving() {
 #[tokio::test]
 async fn tls_on_an_insecure_port_is_closed_with_one_clear_log_line() {
     let server = TestServer::start(&["--insecure"]);
-    assert!(tls_connect(server.addr(), tls_config(&[b"h2"], rustls::ALL_VERSIONS)).await.is_err());
+    assert!(
+        tls_connect(server.addr(), tls_config(&[b"h2"], rustls::ALL_VERSIONS))
+            .await
+            .is_err()
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     let logs = server.logs();
-    assert_eq!(logs.matches("TLS handshake on a plaintext (--insecure) port").count(), 1, "{logs}");
+    assert_eq!(
+        logs.matches("TLS handshake on a plaintext (--insecure) port")
+            .count(),
+        1,
+        "{logs}"
+    );
     still_serves(&server, false).await;
 }
 
@@ -62,9 +75,19 @@ async fn malformed_grpc_web_frames_get_an_error_status_not_a_crash() {
     let bodies: [&[u8]; 3] = [b"\x00\x00\x00\x00\x64abc", b"\x00\x00", b"\x7f\x00\x00\x00\x01x"];
     for body in bodies {
         let mut conn = connect(server.addr(), false, Proto::H1).await;
-        let r = conn.send(grpc_request(&url, "application/grpc-web+proto", Bytes::from_static(body))).await;
+        let r = conn
+            .send(grpc_request(
+                &url,
+                "application/grpc-web+proto",
+                Bytes::from_static(body),
+            ))
+            .await;
         let status = r.grpc_status();
-        assert!(r.status >= 400 || status.as_deref().is_some_and(|s| s != "0"), "{body:?}: {} {status:?}", r.status);
+        assert!(
+            r.status >= 400 || status.as_deref().is_some_and(|s| s != "0"),
+            "{body:?}: {} {status:?}",
+            r.status
+        );
     }
     let mut conn = connect(server.addr(), false, Proto::H1).await;
     let text = crate::support::client::request("POST", &url)
@@ -88,7 +111,9 @@ async fn a_connection_that_sends_nothing_is_closed_after_the_handshake_timeout()
 async fn an_idle_keep_alive_connection_is_closed() {
     let server = TestServer::start(&["--insecure", "--idle-timeout", "1s"]);
     let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
-    tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    tcp.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
     let (answer, took) = read_until_closed(&mut tcp, Duration::from_secs(5)).await;
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
     assert!(took >= Duration::from_millis(900), "{took:?}");
@@ -105,7 +130,13 @@ async fn slow_headers_are_cut_off() {
 
 #[tokio::test]
 async fn oversized_bodies_and_messages_are_refused_with_413_and_resource_exhausted() {
-    let server = TestServer::start(&["--insecure", "--max-body-bytes", "1000", "--grpc-max-message-bytes", "1024"]);
+    let server = TestServer::start(&[
+        "--insecure",
+        "--max-body-bytes",
+        "1000",
+        "--grpc-max-message-bytes",
+        "1024",
+    ]);
     let base = format!("http://127.0.0.1:{}", server.port);
     let mut conn = connect(server.addr(), false, Proto::H2).await;
     let big = crate::support::client::request("POST", &format!("{base}/api/v1/session"))
@@ -119,7 +150,11 @@ async fn oversized_bodies_and_messages_are_refused_with_413_and_resource_exhaust
     assert!(err["message"].as_str().unwrap().contains("--max-body-bytes"));
 
     let r = conn
-        .send(grpc_request(&format!("{base}/version.VersionService/Version"), "application/grpc", grpc_frame(&[0; 4096])))
+        .send(grpc_request(
+            &format!("{base}/version.VersionService/Version"),
+            "application/grpc",
+            grpc_frame(&[0; 4096]),
+        ))
         .await;
     assert_eq!(r.grpc_status().as_deref(), Some("8"), "{}", r.grpc_message());
 }
@@ -128,11 +163,17 @@ async fn oversized_bodies_and_messages_are_refused_with_413_and_resource_exhaust
 async fn an_oversized_header_is_refused() {
     let server = TestServer::start(&["--insecure", "--max-header-bytes", "16384"]);
     let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
-    let request = format!("GET /api/version HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "a".repeat(100_000));
+    let request = format!(
+        "GET /api/version HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(100_000)
+    );
     let _ = tcp.write_all(request.as_bytes()).await;
     let (answer, _) = read_until_closed(&mut tcp, Duration::from_secs(5)).await;
     let text = String::from_utf8_lossy(&answer);
-    assert!(answer.is_empty() || text.starts_with("HTTP/1.1 431") || text.starts_with("HTTP/1.1 400"), "{text}");
+    assert!(
+        answer.is_empty() || text.starts_with("HTTP/1.1 431") || text.starts_with("HTTP/1.1 400"),
+        "{text}"
+    );
     still_serves(&server, false).await;
 }
 
@@ -143,5 +184,8 @@ fn a_port_in_use_is_a_clear_startup_error() {
     let Err(log) = TestServer::spawn(tempfile::tempdir().unwrap(), &["--port", &port]) else {
         panic!("server started on a taken port");
     };
-    assert!(log.contains(&format!("cannot listen on 127.0.0.1:{port}")) && log.contains("in use"), "{log}");
+    assert!(
+        log.contains(&format!("cannot listen on 127.0.0.1:{port}")) && log.contains("in use"),
+        "{log}"
+    );
 }

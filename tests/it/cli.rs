@@ -21,7 +21,10 @@ fn version_over_native_grpc_and_grpc_web_with_the_servers_certificate() {
     }
     let (ok, _, err) = cli(&["version", "--server", &addr]);
     assert!(!ok);
-    assert!(err.contains("--server-crt") && err.contains("--insecure"), "{err}");
+    assert!(
+        err.contains("--server-crt") && err.contains("--insecure"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -31,8 +34,16 @@ fn version_over_h2c_and_grpc_web_under_a_root_path() {
     let (ok, out, err) = cli(&["version", "--server", &addr, "--plaintext", "-o", "short"]);
     assert!(ok, "{err}");
     assert!(out.contains(&format!("tiphys-server: {VERSION}")), "{out}");
-    let (ok, out, err) =
-        cli(&["version", "--server", &addr, "--plaintext", "--grpc-web-root-path", "/argocd", "-o", "short"]);
+    let (ok, out, err) = cli(&[
+        "version",
+        "--server",
+        &addr,
+        "--plaintext",
+        "--grpc-web-root-path",
+        "/argocd",
+        "-o",
+        "short",
+    ]);
     assert!(ok, "{err}");
     assert!(out.contains(&format!("tiphys-server: {VERSION}")), "{out}");
 }

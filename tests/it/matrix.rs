@@ -7,7 +7,9 @@ use bytes::Bytes;
 use http_body_util::Full;
 
 use crate::support::TestServer;
-use crate::support::client::{self, Proto, connect, get, grpc_frame, grpc_request, grpc_web_frames, version_field};
+use crate::support::client::{
+    self, Proto, connect, get, grpc_frame, grpc_request, grpc_web_frames, version_field,
+};
 
 const VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"));
 
@@ -16,24 +18,48 @@ async fn check_all(server: &TestServer, tls: bool, proto: Proto) {
     let base = format!("{scheme}://127.0.0.1:{}", server.port);
     let mut conn = connect(server.addr(), tls, proto).await;
     let label = format!("tls={tls} {proto:?}");
-    let expected_version = if proto == Proto::H2 { http::Version::HTTP_2 } else { http::Version::HTTP_11 };
+    let expected_version = if proto == Proto::H2 {
+        http::Version::HTTP_2
+    } else {
+        http::Version::HTTP_11
+    };
 
     let rest = conn.send(get(&format!("{base}/api/version"))).await;
     assert_eq!(rest.status, 200, "{label} REST");
     assert_eq!(rest.version, expected_version, "{label}");
     assert_eq!(rest.text(), format!("{{\"Version\":\"{VERSION}\"}}"), "{label}");
-    assert!(rest.header("content-type").unwrap().starts_with("application/json"));
+    assert!(
+        rest.header("content-type")
+            .unwrap()
+            .starts_with("application/json")
+    );
 
     let settings = conn.send(get(&format!("{base}/api/v1/settings"))).await;
     assert_eq!(settings.status, 200, "{label} settings");
     let json: serde_json::Value = serde_json::from_slice(&settings.body).unwrap();
-    assert!(json["help"].is_object() && json["googleAnalytics"].is_object(), "{label}: {json}");
+    assert!(
+        json["help"].is_object() && json["googleAnalytics"].is_object(),
+        "{label}: {json}"
+    );
 
     // gRPC-Web, binary and text, over both HTTP versions.
-    for (ct, text) in [("application/grpc-web+proto", false), ("application/grpc-web-text", true)] {
+    for (ct, text) in [
+        ("application/grpc-web+proto", false),
+        ("application/grpc-web-text", true),
+    ] {
         let frame = grpc_frame(&[]);
-        let body = if text { Bytes::from(base64::engine::general_purpose::STANDARD.encode(&frame)) } else { frame };
-        let web = conn.send(grpc_request(&format!("{base}/version.VersionService/Version"), ct, body)).await;
+        let body = if text {
+            Bytes::from(base64::engine::general_purpose::STANDARD.encode(&frame))
+        } else {
+            frame
+        };
+        let web = conn
+            .send(grpc_request(
+                &format!("{base}/version.VersionService/Version"),
+                ct,
+                body,
+            ))
+            .await;
         assert_eq!(web.status, 200, "{label} {ct}");
         let (messages, trailer) = grpc_web_frames(&web.body, text);
         assert_eq!(version_field(&messages[0]), VERSION, "{label} {ct}");
@@ -43,7 +69,11 @@ async fn check_all(server: &TestServer, tls: bool, proto: Proto) {
     let ui = conn.send(get(&format!("{base}/"))).await;
     assert_eq!(ui.status, 200, "{label} UI");
     assert!(ui.text().contains("<base href=\"/\""), "{label}");
-    assert!(ui.header("content-security-policy").unwrap().contains("script-src 'self'"));
+    assert!(
+        ui.header("content-security-policy")
+            .unwrap()
+            .contains("script-src 'self'")
+    );
 
     let deep = client::request("GET", &format!("{base}/applications/argocd/guestbook"))
         .header("accept", "text/html,application/xhtml+xml")
@@ -52,8 +82,13 @@ async fn check_all(server: &TestServer, tls: bool, proto: Proto) {
     let deep = conn.send(deep).await;
     assert_eq!(deep.status, 200, "{label} SPA deep link");
     assert!(deep.text().contains("<main id=\"app\""), "{label}");
-    let missing = conn.send(get(&format!("{base}/applications/argocd/guestbook"))).await;
-    assert_eq!(missing.status, 404, "{label}: a non-HTML request gets no index.html");
+    let missing = conn
+        .send(get(&format!("{base}/applications/argocd/guestbook")))
+        .await;
+    assert_eq!(
+        missing.status, 404,
+        "{label}: a non-HTML request gets no index.html"
+    );
 
     let api_404 = conn.send(get(&format!("{base}/api/v1/nothing-here"))).await;
     assert_eq!(api_404.status, 404);
@@ -62,7 +97,11 @@ async fn check_all(server: &TestServer, tls: bool, proto: Proto) {
 
     if proto == Proto::H2 {
         let grpc = conn
-            .send(grpc_request(&format!("{base}/version.VersionService/Version"), "application/grpc", grpc_frame(&[])))
+            .send(grpc_request(
+                &format!("{base}/version.VersionService/Version"),
+                "application/grpc",
+                grpc_frame(&[]),
+            ))
             .await;
         assert_eq!(grpc.grpc_status().as_deref(), Some("0"), "{label} native gRPC");
         assert_eq!(version_field(&grpc.body[5..]), VERSION);
@@ -87,7 +126,9 @@ async fn insecure_mode_serves_every_protocol_over_h1_and_h2c() {
 async fn one_http2_connection_carries_grpc_rest_and_ui_concurrently() {
     let server = TestServer::start(&[]);
     let base = format!("https://127.0.0.1:{}", server.port);
-    let client::Conn::H2(send) = connect(server.addr(), true, Proto::H2).await else { unreachable!() };
+    let client::Conn::H2(send) = connect(server.addr(), true, Proto::H2).await else {
+        unreachable!()
+    };
     let mut tasks = Vec::new();
     for i in 0..30 {
         let mut conn = client::Conn::H2(send.clone());
@@ -120,7 +161,11 @@ async fn unknown_grpc_method_is_unimplemented_never_html() {
     let base = format!("http://127.0.0.1:{}", server.port);
     let mut conn = connect(server.addr(), false, Proto::H2).await;
     for path in ["/version.VersionService/Nope", "/no.Such/Method"] {
-        let req = grpc_request(&format!("{base}{path}"), "application/grpc+proto", grpc_frame(&[]));
+        let req = grpc_request(
+            &format!("{base}{path}"),
+            "application/grpc+proto",
+            grpc_frame(&[]),
+        );
         let mut req = req;
         req.headers_mut().insert("accept", "text/html".parse().unwrap());
         let r = conn.send(req).await;
@@ -129,7 +174,11 @@ async fn unknown_grpc_method_is_unimplemented_never_html() {
     }
     let mut h1 = connect(server.addr(), false, Proto::H1).await;
     let web = h1
-        .send(grpc_request(&format!("{base}/no.Such/Method"), "application/grpc-web+proto", grpc_frame(&[])))
+        .send(grpc_request(
+            &format!("{base}/no.Such/Method"),
+            "application/grpc-web+proto",
+            grpc_frame(&[]),
+        ))
         .await;
     assert_eq!(web.grpc_status().as_deref(), Some("12"));
 }
@@ -156,11 +205,24 @@ async fn metrics_count_requests_by_protocol() {
     let base = format!("http://127.0.0.1:{}", server.port);
     let mut conn = connect(server.addr(), false, Proto::H2).await;
     conn.send(get(&format!("{base}/api/version"))).await;
-    conn.send(grpc_request(&format!("{base}/version.VersionService/Version"), "application/grpc", grpc_frame(&[])))
-        .await;
+    conn.send(grpc_request(
+        &format!("{base}/version.VersionService/Version"),
+        "application/grpc",
+        grpc_frame(&[]),
+    ))
+    .await;
     let metrics_addr = std::net::SocketAddr::from(([127, 0, 0, 1], server.metrics_port));
     let mut m = connect(metrics_addr, false, Proto::H1).await;
-    let text = m.send(get(&format!("http://{metrics_addr}/metrics"))).await.text();
-    assert!(text.contains("tiphys_requests_total{protocol=\"rest\",outcome=\"success\"} 1"), "{text}");
-    assert!(text.contains("tiphys_requests_total{protocol=\"grpc\",outcome=\"success\"} 1"), "{text}");
+    let text = m
+        .send(get(&format!("http://{metrics_addr}/metrics")))
+        .await
+        .text();
+    assert!(
+        text.contains("tiphys_requests_total{protocol=\"rest\",outcome=\"success\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tiphys_requests_total{protocol=\"grpc\",outcome=\"success\"} 1"),
+        "{text}"
+    );
 }

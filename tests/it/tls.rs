@@ -7,7 +7,10 @@ use crate::support::client::{self, Proto, get, tls_config, tls_connect};
 use crate::support::{TestServer, write_cert};
 
 async fn served_leaf(server: &TestServer) -> Vec<u8> {
-    tls_connect(server.addr(), tls_config(&[b"h2"], rustls::ALL_VERSIONS)).await.unwrap().1
+    tls_connect(server.addr(), tls_config(&[b"h2"], rustls::ALL_VERSIONS))
+        .await
+        .unwrap()
+        .1
 }
 
 fn not_after_days(der: &[u8]) -> i64 {
@@ -24,13 +27,24 @@ async fn self_signed_certificate_is_generated_once_and_reused() {
     assert!(not_after_days(&leaf) > 360, "valid for a year");
     let (_, cert) = x509_parser::parse_x509_certificate(&leaf).unwrap();
     let san = format!("{:?}", cert.subject_alternative_name().unwrap().unwrap().value);
-    assert!(san.contains("\"localhost\"") && san.contains("[127, 0, 0, 1]"), "{san}");
+    assert!(
+        san.contains("\"localhost\"") && san.contains("[127, 0, 0, 1]"),
+        "{san}"
+    );
     assert!(first.terminate().success());
     let key_mode = std::fs::metadata(data.path().join("tls/tls.key")).unwrap();
-    assert_eq!(std::os::unix::fs::PermissionsExt::mode(&key_mode.permissions()) & 0o077, 0, "key is private");
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&key_mode.permissions()) & 0o077,
+        0,
+        "key is private"
+    );
 
     let second = TestServer::start(&["--data-dir", &data_arg]);
-    assert_eq!(served_leaf(&second).await, leaf, "the same certificate after a restart");
+    assert_eq!(
+        served_leaf(&second).await,
+        leaf,
+        "the same certificate after a restart"
+    );
 }
 
 #[tokio::test]
@@ -38,7 +52,8 @@ async fn an_expiring_self_signed_certificate_is_renewed() {
     let data = tempfile::tempdir().unwrap();
     let tls_dir = data.path().join("tls");
     std::fs::create_dir_all(&tls_dir).unwrap();
-    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
     params.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(3);
     let key = rcgen::KeyPair::generate().unwrap();
     let old = params.self_signed(&key).unwrap();
@@ -56,13 +71,22 @@ async fn rsa_and_ecdsa_certificates_work_with_tls_1_2_and_1_3() {
     for rsa in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = write_cert(dir.path(), "server", rsa);
-        let server = TestServer::start(&["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()]);
+        let server = TestServer::start(&[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ]);
         for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
-            let (stream, leaf) = tls_connect(server.addr(), tls_config(&[b"h2"], &[version])).await.unwrap();
+            let (stream, leaf) = tls_connect(server.addr(), tls_config(&[b"h2"], &[version]))
+                .await
+                .unwrap();
             assert_eq!(leaf, pem_der(&cert), "rsa={rsa}");
             assert_eq!(stream.get_ref().1.protocol_version(), Some(version.version));
             let mut conn = client::handshake(hyper_util::rt::TokioIo::new(stream), Proto::H2).await;
-            let r = conn.send(get(&format!("https://127.0.0.1:{}/api/version", server.port))).await;
+            let r = conn
+                .send(get(&format!("https://127.0.0.1:{}/api/version", server.port)))
+                .await;
             assert_eq!(r.status, 200, "rsa={rsa} {version:?}");
         }
     }
@@ -71,8 +95,16 @@ async fn rsa_and_ecdsa_certificates_work_with_tls_1_2_and_1_3() {
 #[tokio::test]
 async fn tls_min_version_1_3_refuses_tls_1_2() {
     let server = TestServer::start(&["--tlsminversion", "1.3"]);
-    assert!(tls_connect(server.addr(), tls_config(&[b"h2"], &[&rustls::version::TLS12])).await.is_err());
-    assert!(tls_connect(server.addr(), tls_config(&[b"h2"], &[&rustls::version::TLS13])).await.is_ok());
+    assert!(
+        tls_connect(server.addr(), tls_config(&[b"h2"], &[&rustls::version::TLS12]))
+            .await
+            .is_err()
+    );
+    assert!(
+        tls_connect(server.addr(), tls_config(&[b"h2"], &[&rustls::version::TLS13]))
+            .await
+            .is_ok()
+    );
 }
 
 fn pem_der(path: &std::path::Path) -> Vec<u8> {
@@ -85,7 +117,12 @@ fn pem_der(path: &std::path::Path) -> Vec<u8> {
 async fn certificate_files_are_hot_reloaded_without_dropping_connections() {
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = write_cert(dir.path(), "live", false);
-    let server = TestServer::start(&["--tls-cert", cert.to_str().unwrap(), "--tls-key", key.to_str().unwrap()]);
+    let server = TestServer::start(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
     let base = format!("https://127.0.0.1:{}", server.port);
     let first = pem_der(&cert);
     let mut open = client::connect(server.addr(), true, Proto::H2).await;
@@ -104,16 +141,27 @@ async fn certificate_files_are_hot_reloaded_without_dropping_connections() {
         if served_leaf(&server).await == second {
             break;
         }
-        assert!(Instant::now() < deadline, "new certificate not served within 10 s");
+        assert!(
+            Instant::now() < deadline,
+            "new certificate not served within 10 s"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert_eq!(open.send(get(&format!("{base}/api/version"))).await.status, 200, "the open connection survives");
+    assert_eq!(
+        open.send(get(&format!("{base}/api/version"))).await.status,
+        200,
+        "the open connection survives"
+    );
 
     // A broken replacement never takes effect.
     std::fs::write(&cert, "not a certificate").unwrap();
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(served_leaf(&server).await, second);
-    assert!(server.logs().contains("new TLS certificate rejected"), "{}", server.logs());
+    assert!(
+        server.logs().contains("new TLS certificate rejected"),
+        "{}",
+        server.logs()
+    );
 }
 
 fn start_fails(args: &[&str]) -> String {
@@ -130,18 +178,47 @@ fn unreadable_or_mismatched_certificate_files_stop_startup_with_the_file_and_rea
     let (_, key_b) = write_cert(dir.path(), "b", false);
     let missing = dir.path().join("missing.crt");
 
-    let log = start_fails(&["--tls-cert", missing.to_str().unwrap(), "--tls-key", key_a.to_str().unwrap()]);
-    assert!(log.contains("missing.crt") && log.contains("No such file"), "{log}");
+    let log = start_fails(&[
+        "--tls-cert",
+        missing.to_str().unwrap(),
+        "--tls-key",
+        key_a.to_str().unwrap(),
+    ]);
+    assert!(
+        log.contains("missing.crt") && log.contains("No such file"),
+        "{log}"
+    );
 
-    let log = start_fails(&["--tls-cert", cert_a.to_str().unwrap(), "--tls-key", key_b.to_str().unwrap()]);
-    assert!(log.contains("a.crt") && log.contains("b.key") && log.contains("do not belong together"), "{log}");
+    let log = start_fails(&[
+        "--tls-cert",
+        cert_a.to_str().unwrap(),
+        "--tls-key",
+        key_b.to_str().unwrap(),
+    ]);
+    assert!(
+        log.contains("a.crt") && log.contains("b.key") && log.contains("do not belong together"),
+        "{log}"
+    );
 
     let garbage = dir.path().join("garbage.crt");
     std::fs::write(&garbage, "hello").unwrap();
-    let log = start_fails(&["--tls-cert", garbage.to_str().unwrap(), "--tls-key", key_a.to_str().unwrap()]);
-    assert!(log.contains("garbage.crt") && log.contains("no PEM CERTIFICATE"), "{log}");
+    let log = start_fails(&[
+        "--tls-cert",
+        garbage.to_str().unwrap(),
+        "--tls-key",
+        key_a.to_str().unwrap(),
+    ]);
+    assert!(
+        log.contains("garbage.crt") && log.contains("no PEM CERTIFICATE"),
+        "{log}"
+    );
 
-    let log = start_fails(&["--tls-cert", cert_a.to_str().unwrap(), "--tls-key", cert_a.to_str().unwrap()]);
+    let log = start_fails(&[
+        "--tls-cert",
+        cert_a.to_str().unwrap(),
+        "--tls-key",
+        cert_a.to_str().unwrap(),
+    ]);
     assert!(log.contains("a.crt") && log.contains("private key"), "{log}");
 
     let log = start_fails(&["--tlsciphers", "TLS_NOT_A_CIPHER"]);

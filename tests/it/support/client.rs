@@ -43,22 +43,39 @@ impl Collected {
 
     /// grpc-status from the headers (trailers-only) or the trailers.
     pub fn grpc_status(&self) -> Option<String> {
-        self.header("grpc-status")
-            .map(str::to_owned)
-            .or_else(|| self.trailers.as_ref()?.get("grpc-status")?.to_str().ok().map(str::to_owned))
+        self.header("grpc-status").map(str::to_owned).or_else(|| {
+            self.trailers
+                .as_ref()?
+                .get("grpc-status")?
+                .to_str()
+                .ok()
+                .map(str::to_owned)
+        })
     }
 
     pub fn grpc_message(&self) -> String {
         let raw = self
             .header("grpc-message")
             .map(str::to_owned)
-            .or_else(|| self.trailers.as_ref()?.get("grpc-message")?.to_str().ok().map(str::to_owned))
+            .or_else(|| {
+                self.trailers
+                    .as_ref()?
+                    .get("grpc-message")?
+                    .to_str()
+                    .ok()
+                    .map(str::to_owned)
+            })
             .unwrap_or_default();
-        percent_encoding::percent_decode_str(&raw).decode_utf8_lossy().into_owned()
+        percent_encoding::percent_decode_str(&raw)
+            .decode_utf8_lossy()
+            .into_owned()
     }
 }
 
-pub fn tls_config(alpn: &[&[u8]], versions: &[&'static rustls::SupportedProtocolVersion]) -> rustls::ClientConfig {
+pub fn tls_config(
+    alpn: &[&[u8]],
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> rustls::ClientConfig {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(versions)
@@ -79,14 +96,26 @@ pub async fn tls_connect(
     let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await?;
-    let leaf = tls.get_ref().1.peer_certificates().and_then(|c| c.first()).map(|c| c.to_vec()).unwrap_or_default();
+    let leaf = tls
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.to_vec())
+        .unwrap_or_default();
     Ok((tls, leaf))
 }
 
 pub async fn connect(addr: SocketAddr, tls: bool, proto: Proto) -> Conn {
     if tls {
-        let alpn: &[&[u8]] = if proto == Proto::H2 { &[b"h2"] } else { &[b"http/1.1"] };
-        let (stream, _) = tls_connect(addr, tls_config(alpn, rustls::ALL_VERSIONS)).await.unwrap();
+        let alpn: &[&[u8]] = if proto == Proto::H2 {
+            &[b"h2"]
+        } else {
+            &[b"http/1.1"]
+        };
+        let (stream, _) = tls_connect(addr, tls_config(alpn, rustls::ALL_VERSIONS))
+            .await
+            .unwrap();
         handshake(TokioIo::new(stream), proto).await
     } else {
         handshake(TokioIo::new(TcpStream::connect(addr).await.unwrap()), proto).await
@@ -104,7 +133,9 @@ where
             Conn::H1(send)
         }
         Proto::H2 => {
-            let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io).await.unwrap();
+            let (send, conn) = hyper::client::conn::http2::handshake(TokioExecutor::new(), io)
+                .await
+                .unwrap();
             tokio::spawn(conn);
             Conn::H2(send)
         }
@@ -116,8 +147,12 @@ impl Conn {
         let response: Response<hyper::body::Incoming> = match self {
             Self::H1(s) => {
                 if !req.headers().contains_key(http::header::HOST) {
-                    let host = req.uri().authority().map_or("localhost".to_owned(), |a| a.to_string());
-                    req.headers_mut().insert(http::header::HOST, host.parse().unwrap());
+                    let host = req
+                        .uri()
+                        .authority()
+                        .map_or("localhost".to_owned(), |a| a.to_string());
+                    req.headers_mut()
+                        .insert(http::header::HOST, host.parse().unwrap());
                 }
                 *req.uri_mut() = req.uri().path_and_query().unwrap().as_str().parse().unwrap();
                 s.ready().await.unwrap();
@@ -160,14 +195,20 @@ pub fn grpc_frame(message: &[u8]) -> Bytes {
 }
 
 pub fn grpc_request(url: &str, content_type: &str, body: Bytes) -> Request<Full<Bytes>> {
-    request("POST", url).header("content-type", content_type).header("te", "trailers").body(Full::new(body)).unwrap()
+    request("POST", url)
+        .header("content-type", content_type)
+        .header("te", "trailers")
+        .body(Full::new(body))
+        .unwrap()
 }
 
 /// Splits a gRPC-Web body into data messages and the trailer block.
 pub fn grpc_web_frames(body: &[u8], text: bool) -> (Vec<Bytes>, String) {
     // Text mode: each frame is base64 on its own, so decode quantum by quantum.
     let raw = if text {
-        body.chunks(4).flat_map(|q| base64::engine::general_purpose::STANDARD.decode(q).unwrap()).collect()
+        body.chunks(4)
+            .flat_map(|q| base64::engine::general_purpose::STANDARD.decode(q).unwrap())
+            .collect()
     } else {
         body.to_vec()
     };

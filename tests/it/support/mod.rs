@@ -65,7 +65,12 @@ impl TestServer {
             {
                 let port = u16::try_from(json["port"].as_u64().unwrap()).unwrap();
                 let metrics_port = u16::try_from(json["metrics_port"].as_u64().unwrap()).unwrap();
-                return Ok(Self { child, port, metrics_port, dir });
+                return Ok(Self {
+                    child,
+                    port,
+                    metrics_port,
+                    dir,
+                });
             }
             if let Some(status) = child.try_wait().unwrap() {
                 let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap_or_default();
@@ -91,13 +96,19 @@ impl TestServer {
 
     /// SIGTERM, then wait (bounded) for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(Instant::now() < deadline, "server did not exit within 30 s of SIGTERM");
+            assert!(
+                Instant::now() < deadline,
+                "server did not exit within 30 s of SIGTERM"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -118,13 +129,22 @@ impl Drop for TestServer {
 
 /// Runs the CLI; returns (success, stdout, stderr).
 pub fn cli(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(bin()).args(args).env("NO_COLOR", "1").output().unwrap();
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(bin())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 /// Writes a certificate and key for `names` (ECDSA P-256 or RSA 2048) into `dir`.
 pub fn write_cert(dir: &Path, stem: &str, rsa: bool) -> (PathBuf, PathBuf) {
-    let mut params = rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
     params.distinguished_name.push(rcgen::DnType::CommonName, stem);
     let key = if rsa {
         rcgen::KeyPair::generate_for(&rcgen::PKCS_RSA_SHA256).unwrap_or_else(|_| rsa_key_via_openssl())
