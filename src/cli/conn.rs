@@ -400,7 +400,13 @@ fn is_final(status: &tonic::Status) -> bool {
 /// `--insecure`: the certificate is not checked, but the handshake signature
 /// still is, so the session is at least bound to the presented key.
 #[derive(Debug)]
-struct NoVerification(Arc<CryptoProvider>);
+pub struct NoVerification(Arc<CryptoProvider>);
+
+impl NoVerification {
+    pub fn new(provider: Arc<CryptoProvider>) -> Self {
+        Self(provider)
+    }
+}
 
 impl ServerCertVerifier for NoVerification {
     fn verify_server_cert(
