@@ -137,6 +137,19 @@ chmod 644 "$tmp/key.pem" # throw-away, in a private temp dir; nginx's master rea
 printf '\x00\x00\x00\x00\x00' > "$tmp/grpc-empty.bin" # one gRPC frame: uncompressed, length 0
 
 # ---------------------------------------------------------------- servers
+# busy_pct: share of CPU time (all CPUs) spent on anything but idle/iowait over one second.
+busy_pct() {
+  local a b
+  a="$(head -1 /proc/stat)"
+  sleep 1
+  b="$(head -1 /proc/stat)"
+  printf '%s\n%s\n' "$a" "$b" | awk '{ idle = $5 + $6; tot = 0; for (i = 2; i <= NF; i++) tot += $i; t[NR] = tot; d[NR] = idle }
+    END { dt = t[2] - t[1]; b = 0; if (dt > 0) b = 100 * (dt - (d[2] - d[1])) / dt; printf "%d", b }'
+}
+busy_before="$(busy_pct)"
+if [ "$busy_before" -gt 20 ]; then
+  say "WARNING: the CPUs are ${busy_before}% busy before the run: something else is running; numbers will be low and noisy"
+fi
 tiphys_port="$(free_port)"
 tonic_port="$(free_port)"
 tonicweb_port="$(free_port)"
@@ -226,11 +239,15 @@ for c in "${checks[@]}"; do
   IFS=: read -r name port path <<<"$c"
   wait_grpc "$port" "$path" || { say "CHECK FAILED: $name $path"; check_failed=1; }
 done
-web_checks=("tiphys:$tiphys_port:/version.VersionService/Version" "bare_tonic:$tonicweb_port:/version.VersionService/Version")
-[ -n "$peer_bin" ] && web_checks+=("peer-go:$peer_port:/bench.Bench/Version")
+# tonic's own TLS acceptor offers only h2 in ALPN, so bare_tonic's gRPC-Web is checked and measured
+# over h2 only; an HTTP/1.1-only client (h2load --h1) cannot complete the handshake with it.
+web_checks=("tiphys:$tiphys_port:/version.VersionService/Version:--http2 --http1.1"
+  "bare_tonic:$tonicweb_port:/version.VersionService/Version:--http2")
+[ -n "$peer_bin" ] && web_checks+=("peer-go:$peer_port:/bench.Bench/Version:--http2 --http1.1")
 for c in "${web_checks[@]}"; do
-  IFS=: read -r name port path <<<"$c"
-  for v in --http2 --http1.1; do
+  IFS=: read -r name port path versions <<<"$c"
+  for v in $versions; do
+    rm -f "$tmp/web-check.bin"
     curl -sk "$v" --max-time 2 -o "$tmp/web-check.bin" -X POST --data-binary @"$tmp/grpc-empty.bin" \
       -H 'content-type: application/grpc-web+proto' -H 'x-grpc-web: 1' "https://$host:$port$path" 2>/dev/null || true
     grep -aqi 'grpc-status: *0' "$tmp/web-check.bin" 2>/dev/null || { say "CHECK FAILED: $name gRPC-Web $v $path"; check_failed=1; }
@@ -268,7 +285,10 @@ bench() {
   failed="$(printf '%s' "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')"
   errored="$(printf '%s' "$summary" | sed -n 's/.* \([0-9]*\) errored.*/\1/p')"
   non2xx="$(printf '%s' "$codes" | awk -F'[:,]' '{n=0; for (i=3;i<=NF;i++) {split($i,a," "); n+=a[1]} print n}')"
-  if [ "${failed:-0}" != 0 ] || [ "${errored:-0}" != 0 ] || [ "${non2xx:-0}" != 0 ] || [ -z "$out" ]; then
+  local succeeded
+  succeeded="$(printf '%s' "$summary" | sed -n 's/.* \([0-9]*\) succeeded.*/\1/p')"
+  if [ "${failed:-0}" != 0 ] || [ "${errored:-0}" != 0 ] || [ "${non2xx:-0}" != 0 ] || [ -z "$out" ] \
+    || [ "${succeeded:-0}" = 0 ]; then
     note[$key]="failed=${failed:-?} errored=${errored:-?} non-2xx=${non2xx:-?}"
     say "WARNING $key: $summary / $codes (see $log)"
   fi
@@ -296,7 +316,6 @@ bench web2.tiphys "$tiphys_port" /version.VersionService/Version "${web_args[@]}
 bench web2.tonic "$tonicweb_port" /version.VersionService/Version "${web_args[@]}"
 [ -n "$peer_bin" ] && bench web2.peer "$peer_port" /bench.Bench/Version "${web_args[@]}"
 bench web1.tiphys "$tiphys_port" /version.VersionService/Version "${h1web_args[@]}"
-bench web1.tonic "$tonicweb_port" /version.VersionService/Version "${h1web_args[@]}"
 [ -n "$peer_bin" ] && bench web1.peer "$peer_port" /bench.Bench/Version "${h1web_args[@]}"
 
 tiphys_rss_after="$(awk '/^VmRSS:/ {print $2}' "/proc/$tiphys_pid/status" 2>/dev/null || echo '')"
@@ -379,7 +398,9 @@ if [ "${#note[@]}" -gt 0 ]; then
   for k in "${!note[@]}"; do echo "- $k: ${note[$k]}"; done
 fi
 echo
-echo "gRPC-Web rows: the bare tonic column is a second bare_tonic with tonic-web's GrpcWebLayer (--grpc-web)."
+echo "CPU busy (all CPUs, 1 s sample) before the servers started: ${busy_before}%."
+echo "gRPC-Web rows: the bare tonic column is a second bare_tonic with tonic-web's GrpcWebLayer (--grpc-web);"
+echo "over HTTP/1.1 it has no figure, because tonic's TLS acceptor offers only h2 in ALPN."
 echo "h2load counts HTTP 2xx as success; each gRPC and gRPC-Web endpoint was checked once for grpc-status 0 before the load."
 echo
 echo "Targets: tiphys/bare tonic ≥ 0.95 (gRPC); tiphys/peer-go ≥ 1.5 (gRPC), ≥ 3 (REST); tiphys/nginx ≥ 0.80 (REST); idle RSS ≤ 15 MB; start ≤ 100 ms."
