@@ -18,9 +18,11 @@ fn compile_protos(out_dir: &Path) -> BuildResult {
     println!("cargo:rerun-if-changed=proto");
     let protoc = protoc_bin_vendored::protoc_bin_path()?;
     let include = protoc_bin_vendored::include_path()?;
-    let protos: [PathBuf; 2] = [
+    let protos: [PathBuf; 4] = [
         "proto/version/version.proto".into(),
         "proto/settings/settings.proto".into(),
+        "proto/session/session.proto".into(),
+        "proto/account/account.proto".into(),
     ];
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc);

@@ -21,6 +21,12 @@ pub enum AppError {
     PayloadTooLarge(String),
     #[error("{0}")]
     FailedPrecondition(String),
+    /// Too many attempts: retry after the given time.
+    #[error("{0}")]
+    Throttled(String, std::time::Duration),
+    /// A state-changing REST call without an allowed content type (CSRF defence).
+    #[error("{0}")]
+    UnsupportedMediaType(String),
     #[error("{0}")]
     Unimplemented(String),
     #[error("{0}")]
@@ -40,9 +46,19 @@ impl AppError {
             Self::PermissionDenied(_) => (Code::PermissionDenied, StatusCode::FORBIDDEN),
             Self::PayloadTooLarge(_) => (Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE),
             Self::FailedPrecondition(_) => (Code::FailedPrecondition, StatusCode::BAD_REQUEST),
+            Self::Throttled(..) => (Code::ResourceExhausted, StatusCode::TOO_MANY_REQUESTS),
+            Self::UnsupportedMediaType(_) => (Code::InvalidArgument, StatusCode::UNSUPPORTED_MEDIA_TYPE),
             Self::Unimplemented(_) => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
             Self::Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
             Self::Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
+        }
+    }
+
+    /// Seconds a throttled caller should wait, rounded up.
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            Self::Throttled(_, wait) => Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0)),
+            _ => None,
         }
     }
 
@@ -76,7 +92,13 @@ impl IntoResponse for AppError {
     fn into_response(self) -> Response {
         self.log_internal();
         let (code, status) = self.codes();
-        rest_error(code, status, &self.to_string())
+        let mut response = rest_error(code, status, &self.to_string());
+        if let Some(secs) = self.retry_after() {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs.max(1)));
+        }
+        response
     }
 }
 
@@ -84,7 +106,11 @@ impl From<AppError> for tonic::Status {
     fn from(err: AppError) -> Self {
         err.log_internal();
         let (code, _) = err.codes();
-        tonic::Status::new(code, err.to_string())
+        let mut status = tonic::Status::new(code, err.to_string());
+        if let Some(secs) = err.retry_after() {
+            status.metadata_mut().insert("retry-after", secs.max(1).into());
+        }
+        status
     }
 }
 

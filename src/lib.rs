@@ -5,15 +5,20 @@
 //! `server` wires everything and is the only module that knows all the others.
 
 pub mod api;
+pub mod auth;
 pub mod buildinfo;
 pub mod cli;
+pub mod config;
 pub mod error;
+pub mod fsutil;
 pub mod grpc;
 pub mod json;
 pub mod pb;
 pub mod principal;
+pub mod rbac;
 pub mod server;
 pub mod service;
+pub mod store;
 pub mod telemetry;
 pub mod ui;
 

@@ -1,17 +1,148 @@
-//! Who is calling. Worked out once per request (see `server::dispatch`) and
-//! handed to every use case; use cases decide what the caller may see.
+//! Who is calling. Worked out once per request (see `auth::Authenticator`)
+//! and handed to every use case; use cases decide what the caller may do.
 
-/// The caller of one request.
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use crate::error::AppError;
+
+/// Which kind of local token a caller presented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TokenKind {
+    /// A session from logging in (`<name>:login`).
+    Login,
+    /// An API key (`<name>:apiKey`).
+    ApiKey,
+}
+
+/// A local account, proven by a token this server issued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AccountPrincipal {
+    pub name: String,
+    pub kind: TokenKind,
+    pub jti: String,
+    pub issued_at_ms: i64,
+    /// Unix seconds; `None` for an API key without expiry.
+    pub expires_at: Option<i64>,
+}
+
+/// The identity a request acts as.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum Principal {
     /// No credentials were presented.
     #[default]
     Anonymous,
+    Account(AccountPrincipal),
 }
 
 impl Principal {
     /// Whether the caller presented valid credentials.
     pub fn is_authenticated(&self) -> bool {
         !matches!(self, Self::Anonymous)
+    }
+
+    /// The RBAC subject and the name shown to users ("" when anonymous).
+    pub fn subject(&self) -> &str {
+        match self {
+            Self::Anonymous => "",
+            Self::Account(a) => &a.name,
+        }
+    }
+
+    /// The token issuer (`argocd` for local accounts).
+    pub fn issuer(&self) -> &str {
+        match self {
+            Self::Anonymous => "",
+            Self::Account(_) => crate::auth::jwt::ISSUER,
+        }
+    }
+
+    /// Groups from the caller's token (OIDC only).
+    pub fn groups(&self) -> &[String] {
+        &[]
+    }
+
+    pub fn account(&self) -> Option<&AccountPrincipal> {
+        match self {
+            Self::Account(a) => Some(a),
+            Self::Anonymous => None,
+        }
+    }
+}
+
+/// What a request presented as credentials.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Credentials {
+    #[default]
+    None,
+    /// A token that verified; kept to revoke it on logout.
+    Valid(Arc<str>),
+    /// A token was presented but rejected, and why.
+    Rejected(Arc<str>),
+}
+
+/// Everything a use case knows about the caller of one request.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub principal: Principal,
+    pub credentials: Credentials,
+    /// The client's address (the TCP peer).
+    pub ip: IpAddr,
+    /// Anonymous access (`users.anonymous.enabled`) was on when the request arrived.
+    pub anonymous_allowed: bool,
+}
+
+impl Caller {
+    pub fn anonymous(ip: IpAddr) -> Self {
+        Self {
+            principal: Principal::Anonymous,
+            credentials: Credentials::None,
+            ip,
+            anonymous_allowed: false,
+        }
+    }
+
+    /// The principal of a use case that needs one. A token that was presented
+    /// and rejected is refused even when anonymous access is on: a bad token
+    /// is never silently downgraded.
+    pub fn require(&self) -> Result<&Principal, AppError> {
+        match (&self.credentials, &self.principal) {
+            (Credentials::Rejected(why), _) => {
+                Err(AppError::Unauthenticated(format!("invalid session: {why}")))
+            }
+            (_, Principal::Anonymous) if !self.anonymous_allowed => {
+                Err(AppError::Unauthenticated("no session information".to_owned()))
+            }
+            (_, principal) => Ok(principal),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caller(credentials: Credentials, anonymous_allowed: bool) -> Caller {
+        Caller {
+            credentials,
+            anonymous_allowed,
+            ..Caller::anonymous(IpAddr::from([127, 0, 0, 1]))
+        }
+    }
+
+    #[test]
+    fn rejected_token_is_refused_even_with_anonymous_access() {
+        let c = caller(Credentials::Rejected("token is expired".into()), true);
+        let err = c.require().unwrap_err();
+        assert!(matches!(err, AppError::Unauthenticated(m) if m == "invalid session: token is expired"));
+    }
+
+    #[test]
+    fn no_token_is_anonymous_only_when_allowed() {
+        assert!(caller(Credentials::None, false).require().is_err());
+        assert_eq!(
+            caller(Credentials::None, true).require().unwrap(),
+            &Principal::Anonymous
+        );
     }
 }

@@ -1,7 +1,11 @@
 //! The HTTP router for everything that is not gRPC: REST (`/api/…`), health,
-//! auth endpoints (later issues) and, as the fallback, the UI.
+//! `/auth/…` and, as the fallback, the UI.
 
+mod account;
+mod csrf;
+pub mod extract;
 mod health;
+mod session;
 mod settings;
 mod version;
 
@@ -9,7 +13,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::response::Response;
-use axum::routing::{any, get};
+use axum::routing::{any, delete, get, post, put};
 use http::StatusCode;
 
 use crate::error::rest_error;
@@ -20,11 +24,27 @@ pub fn router(state: Arc<AppState>, ui: Arc<Ui>) -> Router {
     let api = Router::new()
         .route("/api/version", get(version::get_version))
         .route("/api/v1/settings", get(settings::get_settings))
+        .route("/api/v1/session", post(session::create).delete(session::delete))
+        .route("/api/v1/session/userinfo", get(session::user_info))
+        .route("/api/v1/account", get(account::list))
+        .route("/api/v1/account/password", put(account::update_password))
+        .route(
+            "/api/v1/account/can-i/{resource}/{action}/{*subresource}",
+            get(account::can_i),
+        )
+        .route("/api/v1/account/{name}", get(account::get))
+        .route("/api/v1/account/{name}/token", post(account::create_token))
+        .route("/api/v1/account/{name}/token/{id}", delete(account::delete_token))
+        .route("/auth/logout", get(session::logout).post(session::logout))
         .route("/healthz", get(health::healthz))
         .route("/api", any(not_found))
         .route("/api/{*rest}", any(not_found))
         .route("/auth/{*rest}", any(not_found))
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&state),
+            csrf::enforce_content_type,
+        ))
         .with_state(state);
     api.fallback_service(crate::ui::router(ui))
 }

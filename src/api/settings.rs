@@ -1,17 +1,13 @@
 use std::sync::Arc;
 
+use axum::Json;
 use axum::extract::State;
-use axum::{Extension, Json};
 
-use crate::principal::Principal;
+use super::extract::Who;
 use crate::server::state::AppState;
-use crate::service::settings::{PublicSettings, settings};
+use crate::service::settings::{PublicSettings, SettingsSource, settings};
 
 /// `GET /api/v1/settings`
-pub async fn get_settings(
-    State(state): State<Arc<AppState>>,
-    principal: Option<Extension<Principal>>,
-) -> Json<PublicSettings> {
-    let principal = principal.map(|Extension(p)| p).unwrap_or_default();
-    Json(settings(&state.settings, &principal))
+pub async fn get_settings(State(state): State<Arc<AppState>>, Who(caller, _): Who) -> Json<PublicSettings> {
+    Json(settings(&SettingsSource::of(&state), &caller.principal))
 }

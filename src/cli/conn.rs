@@ -72,6 +72,24 @@ impl Connection {
             self.origin.clone(),
         )
     }
+
+    pub fn session_client(
+        &self,
+    ) -> crate::pb::session::session_service_client::SessionServiceClient<GrpcTransport> {
+        crate::pb::session::session_service_client::SessionServiceClient::with_origin(
+            self.transport.clone(),
+            self.origin.clone(),
+        )
+    }
+
+    pub fn account_client(
+        &self,
+    ) -> crate::pb::account::account_service_client::AccountServiceClient<GrpcTransport> {
+        crate::pb::account::account_service_client::AccountServiceClient::with_origin(
+            self.transport.clone(),
+            self.origin.clone(),
+        )
+    }
 }
 
 impl ClientOpts {

@@ -1,9 +1,18 @@
 //! The command line: `tiphys server …` and the client commands.
 
+mod account;
+mod admin;
+mod client;
+pub mod config;
 pub mod conn;
+mod context;
+mod login;
+mod output;
+mod prompt;
 mod version;
 
 use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +35,9 @@ pub struct Cli {
     /// Log level when RUST_LOG is unset (error, warn, info, debug, trace).
     #[arg(long, global = true, env = "TIPHYS_LOG_LEVEL")]
     pub log_level: Option<String>,
+    /// The CLI's config file: contexts, servers and tokens (client commands only) [default: <config dir>/tiphys/config].
+    #[arg(long, global = true, env = "TIPHYS_CONFIG", value_name = "PATH")]
+    pub config: Option<PathBuf>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -36,6 +48,20 @@ pub enum Command {
     Server(Box<ServerArgs>),
     /// Print the client and server versions.
     Version(version::VersionArgs),
+    /// Log in to a server and save the session as a context.
+    Login(login::LoginArgs),
+    /// Log out: revoke the context's session token and forget it.
+    Logout(login::LogoutArgs),
+    /// Log in again to the current context, as the same user.
+    Relogin(login::ReloginArgs),
+    /// List contexts, or switch to (or delete) one.
+    Context(context::ContextArgs),
+    /// Manage accounts, passwords and API keys.
+    #[command(subcommand)]
+    Account(account::AccountCommand),
+    /// Administration commands run beside the server.
+    #[command(subcommand)]
+    Admin(admin::AdminCommand),
 }
 
 impl Cli {
@@ -51,6 +77,7 @@ impl Cli {
 
 /// Runs a command; the message of a failure goes to stderr, output to `out`.
 pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
+    let config_path = || config::path(cli.config.as_deref());
     let result = match cli.command {
         Command::Server(args) => {
             if args.tlsciphers.as_deref() == Some("list") {
@@ -61,7 +88,25 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
             }
             crate::server::run(*args).await
         }
-        Command::Version(args) => version::run(args, out).await,
+        Command::Version(args) => version::run(args, cli.config.as_deref(), out).await,
+        Command::Login(args) => match config_path() {
+            Ok(path) => login::login(&path, args, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Logout(args) => match config_path() {
+            Ok(path) => login::logout(&path, args, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Relogin(args) => match config_path() {
+            Ok(path) => login::relogin(&path, args, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Context(args) => config_path().and_then(|path| context::run(&path, args, out)),
+        Command::Account(command) => match config_path() {
+            Ok(path) => account::run(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Admin(command) => admin::run(command, out),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,10 +1,12 @@
 //! `tiphys version [--client]`
 
 use std::io::Write;
+use std::path::Path;
 
 use serde::Serialize;
 
-use super::conn::{ClientOpts, describe};
+use super::client::Client;
+use super::conn::ClientOpts;
 use crate::buildinfo;
 
 #[derive(clap::Args, Debug)]
@@ -47,7 +49,7 @@ struct Side {
     git_commit: String,
 }
 
-pub async fn run(args: VersionArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+pub async fn run(args: VersionArgs, config_path: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<()> {
     let client = Side {
         version: buildinfo::VERSION.to_owned(),
         platform: buildinfo::platform(),
@@ -58,13 +60,12 @@ pub async fn run(args: VersionArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let server = if args.client {
         None
     } else {
-        let conn = args.conn.connect().await?;
-        let reply = conn
-            .version_client()
-            .version(())
-            .await
-            .map_err(|status| anyhow::anyhow!("version request failed: {}", describe(&status)))?
-            .into_inner();
+        let config_path = super::config::path(config_path)?;
+        let client = Client::connect(&config_path, &args.conn, None).await?;
+        let reply = client.finish(
+            "version request failed",
+            client.conn.version_client().version(()).await,
+        )?;
         Some(Side {
             version: reply.version,
             platform: reply.platform,

@@ -1,5 +1,7 @@
 //! gRPC adapters: decode, call the use case, encode. One place lists every service.
 
+mod account;
+mod session;
 mod settings;
 mod version;
 
@@ -8,7 +10,7 @@ use std::sync::Arc;
 use tonic::service::Routes;
 
 use crate::pb;
-use crate::principal::Principal;
+use crate::principal::Caller;
 use crate::server::state::AppState;
 
 /// Every gRPC service the server offers, with the message size limit applied.
@@ -17,7 +19,9 @@ pub fn routes(
     health: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
     max_message_bytes: usize,
 ) -> Routes {
+    use pb::account::account_service_server::AccountServiceServer;
     use pb::cluster::settings_service_server::SettingsServiceServer;
+    use pb::session::session_service_server::SessionServiceServer;
     use pb::version::version_service_server::VersionServiceServer;
 
     let version = VersionServiceServer::new(version::VersionGrpc)
@@ -28,10 +32,22 @@ pub fn routes(
     })
     .max_decoding_message_size(max_message_bytes)
     .max_encoding_message_size(max_message_bytes);
+    let session = SessionServiceServer::new(session::SessionGrpc {
+        state: Arc::clone(state),
+    })
+    .max_decoding_message_size(max_message_bytes)
+    .max_encoding_message_size(max_message_bytes);
+    let account = AccountServiceServer::new(account::AccountGrpc {
+        state: Arc::clone(state),
+    })
+    .max_decoding_message_size(max_message_bytes)
+    .max_encoding_message_size(max_message_bytes);
     let mut builder = Routes::builder();
     builder
         .add_service(version)
         .add_service(settings)
+        .add_service(session)
+        .add_service(account)
         .add_service(health);
     add_reflection(&mut builder);
     builder.routes()
@@ -55,10 +71,10 @@ fn add_reflection(builder: &mut tonic::service::RoutesBuilder) {
 }
 
 /// The caller, as the dispatcher worked it out for this request.
-fn principal<T>(request: &tonic::Request<T>) -> Principal {
+fn caller<T>(request: &tonic::Request<T>) -> Caller {
     request
         .extensions()
-        .get::<Principal>()
+        .get::<Caller>()
         .cloned()
-        .unwrap_or_default()
+        .unwrap_or_else(|| Caller::anonymous(std::net::Ipv4Addr::UNSPECIFIED.into()))
 }

@@ -7,7 +7,7 @@ use crate::pb::cluster::{
     GoogleAnalyticsConfig, Help, KustomizeOptions, Settings, SettingsPluginsResponse, SettingsQuery,
 };
 use crate::server::state::AppState;
-use crate::service::settings::{PublicSettings, settings};
+use crate::service::settings::{PublicSettings, SettingsSource, settings};
 
 pub struct SettingsGrpc {
     pub state: Arc<AppState>,
@@ -17,7 +17,11 @@ pub struct SettingsGrpc {
 impl SettingsService for SettingsGrpc {
     async fn get(&self, request: Request<SettingsQuery>) -> Result<Response<Settings>, Status> {
         Ok(Response::new(
-            settings(&self.state.settings, &super::principal(&request)).into(),
+            settings(
+                &SettingsSource::of(&self.state),
+                &super::caller(&request).principal,
+            )
+            .into(),
         ))
     }
 
@@ -25,9 +29,7 @@ impl SettingsService for SettingsGrpc {
         &self,
         request: Request<SettingsQuery>,
     ) -> Result<Response<SettingsPluginsResponse>, Status> {
-        if !super::principal(&request).is_authenticated() {
-            return Err(Status::unauthenticated("no session information"));
-        }
+        super::caller(&request).require()?;
         Ok(Response::new(SettingsPluginsResponse::default()))
     }
 }
@@ -54,6 +56,7 @@ impl From<PublicSettings> for Settings {
             exec_enabled: s.exec_enabled,
             tracking_method: s.tracking_method,
             additional_urls: s.additional_urls,
+            password_pattern: s.password_pattern,
             ..Self::default()
         }
     }

@@ -9,7 +9,7 @@ pub struct VersionGrpc;
 #[tonic::async_trait]
 impl VersionService for VersionGrpc {
     async fn version(&self, request: Request<()>) -> Result<Response<VersionMessage>, Status> {
-        Ok(Response::new(version(&super::principal(&request)).into()))
+        Ok(Response::new(version(&super::caller(&request).principal).into()))
     }
 }
 

@@ -92,6 +92,21 @@ pub struct ServerArgs {
     /// Content-Security-Policy of HTML responses ("" disables it).
     #[arg(long, env = "TIPHYS_CONTENT_SECURITY_POLICY", default_value = DEFAULT_CSP)]
     pub content_security_policy: String,
+    /// Directory holding argocd-cm, argocd-rbac-cm and argocd-secret (YAML manifests or mounted volumes).
+    #[arg(long, env = "TIPHYS_CONFIG_DIR")]
+    pub config_dir: Option<PathBuf>,
+    /// Media types a state-changing REST call may carry, comma-separated ("" disables the CSRF check).
+    #[arg(long, env = "TIPHYS_API_CONTENT_TYPES", default_value = "application/json")]
+    pub api_content_types: String,
+    /// Failed logins from one address for one username before that pair is locked.
+    #[arg(long, env = "TIPHYS_LOGIN_MAX_FAILURES", default_value_t = 5)]
+    pub login_max_failures: u32,
+    /// The window failed logins are counted in, and how long a lock lasts.
+    #[arg(long, env = "TIPHYS_LOGIN_FAILURE_WINDOW", default_value = "300s", value_parser = parse_duration)]
+    pub login_failure_window: Duration,
+    /// Password logins in progress at once; more are refused with 429 / RESOURCE_EXHAUSTED.
+    #[arg(long, env = "TIPHYS_LOGIN_MAX_CONCURRENT", default_value_t = 256)]
+    pub login_max_concurrent: usize,
     /// Write `{"port":N,"metrics_port":M}` to this file once listening (for supervisors and tests).
     #[arg(long, env = "TIPHYS_READY_FILE")]
     pub ready_file: Option<PathBuf>,

@@ -22,8 +22,11 @@ use super::conn::{ClientScheme, ConnInfo};
 use super::edge::{self, Decision};
 use super::metrics::{Metrics, Outcome};
 use super::protocol::Protocol;
+use crate::api::extract::AuthInfo;
+use crate::auth::cookie::CookieScope;
+use crate::auth::{Authenticator, Carrier, Channel};
 use crate::error::rest_error;
-use crate::principal::Principal;
+use crate::principal::{Caller, Credentials};
 
 pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call reached tiphys over HTTP/1.1 \
 (a proxy in between downgraded it): use the CLI's --grpc-web flag, or let the proxy speak HTTP/2 (h2c) to the server";
@@ -36,6 +39,9 @@ pub struct Dispatcher {
     pub grpc: Router,
     pub grpc_web: Router,
     pub http: Router,
+    pub auth: Authenticator,
+    /// The UI's base href: the path of session cookies.
+    pub basehref: String,
     pub metrics: Arc<Metrics>,
     /// TLS mode: plaintext requests are subject to the edge policy.
     pub tls_mode: bool,
@@ -104,11 +110,8 @@ impl Dispatcher {
             }
             return (wire, grpc_error(tonic::Code::Unavailable, GRPC_NEEDS_HTTP2));
         }
-        // The one place that works out who the caller is.
-        let principal = Principal::Anonymous;
         req.extensions_mut().insert(conn);
         req.extensions_mut().insert(scheme);
-        req.extensions_mut().insert(principal);
 
         if !self.rootpath.is_empty() && req.uri().path() != "/healthz" {
             match strip_prefix(req.uri(), &self.rootpath) {
@@ -122,7 +125,8 @@ impl Dispatcher {
             }
         }
         let protocol = Protocol::classify(req.headers(), req.uri().path());
-        let response = match protocol {
+        let renewed = self.identify(&mut req, protocol, conn);
+        let mut response = match protocol {
             Protocol::Grpc => {
                 let mut response = call(&self.grpc, req).await;
                 fix_message_size_status(&mut response);
@@ -140,7 +144,85 @@ impl Dispatcher {
                 response
             }
         };
+        if let Some(renewal) = renewed {
+            self.hand_back(&mut response, protocol, scheme, &renewal);
+        }
         (protocol, response)
+    }
+
+    /// The one place that works out who the caller is. Static UI files need
+    /// no identity, so they skip the token check.
+    fn identify(&self, req: &mut Request<Incoming>, protocol: Protocol, conn: ConnInfo) -> Option<Renewal> {
+        let channel = match protocol {
+            Protocol::Grpc | Protocol::GrpcWeb => Channel::Grpc,
+            Protocol::Rest => Channel::Http,
+            Protocol::Ui => {
+                req.extensions_mut().insert(Caller::anonymous(conn.peer.ip()));
+                return None;
+            }
+        };
+        let identified = self.auth.identify(req.headers(), channel, conn.peer.ip());
+        let presented = match &identified.caller.credentials {
+            Credentials::Valid(token) => Some(Arc::clone(token)),
+            _ => None,
+        };
+        req.extensions_mut().insert(identified.caller);
+        req.extensions_mut().insert(AuthInfo {
+            carrier: identified.carrier,
+            cookie_chunks: identified.cookie_chunks,
+        });
+        identified
+            .renewed
+            .zip(presented)
+            .map(|(token, presented)| Renewal {
+                token,
+                presented,
+                carrier: identified.carrier,
+                chunks: identified.cookie_chunks,
+            })
+    }
+
+    /// Hands a renewed login token back where only the client can read it:
+    /// `renew-token` metadata on native gRPC (the CLI), a fresh HttpOnly
+    /// cookie for a browser. Never a header a page script could read.
+    fn hand_back(
+        &self,
+        response: &mut Response<Body>,
+        protocol: Protocol,
+        scheme: ClientScheme,
+        renewal: &Renewal,
+    ) {
+        // The call itself may have ended the session (logout, a password
+        // change): then the renewed token must not outlive it.
+        let sessions = &self.auth.sessions;
+        if sessions.authenticate(&renewal.presented).is_err()
+            || sessions.authenticate(&renewal.token).is_err()
+        {
+            return;
+        }
+        let token = renewal.token.as_str();
+        match (protocol, renewal.carrier) {
+            (Protocol::Grpc, _) => {
+                if let Ok(v) = HeaderValue::from_str(token) {
+                    response.headers_mut().insert("renew-token", v);
+                }
+            }
+            (Protocol::Rest, Some(Carrier::Cookie))
+                // Login and logout already set (or cleared) the cookie.
+                if !response.headers().contains_key(http::header::SET_COOKIE) =>
+            {
+                let scope = CookieScope {
+                    path: self.basehref.clone(),
+                    secure: scheme == ClientScheme::Https,
+                };
+                for cookie in scope.set(token, renewal.chunks).unwrap_or_default() {
+                    if let Ok(v) = HeaderValue::from_str(&cookie) {
+                        response.headers_mut().append(http::header::SET_COOKIE, v);
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 
     /// The client's scheme, or the response that ends the request here.
@@ -245,6 +327,15 @@ where
         Ok(response) => response,
         Err(never) => match never {},
     }
+}
+
+/// A fresh login token for a caller whose token is close to expiry.
+struct Renewal {
+    token: String,
+    /// The token the request presented.
+    presented: Arc<str>,
+    carrier: Option<Carrier>,
+    chunks: usize,
 }
 
 /// `application/grpc-web+proto; charset=…` → `application/grpc-web+proto`:

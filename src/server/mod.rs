@@ -26,7 +26,10 @@ use self::listener::Front;
 use self::metrics::Metrics;
 use self::state::AppState;
 use self::tls::{CertSource, TlsPolicy};
-use crate::service::settings::SettingsSource;
+use crate::auth::sessions::{LoginLimits, Sessions};
+use crate::auth::throttle::ThrottlePolicy;
+use crate::config::ConfigWatch;
+use crate::store::Store;
 
 /// A server whose sockets are bound and which is ready to serve.
 pub struct Server {
@@ -34,6 +37,7 @@ pub struct Server {
     metrics_listener: TcpListener,
     front: Arc<Front>,
     state: Arc<AppState>,
+    config_watch: Arc<ConfigWatch>,
     metrics: Arc<Metrics>,
     health: tonic_health::server::HealthReporter,
     reloader: Option<(Arc<tls::CertResolver>, CertSource, TlsPolicy)>,
@@ -77,10 +81,37 @@ impl Server {
             )
         };
 
-        let state = Arc::new(AppState::new(SettingsSource {
-            url: config.url.as_ref().map(|u| u.raw.clone()).unwrap_or_default(),
-            app_label_key: String::new(),
-        }));
+        let config_watch = ConfigWatch::new(args.config_dir.clone())?;
+        let store: Arc<dyn Store> = Arc::new(crate::store::file::FileStore::open(&config.data_dir)?);
+        let limits = LoginLimits {
+            throttle: ThrottlePolicy {
+                max_failures: args.login_max_failures.max(1),
+                window: args.login_failure_window,
+                ..ThrottlePolicy::default()
+            },
+            max_concurrent: args.login_max_concurrent.max(1),
+            ..LoginLimits::default()
+        };
+        let sessions = Arc::new(
+            Sessions::open(store, Arc::clone(&config_watch), config.data_dir.clone(), limits).await?,
+        );
+        let content_types: Vec<String> = args
+            .api_content_types
+            .split(',')
+            .map(|t| t.trim().to_ascii_lowercase())
+            .filter(|t| !t.is_empty())
+            .collect();
+        if content_types.is_empty() {
+            tracing::warn!(
+                "--api-content-types is empty: state-changing REST calls are not checked for CSRF"
+            );
+        }
+        let state = Arc::new(AppState::new(
+            Arc::clone(&sessions),
+            config.url.as_ref().map(|u| u.raw.clone()),
+            config.basehref.clone(),
+            content_types,
+        ));
         let metrics = Arc::new(Metrics::default());
         let (health, health_service) = tonic_health::server::health_reporter();
         let grpc_routes = crate::grpc::routes(&state, health_service, config.limits.grpc_max_message_bytes);
@@ -91,6 +122,8 @@ impl Server {
                 .into_axum_router()
                 .layer(tonic_web::GrpcWebLayer::new()),
             http: crate::api::router(Arc::clone(&state), Arc::new(ui)),
+            auth: crate::auth::Authenticator { sessions },
+            basehref: config.basehref.clone(),
             metrics: Arc::clone(&metrics),
             tls_mode: !config.insecure,
             plaintext_grpc: config.plaintext_grpc,
@@ -109,6 +142,7 @@ impl Server {
             metrics_listener,
             front,
             state,
+            config_watch,
             metrics,
             health,
             reloader,
@@ -133,9 +167,20 @@ impl Server {
         if let Some((resolver, source, policy)) = self.reloader {
             tls::spawn_reloader(resolver, source, Arc::clone(policy.provider()), internal.clone());
         }
+        self.config_watch.spawn_watcher(internal.clone());
+        tokio::spawn(follow_config(
+            Arc::clone(&self.state.sessions),
+            self.config_watch.subscribe(),
+            internal.clone(),
+        ));
+        tokio::spawn(purge_revocations(
+            Arc::clone(&self.state.sessions),
+            internal.clone(),
+        ));
         tokio::spawn(serve_metrics(
             self.metrics_listener,
             Arc::clone(&self.metrics),
+            Arc::clone(&self.state.sessions),
             internal.clone(),
         ));
         if let Some(path) = &self.config.ready_file {
@@ -177,13 +222,60 @@ async fn bind(addr: SocketAddr, flags: &str) -> anyhow::Result<TcpListener> {
     })
 }
 
-async fn serve_metrics(listener: TcpListener, metrics: Arc<Metrics>, cancel: CancellationToken) {
+/// Applies each new configuration to the sessions (passwords from the
+/// secret, accounts, the server key).
+async fn follow_config(
+    sessions: Arc<Sessions>,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    cancel: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                if let Err(err) = sessions.reload_config().await {
+                    tracing::error!(error = format!("{err:#}"), "cannot apply the new configuration to accounts");
+                }
+            }
+        }
+    }
+}
+
+/// Revocations are kept only until the revoked token would have expired.
+async fn purge_revocations(sessions: Arc<Sessions>, cancel: CancellationToken) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+    loop {
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            _ = tick.tick() => {
+                if let Err(err) = sessions.purge_revocations().await {
+                    tracing::warn!(error = %err, "cannot purge expired revocations");
+                }
+            }
+        }
+    }
+}
+
+async fn serve_metrics(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    sessions: Arc<Sessions>,
+    cancel: CancellationToken,
+) {
     use axum::routing::get;
     let app = axum::Router::new().route(
         "/metrics",
         get(move || {
             let metrics = Arc::clone(&metrics);
-            async move { ([("content-type", "text/plain; version=0.0.4")], metrics.render()) }
+            let sessions = Arc::clone(&sessions);
+            async move {
+                let mut body = metrics.render();
+                sessions.render_metrics(&mut body);
+                ([("content-type", "text/plain; version=0.0.4")], body)
+            }
         }),
     );
     let served = axum::serve(listener, app)

@@ -1,21 +1,49 @@
 //! State shared by every handler. No globals: tests run several servers in one process.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::service::settings::SettingsSource;
+use crate::auth::sessions::Sessions;
+use crate::rbac::Rbac;
 
 pub struct AppState {
-    pub settings: SettingsSource,
+    pub sessions: Arc<Sessions>,
+    pub rbac: Rbac,
+    /// `--url`, used when `argocd-cm` has no `url`.
+    pub url_flag: Option<String>,
+    /// The UI's base href: the path of session cookies.
+    pub basehref: String,
+    /// Media types a state-changing REST call may carry (CSRF defence); empty: unchecked.
+    pub api_content_types: Vec<String>,
     /// False once shutdown has begun: `/healthz` then answers 503.
     serving: AtomicBool,
 }
 
 impl AppState {
-    pub fn new(settings: SettingsSource) -> Self {
+    pub fn new(
+        sessions: Arc<Sessions>,
+        url_flag: Option<String>,
+        basehref: String,
+        api_content_types: Vec<String>,
+    ) -> Self {
         Self {
-            settings,
+            sessions,
+            rbac: Rbac,
+            url_flag,
+            basehref,
+            api_content_types,
             serving: AtomicBool::new(true),
         }
+    }
+
+    /// The external URL: `url` from `argocd-cm`, else `--url`.
+    pub fn url(&self) -> String {
+        self.sessions
+            .settings()
+            .url
+            .clone()
+            .or_else(|| self.url_flag.clone())
+            .unwrap_or_default()
     }
 
     pub fn is_serving(&self) -> bool {

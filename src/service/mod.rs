@@ -1,5 +1,7 @@
-//! Transport-free use cases: `fn(&State, &Principal, input) -> Result<output, AppError>`.
+//! Transport-free use cases: `fn(&State, &Caller, input) -> Result<output, AppError>`.
 //! gRPC, gRPC-Web and REST handlers are thin adapters over these.
 
+pub mod account;
+pub mod session;
 pub mod settings;
 pub mod version;

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use crate::json::is_zero;
 use crate::principal::Principal;
+use crate::server::state::AppState;
 
 /// The settings a caller may see. Field names and the always-present nested
 /// objects (`googleAnalytics`, `help`, `kustomizeOptions`) follow Argo CD,
@@ -29,6 +30,9 @@ pub struct PublicSettings {
     pub tracking_method: String,
     #[serde(rename = "additionalUrls", skip_serializing_if = "is_zero")]
     pub additional_urls: Vec<String>,
+    /// Only for logged-in callers.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub password_pattern: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -59,16 +63,35 @@ pub struct Help {
 /// Inputs the settings are derived from; the server's configuration fills it.
 #[derive(Clone, Debug, Default)]
 pub struct SettingsSource {
-    /// The external URL (`url` in `argocd-cm`).
+    /// The external URL (`url` in `argocd-cm`, else `--url`).
     pub url: String,
     pub app_label_key: String,
+    pub user_logins_disabled: bool,
+    pub password_pattern: String,
 }
 
-pub fn settings(source: &SettingsSource, _principal: &Principal) -> PublicSettings {
+impl SettingsSource {
+    pub fn of(state: &AppState) -> Self {
+        Self {
+            url: state.url(),
+            app_label_key: String::new(),
+            user_logins_disabled: state.sessions.logins_disabled(),
+            password_pattern: state.sessions.settings().password_pattern.as_str().to_owned(),
+        }
+    }
+}
+
+pub fn settings(source: &SettingsSource, principal: &Principal) -> PublicSettings {
     PublicSettings {
         url: source.url.clone(),
         app_label_key: source.app_label_key.clone(),
         tracking_method: "label".to_owned(),
+        user_logins_disabled: source.user_logins_disabled,
+        password_pattern: if principal.is_authenticated() {
+            source.password_pattern.clone()
+        } else {
+            String::new()
+        },
         ..PublicSettings::default()
     }
 }
@@ -81,7 +104,8 @@ mod tests {
     fn anonymous_settings_have_the_objects_the_ui_reads() {
         let src = SettingsSource {
             url: "https://cd.example.com".into(),
-            app_label_key: String::new(),
+            password_pattern: "^.{8,32}$".into(),
+            ..SettingsSource::default()
         };
         let json = serde_json::to_value(settings(&src, &Principal::Anonymous)).unwrap();
         assert_eq!(

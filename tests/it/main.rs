@@ -8,6 +8,7 @@ mod support;
 
 mod bad_input;
 mod cli;
+mod cli_accounts;
 mod matrix;
 mod paths;
 mod shutdown;

@@ -1,0 +1,154 @@
+//! Latency of `GET /api/version` with and without a concurrent login storm.
+//!
+//! `cargo run --release --example login_load -- ADDR PASSWORD [SECONDS] [LOGINS]`
+//!
+//! Phase 1 measures 16 keep-alive HTTP/1.1 clients calling `/api/version`
+//! against an `--insecure` server at `ADDR` for SECONDS. Phase 2 measures
+//! the same while LOGINS (default 200) clients log in as `admin` in a loop,
+//! each from its own loopback address (127.0.1.x, 127.0.2.x, …) so that the
+//! brute-force rules do not turn them away. It prints p50/p99 of both phases
+//! and their ratio, and how many logins succeeded.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpSocket;
+
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn connect(server: SocketAddr, from: IpAddr) -> anyhow::Result<Sender> {
+    let socket = TcpSocket::new_v4()?;
+    socket.bind(SocketAddr::new(from, 0))?;
+    let stream = socket.connect(server).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+async fn version_client(server: SocketAddr, stop: Arc<AtomicBool>) -> anyhow::Result<Vec<Duration>> {
+    let mut sender = connect(server, IpAddr::V4(Ipv4Addr::LOCALHOST)).await?;
+    let mut latencies = Vec::with_capacity(100_000);
+    while !stop.load(Ordering::Relaxed) && latencies.len() < 5_000_000 {
+        let req = http::Request::get("/api/version")
+            .header("host", "bench")
+            .body(Full::new(Bytes::new()))?;
+        let start = Instant::now();
+        let response = sender.send_request(req).await?;
+        response.into_body().collect().await?;
+        latencies.push(start.elapsed());
+    }
+    Ok(latencies)
+}
+
+async fn login_client(
+    server: SocketAddr,
+    from: IpAddr,
+    body: Bytes,
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicU64>,
+) -> anyhow::Result<()> {
+    let mut sender = connect(server, from).await?;
+    for _ in 0..100_000 {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let req = http::Request::post("/api/v1/session")
+            .header("host", "bench")
+            .header("content-type", "application/json")
+            .body(Full::new(body.clone()))?;
+        let response = sender.send_request(req).await?;
+        if response.status().is_success() {
+            ok.fetch_add(1, Ordering::Relaxed);
+        }
+        response.into_body().collect().await?;
+    }
+    Ok(())
+}
+
+async fn phase(
+    server: SocketAddr,
+    seconds: u64,
+    logins: usize,
+    password: &str,
+) -> anyhow::Result<(Vec<Duration>, u64)> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let ok = Arc::new(AtomicU64::new(0));
+    let body = Bytes::from(serde_json::json!({"username": "admin", "password": password}).to_string());
+    let mut login_tasks = Vec::new();
+    for i in 0..logins {
+        let from = IpAddr::V4(Ipv4Addr::new(
+            127,
+            0,
+            1 + u8::try_from(i / 250)?,
+            1 + u8::try_from(i % 250)?,
+        ));
+        login_tasks.push(tokio::spawn(login_client(
+            server,
+            from,
+            body.clone(),
+            Arc::clone(&stop),
+            Arc::clone(&ok),
+        )));
+    }
+    if logins > 0 {
+        // Let the storm build up before measuring.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let clients: Vec<_> = (0..16)
+        .map(|_| tokio::spawn(version_client(server, Arc::clone(&stop))))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut latencies = Vec::new();
+    for c in clients {
+        latencies.extend(c.await??);
+    }
+    for t in login_tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(30), t).await;
+    }
+    latencies.sort_unstable();
+    Ok((latencies, ok.load(Ordering::Relaxed)))
+}
+
+fn pct(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[rank.min(sorted.len() - 1)]
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let (Some(addr), Some(password)) = (args.get(1), args.get(2)) else {
+        anyhow::bail!("usage: login_load ADDR PASSWORD [SECONDS] [LOGINS]");
+    };
+    let server: SocketAddr = addr.parse()?;
+    let seconds: u64 = args.get(3).map_or(Ok(10), |s| s.parse())?;
+    let logins: usize = args.get(4).map_or(Ok(200), |s| s.parse())?;
+    let (quiet, _) = phase(server, seconds, 0, password).await?;
+    let (loaded, ok) = phase(server, seconds, logins, password).await?;
+    let (q99, l99) = (pct(&quiet, 0.99), pct(&loaded, 0.99));
+    println!(
+        "version requests: quiet {} / under logins {}",
+        quiet.len(),
+        loaded.len()
+    );
+    println!(
+        "p50: quiet {:?} / under logins {:?}",
+        pct(&quiet, 0.5),
+        pct(&loaded, 0.5)
+    );
+    println!(
+        "p99: quiet {q99:?} / under logins {l99:?} (ratio {:.2})",
+        l99.as_secs_f64() / q99.as_secs_f64()
+    );
+    println!("successful logins during the loaded phase: {ok} ({logins} concurrent clients)");
+    Ok(())
+}

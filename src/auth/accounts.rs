@@ -1,0 +1,189 @@
+//! Local accounts as the server sees them: the configuration (`argocd-cm`,
+//! `argocd-secret`) merged with what the server manages in its store.
+//!
+//! Which password wins: the most recent change. The API writes its change to
+//! the store; a change in `argocd-secret` is adopted when the server first
+//! sees the new value (at start or on reload), and dated then (or at its
+//! `passwordMtime`, if later). So an operator who rotates the secret and a
+//! user who changes their password through the API each take effect, the
+//! later one last, and neither is silently lost: every adoption is logged.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{AccountConfig, Settings, TokenRecord};
+
+/// Store key prefix of account records.
+pub const PREFIX: &str = "accounts/";
+
+/// What the server keeps about an account in its store.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountRecord {
+    /// bcrypt hash of the password in force.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_hash: Option<String>,
+    /// When the password in force was set, in unix milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_mtime_ms: Option<i64>,
+    /// The `argocd-secret` hash last adopted, to notice when it changes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_seen: Option<String>,
+    /// The password is the generated initial one (admin only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub initial: bool,
+    /// API keys created through the API.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<TokenRecord>,
+    /// Ids of API keys from `argocd-secret` deleted through the API.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub deleted_tokens: BTreeSet<String>,
+}
+
+impl AccountRecord {
+    pub fn store_key(name: &str) -> String {
+        format!("{PREFIX}{name}")
+    }
+
+    /// Adopts the secret's password if it changed since last seen. Returns
+    /// whether the record changed.
+    pub fn adopt_secret(&mut self, config: &AccountConfig, now_ms: i64) -> bool {
+        let Some(hash) = &config.password_hash else {
+            return false;
+        };
+        if self.secret_seen.as_ref() == Some(hash) {
+            return false;
+        }
+        let declared = config
+            .password_mtime
+            .map(|t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX));
+        let mtime = match (self.password_hash.is_some(), declared) {
+            // First sight of any password: the secret's own date stands.
+            (false, Some(d)) => d,
+            (_, Some(d)) => d.max(now_ms),
+            (_, None) => now_ms,
+        };
+        self.password_hash = Some(hash.clone());
+        self.password_mtime_ms = Some(mtime);
+        self.secret_seen = Some(hash.clone());
+        self.initial = false;
+        true
+    }
+}
+
+/// One account with everything needed to check a token or a password.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub enabled: bool,
+    pub login: bool,
+    pub api_key: bool,
+    pub password_hash: Option<Arc<str>>,
+    pub password_mtime_ms: Option<i64>,
+    /// Valid API keys by id.
+    pub tokens: BTreeMap<String, TokenRecord>,
+}
+
+impl Account {
+    pub fn capabilities(&self) -> Vec<String> {
+        let mut caps = Vec::new();
+        if self.login {
+            caps.push("login".to_owned());
+        }
+        if self.api_key {
+            caps.push("apiKey".to_owned());
+        }
+        caps
+    }
+}
+
+/// Every account, as of one configuration and one set of records.
+#[derive(Clone, Debug, Default)]
+pub struct AccountBook {
+    accounts: BTreeMap<String, Account>,
+}
+
+impl AccountBook {
+    pub fn build(settings: &Settings, records: &BTreeMap<String, AccountRecord>) -> Self {
+        let empty = AccountRecord::default();
+        let accounts = settings
+            .accounts
+            .values()
+            .map(|config| {
+                let record = records.get(&config.name).unwrap_or(&empty);
+                let mut tokens: BTreeMap<String, TokenRecord> = config
+                    .tokens
+                    .iter()
+                    .filter(|t| !record.deleted_tokens.contains(&t.id))
+                    .map(|t| (t.id.clone(), t.clone()))
+                    .collect();
+                tokens.extend(record.tokens.iter().map(|t| (t.id.clone(), t.clone())));
+                let account = Account {
+                    name: config.name.clone(),
+                    enabled: config.enabled,
+                    login: config.login,
+                    api_key: config.api_key,
+                    password_hash: record.password_hash.as_deref().map(Arc::from),
+                    password_mtime_ms: record.password_mtime_ms,
+                    tokens,
+                };
+                (config.name.clone(), account)
+            })
+            .collect();
+        Self { accounts }
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Account> {
+        self.accounts.get(name)
+    }
+
+    pub fn all(&self) -> impl Iterator<Item = &Account> {
+        self.accounts.values()
+    }
+
+    /// True when no enabled account can log in with a password.
+    pub fn logins_disabled(&self) -> bool {
+        !self.accounts.values().any(|a| a.enabled && a.login)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(hash: Option<&str>, mtime: Option<i64>) -> AccountConfig {
+        AccountConfig {
+            name: "alice".into(),
+            enabled: true,
+            login: true,
+            api_key: false,
+            password_hash: hash.map(Into::into),
+            password_mtime: mtime.map(|s| time::OffsetDateTime::from_unix_timestamp(s).unwrap()),
+            tokens: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn secret_password_is_adopted_once() {
+        let mut r = AccountRecord::default();
+        assert!(r.adopt_secret(&config(Some("$2a$h1"), Some(1000)), 5_000_000));
+        assert_eq!(r.password_mtime_ms, Some(1_000_000));
+        assert!(!r.adopt_secret(&config(Some("$2a$h1"), Some(1000)), 6_000_000));
+    }
+
+    #[test]
+    fn api_change_stands_until_the_secret_changes_again() {
+        let mut r = AccountRecord::default();
+        r.adopt_secret(&config(Some("$2a$h1"), None), 1_000);
+        // The API changes the password.
+        r.password_hash = Some("$2a$api".into());
+        r.password_mtime_ms = Some(2_000);
+        assert!(!r.adopt_secret(&config(Some("$2a$h1"), None), 3_000));
+        assert_eq!(r.password_hash.as_deref(), Some("$2a$api"));
+        // The operator rotates the secret: the newer change wins, dated now.
+        assert!(r.adopt_secret(&config(Some("$2a$h2"), Some(1)), 4_000));
+        assert_eq!(r.password_hash.as_deref(), Some("$2a$h2"));
+        assert_eq!(r.password_mtime_ms, Some(4_000));
+    }
+}

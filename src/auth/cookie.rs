@@ -1,0 +1,259 @@
+//! The session cookie in Argo CD's format: `argocd.token`, split into
+//! `argocd.token-1`, `argocd.token-2`, … when the token is longer than a
+//! browser keeps in one cookie, the first chunk prefixed with `<count>:`.
+
+use http::HeaderMap;
+use http::header::COOKIE;
+
+pub const COOKIE_NAME: &str = "argocd.token";
+
+/// Browsers keep about 4 KB per cookie, name and attributes included.
+const MAX_COOKIE_LENGTH: usize = 4093;
+
+/// Most chunks written or read (upstream's default limit).
+pub const MAX_CHUNKS: usize = 20;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CookieError {
+    #[error("session cookie is malformed: bad chunk header")]
+    BadHeader,
+    #[error("session cookie is truncated: chunk {0} is missing")]
+    MissingChunk(usize),
+    #[error(
+        "the session token is {len} characters long and needs {needed} cookies, more than the {MAX_CHUNKS} allowed"
+    )]
+    TooLong { len: usize, needed: usize },
+}
+
+/// How a cookie is scoped; the same for every chunk and for clearing.
+#[derive(Debug, Clone)]
+pub struct CookieScope {
+    /// The UI's base href, e.g. `/` or `/argo-cd/`.
+    pub path: String,
+    pub secure: bool,
+}
+
+impl CookieScope {
+    fn attributes(&self) -> String {
+        let path = self.path.trim_end_matches('/');
+        let path = if path.is_empty() { "/" } else { path };
+        let mut attrs = format!("Path={path}; SameSite=Lax; HttpOnly");
+        if self.secure {
+            attrs.push_str("; Secure");
+        }
+        attrs
+    }
+
+    /// `Set-Cookie` values that store `token`, and expire any chunk the
+    /// browser still holds beyond the new count (`previous` = chunks it sent).
+    pub fn set(&self, token: &str, previous: usize) -> Result<Vec<String>, CookieError> {
+        let attrs = self.attributes();
+        let per_chunk = MAX_COOKIE_LENGTH - (COOKIE_NAME.len() + 3) - (attrs.len() + 2) - 4;
+        let chunks: Vec<&str> = if token.len() <= per_chunk {
+            vec![token]
+        } else {
+            // JWTs are ASCII, so byte chunks never split a character.
+            token
+                .as_bytes()
+                .chunks(per_chunk)
+                .filter_map(|c| std::str::from_utf8(c).ok())
+                .collect()
+        };
+        if chunks.len() > MAX_CHUNKS {
+            return Err(CookieError::TooLong {
+                len: token.len(),
+                needed: chunks.len(),
+            });
+        }
+        let mut out = Vec::with_capacity(chunks.len().max(previous));
+        for (i, chunk) in chunks.iter().enumerate() {
+            let value = match (i, chunks.len()) {
+                (0, 1) => (*chunk).to_owned(),
+                (0, n) => format!("{n}:{chunk}"),
+                _ => (*chunk).to_owned(),
+            };
+            out.push(format!("{}={value}; {attrs}", chunk_name(i)));
+        }
+        for i in chunks.len()..previous {
+            out.push(self.expire(i));
+        }
+        Ok(out)
+    }
+
+    /// `Set-Cookie` values that delete every chunk the browser sent.
+    pub fn clear(&self, sent: usize) -> Vec<String> {
+        (0..sent.max(1)).map(|i| self.expire(i)).collect()
+    }
+
+    fn expire(&self, index: usize) -> String {
+        format!("{}=; Max-Age=0; {}", chunk_name(index), self.attributes())
+    }
+}
+
+fn chunk_name(index: usize) -> String {
+    if index == 0 {
+        COOKIE_NAME.to_owned()
+    } else {
+        format!("{COOKIE_NAME}-{index}")
+    }
+}
+
+/// The session cookie as a request carried it.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SentCookie {
+    /// The joined token, or why it could not be joined.
+    pub token: Option<Result<String, CookieError>>,
+    /// How many `argocd.token*` cookies were sent (to clear them all).
+    pub chunks: usize,
+}
+
+/// Reads `argocd.token` and its chunks from the `Cookie` headers.
+pub fn read(headers: &HeaderMap) -> SentCookie {
+    let mut first: Option<&str> = None;
+    let mut rest: Vec<(usize, &str)> = Vec::new();
+    let mut chunks = 0;
+    for header in headers.get_all(COOKIE) {
+        let Ok(header) = header.to_str() else { continue };
+        for pair in header.split(';') {
+            let Some((name, value)) = pair.trim().split_once('=') else {
+                continue;
+            };
+            if name == COOKIE_NAME {
+                chunks += 1;
+                first = Some(value);
+            } else if let Some(index) = name.strip_prefix(COOKIE_NAME).and_then(|n| n.strip_prefix('-'))
+                && let Ok(index) = index.parse::<usize>()
+                && (1..MAX_CHUNKS).contains(&index)
+            {
+                chunks += 1;
+                rest.push((index, value));
+            }
+        }
+    }
+    let Some(first) = first else {
+        return SentCookie { token: None, chunks };
+    };
+    SentCookie {
+        token: Some(join(first, &rest)),
+        chunks,
+    }
+}
+
+fn join(first: &str, rest: &[(usize, &str)]) -> Result<String, CookieError> {
+    let mut parts = first.split(':');
+    let (Some(a), b, None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(CookieError::BadHeader);
+    };
+    let Some(chunk0) = b else {
+        return Ok(a.to_owned());
+    };
+    let count: usize = a.parse().map_err(|_| CookieError::BadHeader)?;
+    if !(1..=MAX_CHUNKS).contains(&count) {
+        return Err(CookieError::BadHeader);
+    }
+    let mut token = chunk0.to_owned();
+    for index in 1..count {
+        // The last cookie of a given name wins, as browsers send newest last.
+        let chunk = rest
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == index)
+            .ok_or(CookieError::MissingChunk(index))?;
+        token.push_str(chunk.1);
+    }
+    Ok(token)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(cookies: &[String]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        let joined = cookies
+            .iter()
+            .map(|c| c.split(';').next().unwrap().to_owned())
+            .collect::<Vec<_>>()
+            .join("; ");
+        h.insert(COOKIE, joined.parse().unwrap());
+        h
+    }
+
+    fn scope() -> CookieScope {
+        CookieScope {
+            path: "/".into(),
+            secure: true,
+        }
+    }
+
+    #[test]
+    fn short_token_is_one_plain_cookie() {
+        let set = scope().set("abc.def.ghi", 0).unwrap();
+        assert_eq!(
+            set,
+            ["argocd.token=abc.def.ghi; Path=/; SameSite=Lax; HttpOnly; Secure"]
+        );
+        assert_eq!(read(&headers(&set)).token, Some(Ok("abc.def.ghi".into())));
+    }
+
+    #[test]
+    fn long_token_is_chunked_and_joined_back() {
+        let token = "x".repeat(10_000);
+        let set = scope().set(&token, 0).unwrap();
+        assert_eq!(set.len(), 3);
+        assert!(set[0].starts_with("argocd.token=3:"));
+        assert!(set[1].starts_with("argocd.token-1="));
+        assert!(set.iter().all(|c| c.len() <= MAX_COOKIE_LENGTH));
+        let sent = read(&headers(&set));
+        assert_eq!(sent.token, Some(Ok(token)));
+        assert_eq!(sent.chunks, 3);
+    }
+
+    #[test]
+    fn stale_chunks_are_expired() {
+        let set = scope().set("short", 3).unwrap();
+        assert_eq!(set.len(), 3);
+        assert!(set[1].starts_with("argocd.token-1=; Max-Age=0"));
+        assert!(set[2].starts_with("argocd.token-2=; Max-Age=0"));
+    }
+
+    #[test]
+    fn missing_chunk_and_bad_header_are_errors() {
+        let token = "x".repeat(10_000);
+        let mut set = scope().set(&token, 0).unwrap();
+        set.remove(1);
+        assert_eq!(
+            read(&headers(&set)).token,
+            Some(Err(CookieError::MissingChunk(1)))
+        );
+        for bad in ["a:b:c", "x:abc", "0:abc", "99:abc"] {
+            let h = headers(&[format!("argocd.token={bad}")]);
+            assert_eq!(read(&h).token, Some(Err(CookieError::BadHeader)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn too_long_is_refused() {
+        let err = scope().set(&"x".repeat(100_000), 0).unwrap_err();
+        assert!(matches!(err, CookieError::TooLong { .. }));
+    }
+
+    #[test]
+    fn clear_expires_every_sent_chunk_under_the_base_href() {
+        let s = CookieScope {
+            path: "/argo/".into(),
+            secure: false,
+        };
+        let cleared = s.clear(2);
+        assert_eq!(
+            cleared[0],
+            "argocd.token=; Max-Age=0; Path=/argo; SameSite=Lax; HttpOnly"
+        );
+        assert!(cleared[1].starts_with("argocd.token-1=; Max-Age=0"));
+    }
+
+    #[test]
+    fn no_cookie_means_no_token() {
+        assert_eq!(read(&HeaderMap::new()), SentCookie::default());
+    }
+}

@@ -1,0 +1,177 @@
+//! Authentication: who a request comes from. `Authenticator::identify` is
+//! the one place that reads credentials from a request.
+
+pub mod accounts;
+pub mod cookie;
+pub mod jwt;
+pub mod password;
+pub mod random;
+pub mod sessions;
+pub mod throttle;
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+
+use crate::principal::{Caller, Credentials, Principal};
+use sessions::Sessions;
+
+/// Where the request came in; it decides where a token may be read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    /// gRPC and gRPC-Web: metadata `token`, then `Authorization: Bearer`.
+    /// Never the cookie: a browser page cannot be made to send one there.
+    Grpc,
+    /// REST and `/auth/*`: `Authorization: Bearer`, then the cookie.
+    Http,
+}
+
+/// How the token of a request was carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carrier {
+    Metadata,
+    Bearer,
+    Cookie,
+}
+
+/// The outcome of identifying one request.
+#[derive(Debug)]
+pub struct Identified {
+    pub caller: Caller,
+    pub carrier: Option<Carrier>,
+    /// A fresh login token to hand back (the presented one is close to expiry).
+    pub renewed: Option<String>,
+    /// `argocd.token*` cookies the request carried (to clear or replace them all).
+    pub cookie_chunks: usize,
+}
+
+pub struct Authenticator {
+    pub sessions: Arc<Sessions>,
+}
+
+impl Authenticator {
+    pub fn identify(&self, headers: &HeaderMap, channel: Channel, ip: IpAddr) -> Identified {
+        let settings = self.sessions.settings();
+        let mut caller = Caller::anonymous(ip);
+        caller.anonymous_allowed = settings.anonymous_enabled;
+        let (found, cookie_chunks) = find_token(headers, channel);
+        let mut out = Identified {
+            caller,
+            carrier: None,
+            renewed: None,
+            cookie_chunks,
+        };
+        let Some((carrier, token)) = found else {
+            return out;
+        };
+        out.carrier = Some(carrier);
+        match token.and_then(|t| self.sessions.authenticate(&t).map(|r| (t, r))) {
+            Ok((token, (principal, renewed))) => {
+                out.caller.principal = principal;
+                out.caller.credentials = Credentials::Valid(Arc::from(token));
+                out.renewed = renewed;
+            }
+            Err(reason) => {
+                out.caller.principal = Principal::Anonymous;
+                out.caller.credentials = Credentials::Rejected(Arc::from(reason));
+            }
+        }
+        out
+    }
+}
+
+type Found = Option<(Carrier, Result<String, String>)>;
+
+/// The token a request carries, where from, and how many session cookie
+/// chunks it sent.
+fn find_token(headers: &HeaderMap, channel: Channel) -> (Found, usize) {
+    let sent = cookie::read(headers);
+    let chunks = sent.chunks;
+    if channel == Channel::Grpc
+        && let Some(v) = headers.get("token")
+    {
+        let token = v
+            .to_str()
+            .map(str::to_owned)
+            .map_err(|_| "token metadata is not ASCII".to_owned());
+        return (Some((Carrier::Metadata, token)), chunks);
+    }
+    // Other schemes (Basic, …) carry no token of ours.
+    if let Some(token) = headers.get(AUTHORIZATION).and_then(|v| bearer(v.as_bytes())) {
+        return (Some((Carrier::Bearer, token)), chunks);
+    }
+    if channel == Channel::Http
+        && let Some(token) = sent.token
+    {
+        return (Some((Carrier::Cookie, token.map_err(|e| e.to_string()))), chunks);
+    }
+    (None, chunks)
+}
+
+/// `Bearer <token>`, the scheme matched case-insensitively (RFC 7235).
+fn bearer(value: &[u8]) -> Option<Result<String, String>> {
+    let value = std::str::from_utf8(value).ok()?;
+    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = rest.trim();
+    Some(if token.is_empty() {
+        Err("empty bearer token".to_owned())
+    } else {
+        Ok(token.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        for scheme in ["Bearer", "bearer", "BEARER"] {
+            let h = headers(&[("authorization", &format!("{scheme} a.b.c"))]);
+            let (found, _) = find_token(&h, Channel::Http);
+            assert_eq!(found, Some((Carrier::Bearer, Ok("a.b.c".into()))));
+        }
+        let h = headers(&[("authorization", "Basic dXNlcjpwYXNz")]);
+        assert_eq!(find_token(&h, Channel::Http).0, None);
+    }
+
+    #[test]
+    fn grpc_reads_metadata_first_and_never_the_cookie() {
+        let h = headers(&[("token", "m.m.m"), ("authorization", "Bearer b.b.b")]);
+        assert_eq!(
+            find_token(&h, Channel::Grpc).0,
+            Some((Carrier::Metadata, Ok("m.m.m".into())))
+        );
+        let h = headers(&[("cookie", "argocd.token=c.c.c")]);
+        assert_eq!(find_token(&h, Channel::Grpc).0, None);
+        assert_eq!(
+            find_token(&h, Channel::Http).0,
+            Some((Carrier::Cookie, Ok("c.c.c".into())))
+        );
+    }
+
+    #[test]
+    fn empty_bearer_is_a_rejected_token() {
+        let h = headers(&[("authorization", "Bearer ")]);
+        assert!(matches!(
+            find_token(&h, Channel::Http).0,
+            Some((Carrier::Bearer, Err(_)))
+        ));
+    }
+}

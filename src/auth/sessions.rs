@@ -1,0 +1,712 @@
+//! Sessions and API keys: issuing and checking local tokens, logging in,
+//! revoking, and the account state the server manages in its store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{Mutex, Semaphore};
+
+use super::accounts::{Account, AccountBook, AccountRecord};
+use super::jwt::{self, Claims, ISSUER};
+use super::password::{PasswordPool, PoolError};
+use super::throttle::{Attempt, Failures, LoginGuard, ThrottlePolicy};
+use crate::config::{ConfigWatch, Settings, TokenRecord};
+use crate::error::AppError;
+use crate::principal::{AccountPrincipal, Principal, TokenKind};
+use crate::store::{self, Expect, Op, Store};
+
+const REVOKED_PREFIX: &str = "revoked/";
+const SERVER_KEY: &str = "server/secretkey";
+/// File beside the store holding the generated admin password until it is changed.
+pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
+/// Longest username accepted (upstream's limit).
+pub const MAX_USERNAME_BYTES: usize = 32;
+/// A login token is renewed when less than this (or half its lifetime) is left.
+const RENEW_WITHIN: Duration = Duration::from_secs(5 * 60);
+
+pub fn now_ms() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Limits of password logins.
+#[derive(Clone, Debug)]
+pub struct LoginLimits {
+    pub throttle: ThrottlePolicy,
+    /// Logins in progress at once; more are refused with RESOURCE_EXHAUSTED.
+    pub max_concurrent: usize,
+    /// bcrypt threads.
+    pub hash_threads: usize,
+}
+
+impl Default for LoginLimits {
+    fn default() -> Self {
+        Self {
+            throttle: ThrottlePolicy::default(),
+            max_concurrent: 256,
+            hash_threads: std::thread::available_parallelism()
+                .map_or(1, |n| n.get().saturating_sub(1).max(1)),
+        }
+    }
+}
+
+/// What every token check reads, replaced whole when anything changes.
+struct Snapshot {
+    settings: Arc<Settings>,
+    book: AccountBook,
+    key: Arc<[u8]>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Revoked {
+    /// Unix seconds the revoked token expires at; `None` never.
+    exp: Option<i64>,
+}
+
+pub struct Sessions {
+    store: Arc<dyn Store>,
+    config: Arc<ConfigWatch>,
+    data_dir: PathBuf,
+    pool: PasswordPool,
+    guard: LoginGuard,
+    logins: Semaphore,
+    snapshot: ArcSwap<Snapshot>,
+    /// The store's account records; the lock serialises every change.
+    records: Mutex<BTreeMap<String, AccountRecord>>,
+    generated_key: String,
+    revoked: RwLock<HashMap<String, Option<i64>>>,
+    outcomes: LoginOutcomes,
+}
+
+/// Counters of password logins, by outcome.
+#[derive(Default)]
+struct LoginOutcomes {
+    success: AtomicU64,
+    failure: AtomicU64,
+    throttled: AtomicU64,
+}
+
+impl std::fmt::Debug for Sessions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sessions").finish_non_exhaustive()
+    }
+}
+
+/// Why a login did not produce a token.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    #[error("Invalid username or password")]
+    Invalid,
+    #[error("too many login attempts; retry in {} s", .0.as_secs().max(1))]
+    Throttled(Duration),
+    #[error(transparent)]
+    Other(#[from] AppError),
+}
+
+impl From<LoginError> for AppError {
+    fn from(err: LoginError) -> Self {
+        match err {
+            LoginError::Invalid => AppError::Unauthenticated(err.to_string()),
+            LoginError::Throttled(wait) => AppError::Throttled(err.to_string(), wait),
+            LoginError::Other(e) => e,
+        }
+    }
+}
+
+impl Sessions {
+    /// Loads the store's state, adopts passwords from the configuration and,
+    /// on a first start, generates the admin password.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        config: Arc<ConfigWatch>,
+        data_dir: PathBuf,
+        limits: LoginLimits,
+    ) -> anyhow::Result<Self> {
+        let now = now_ms();
+        let generated_key = match store::get_json::<String>(&*store, SERVER_KEY).await? {
+            Some((key, _)) => key,
+            None => {
+                let key = base64::engine::general_purpose::STANDARD.encode(super::random::bytes(32));
+                store
+                    .commit(vec![store::put_json(SERVER_KEY, &key, Expect::Absent)?])
+                    .await?;
+                key
+            }
+        };
+        let mut records = BTreeMap::new();
+        for entry in store.list(super::accounts::PREFIX).await? {
+            let name = entry.key.trim_start_matches(super::accounts::PREFIX).to_owned();
+            records.insert(name, serde_json::from_slice(&entry.value)?);
+        }
+        let mut revoked = HashMap::new();
+        let mut expired = Vec::new();
+        for entry in store.list(REVOKED_PREFIX).await? {
+            let jti = entry.key.trim_start_matches(REVOKED_PREFIX).to_owned();
+            let r: Revoked = serde_json::from_slice(&entry.value)?;
+            if r.exp.is_some_and(|exp| exp * 1000 < now) {
+                expired.push(Op::Delete {
+                    key: entry.key,
+                    expect: Expect::Any,
+                });
+            } else {
+                revoked.insert(jti, r.exp);
+            }
+        }
+        if !expired.is_empty() {
+            store.commit(expired).await?;
+        }
+        let mut failures = Vec::new();
+        for entry in store.list(LoginGuard::STORE_PREFIX).await? {
+            if let Ok(f) = serde_json::from_slice::<Failures>(&entry.value) {
+                failures.push((entry.key, f));
+            }
+        }
+        let settings = config.current();
+        let sessions = Self {
+            snapshot: ArcSwap::from_pointee(Snapshot {
+                key: key_bytes(&settings, &generated_key),
+                book: AccountBook::build(&settings, &records),
+                settings,
+            }),
+            store,
+            config,
+            data_dir,
+            pool: PasswordPool::start(limits.hash_threads, limits.max_concurrent)?,
+            guard: LoginGuard::new(limits.throttle, failures, now),
+            logins: Semaphore::new(limits.max_concurrent),
+            records: Mutex::new(records),
+            generated_key,
+            revoked: RwLock::new(revoked),
+            outcomes: LoginOutcomes::default(),
+        };
+        sessions.reload_config().await?;
+        sessions.ensure_initial_admin().await?;
+        Ok(sessions)
+    }
+
+    pub fn settings(&self) -> Arc<Settings> {
+        Arc::clone(&self.snapshot.load().settings)
+    }
+
+    pub fn account(&self, name: &str) -> Option<Account> {
+        self.snapshot.load().book.get(name).cloned()
+    }
+
+    pub fn accounts(&self) -> Vec<Account> {
+        self.snapshot.load().book.all().cloned().collect()
+    }
+
+    pub fn logins_disabled(&self) -> bool {
+        self.snapshot.load().book.logins_disabled()
+    }
+
+    /// Takes the current configuration into effect: adopts changed
+    /// passwords from `argocd-secret`, then swaps the snapshot.
+    pub async fn reload_config(&self) -> anyhow::Result<()> {
+        let settings = self.config.current();
+        let now = now_ms();
+        let mut records = self.records.lock().await;
+        let mut ops = Vec::new();
+        for config in settings.accounts.values() {
+            let record = records.entry(config.name.clone()).or_default();
+            if record.adopt_secret(config, now) {
+                tracing::info!(account = %config.name, "password taken from argocd-secret (newer than the one in force)");
+                ops.push(store::put_json(
+                    &AccountRecord::store_key(&config.name),
+                    &*record,
+                    Expect::Any,
+                )?);
+            }
+        }
+        if !ops.is_empty() {
+            self.store.commit(ops).await?;
+        }
+        self.publish(&records, settings);
+        if records.get("admin").is_some_and(|r| !r.initial) {
+            self.remove_initial_password_file();
+        }
+        Ok(())
+    }
+
+    fn publish(&self, records: &BTreeMap<String, AccountRecord>, settings: Arc<Settings>) {
+        self.snapshot.store(Arc::new(Snapshot {
+            key: key_bytes(&settings, &self.generated_key),
+            book: AccountBook::build(&settings, records),
+            settings,
+        }));
+    }
+
+    async fn ensure_initial_admin(&self) -> anyhow::Result<()> {
+        let settings = self.settings();
+        if !settings.admin_enabled || self.account("admin").is_some_and(|a| a.password_hash.is_some()) {
+            return Ok(());
+        }
+        let password = super::random::token(20);
+        let hash = self.pool.hash(&password).await?;
+        let path = self.data_dir.join(INITIAL_PASSWORD_FILE);
+        crate::fsutil::write_private(&path, password.as_bytes())?;
+        let mut records = self.records.lock().await;
+        let record = records.entry("admin".to_owned()).or_default();
+        record.password_hash = Some(hash);
+        record.password_mtime_ms = Some(now_ms());
+        record.initial = true;
+        let op = store::put_json(&AccountRecord::store_key("admin"), &*record, Expect::Any)?;
+        self.store.commit(vec![op]).await?;
+        self.publish(&records, settings);
+        tracing::warn!(
+            "generated the initial password of the admin account: {password} \
+             (print it again with `tiphys admin initial-password --data-dir {}`; it is deleted once the password is changed)",
+            self.data_dir.display()
+        );
+        Ok(())
+    }
+
+    fn remove_initial_password_file(&self) {
+        let path = self.data_dir.join(INITIAL_PASSWORD_FILE);
+        match std::fs::remove_file(&path) {
+            Ok(()) => tracing::info!(
+                "the initial admin password was changed; removed {}",
+                path.display()
+            ),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+            Err(err) => tracing::error!(error = %err, "cannot remove {}", path.display()),
+        }
+    }
+
+    // ---- tokens ----
+
+    /// Checks a token. Returns the principal and, for a login token close to
+    /// its expiry, a fresh token to hand back to the client.
+    pub fn authenticate(&self, token: &str) -> Result<(Principal, Option<String>), String> {
+        let snapshot = self.snapshot.load();
+        let unverified = jwt::decode(token).map_err(|e| e.to_string())?;
+        match unverified.claimed_issuer().as_deref() {
+            Some(ISSUER) => {}
+            Some(_) => return Err("token issuer is not trusted".to_owned()),
+            None => return Err("token has no issuer".to_owned()),
+        }
+        let claims = unverified
+            .verify_hs256(&snapshot.key)
+            .map_err(|e| e.to_string())?;
+        let now = now_ms();
+        let now_s = now / 1000;
+        if claims.iss != ISSUER {
+            return Err("token issuer is not trusted".to_owned());
+        }
+        if claims.exp.is_some_and(|exp| now_s >= exp) {
+            return Err("token is expired".to_owned());
+        }
+        if claims.nbf > now_s {
+            return Err("token is not valid yet".to_owned());
+        }
+        let (name, kind) = match claims.sub.split_once(':') {
+            Some((name, "login")) => (name, TokenKind::Login),
+            Some((name, "apiKey")) => (name, TokenKind::ApiKey),
+            Some(("proj", _)) => return Err("project tokens are not accepted".to_owned()),
+            Some(_) => return Err("token subject is invalid".to_owned()),
+            None => (claims.sub.as_str(), TokenKind::ApiKey),
+        };
+        let account = snapshot
+            .book
+            .get(name)
+            .ok_or_else(|| format!("account {name} does not exist"))?;
+        check_account(account, kind, &claims)?;
+        if self.is_revoked(&claims.jti) {
+            return Err("token is revoked, please log in again".to_owned());
+        }
+        let principal = AccountPrincipal {
+            name: name.to_owned(),
+            kind,
+            jti: claims.jti.clone(),
+            issued_at_ms: claims.issued_at_ms(),
+            expires_at: claims.exp,
+        };
+        let renewed = (kind == TokenKind::Login)
+            .then(|| self.renewal(&snapshot, &claims, name, now))
+            .flatten();
+        Ok((Principal::Account(principal), renewed))
+    }
+
+    fn renewal(&self, snapshot: &Snapshot, claims: &Claims, name: &str, now: i64) -> Option<String> {
+        let exp = claims.exp?;
+        let lifetime = u64::try_from(exp.saturating_sub(claims.iat)).ok()?;
+        let left = u64::try_from(exp.saturating_sub(now / 1000)).ok()?;
+        let within = RENEW_WITHIN.min(Duration::from_secs(lifetime / 2));
+        (Duration::from_secs(left) < within).then(|| {
+            issue(
+                &snapshot.key,
+                name,
+                TokenKind::Login,
+                None,
+                &snapshot.settings.session_duration,
+                now,
+            )
+        })
+    }
+
+    fn is_revoked(&self, jti: &str) -> bool {
+        self.revoked.read().map(|r| r.contains_key(jti)).unwrap_or(true)
+    }
+
+    /// A new login token for `name`.
+    pub fn issue_login(&self, name: &str) -> String {
+        let snapshot = self.snapshot.load();
+        issue(
+            &snapshot.key,
+            name,
+            TokenKind::Login,
+            None,
+            &snapshot.settings.session_duration,
+            now_ms(),
+        )
+    }
+
+    /// Revokes a token until it expires. Durable before it returns.
+    pub async fn revoke(&self, jti: &str, exp: Option<i64>) -> Result<(), AppError> {
+        if jti.is_empty() {
+            return Ok(());
+        }
+        let op = store::put_json(&format!("{REVOKED_PREFIX}{jti}"), &Revoked { exp }, Expect::Any)
+            .map_err(|e| AppError::Internal(e.into()))?;
+        self.store
+            .commit(vec![op])
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?;
+        if let Ok(mut revoked) = self.revoked.write() {
+            revoked.insert(jti.to_owned(), exp);
+        }
+        Ok(())
+    }
+
+    /// Forgets revocations of tokens that have expired anyway.
+    pub async fn purge_revocations(&self) -> Result<usize, AppError> {
+        let now_s = now_ms() / 1000;
+        let gone: Vec<String> = match self.revoked.read() {
+            Ok(r) => r
+                .iter()
+                .filter(|(_, exp)| exp.is_some_and(|e| e < now_s))
+                .map(|(jti, _)| jti.clone())
+                .collect(),
+            Err(_) => return Ok(0),
+        };
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        let ops = gone
+            .iter()
+            .map(|jti| Op::Delete {
+                key: format!("{REVOKED_PREFIX}{jti}"),
+                expect: Expect::Any,
+            })
+            .collect();
+        self.store
+            .commit(ops)
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?;
+        if let Ok(mut revoked) = self.revoked.write() {
+            for jti in &gone {
+                revoked.remove(jti);
+            }
+        }
+        Ok(gone.len())
+    }
+
+    // ---- passwords ----
+
+    /// Checks a username and password under the brute-force rules.
+    pub async fn check_password(&self, username: &str, password: &str, ip: IpAddr) -> Result<(), LoginError> {
+        if username.len() > MAX_USERNAME_BYTES {
+            return Err(AppError::InvalidArgument(format!(
+                "Username is too long ({MAX_USERNAME_BYTES} bytes max)"
+            ))
+            .into());
+        }
+        let _slot = self
+            .logins
+            .try_acquire()
+            .map_err(|_| LoginError::Throttled(Duration::from_secs(1)))?;
+        let account = self.account(username);
+        let attempt = self
+            .guard
+            .admit(username, ip, account.is_some(), now_ms())
+            .await
+            .map_err(|t| LoginError::Throttled(t.retry_after))?;
+        if !attempt.pause.is_zero() {
+            tokio::time::sleep(attempt.pause).await;
+        }
+        let hash = account.as_ref().and_then(|a| a.password_hash.as_deref());
+        let matched = match self.pool.verify(password, hash).await {
+            Ok(m) => m,
+            Err(PoolError::Busy) => return Err(LoginError::Throttled(Duration::from_secs(1))),
+            Err(PoolError::Failed(e)) => return Err(AppError::Internal(anyhow::anyhow!(e)).into()),
+        };
+        if !matched {
+            self.record_failure(&attempt).await;
+            return Err(LoginError::Invalid);
+        }
+        let ops = self.guard.succeeded(&attempt);
+        if !ops.is_empty()
+            && let Err(err) = self.store.commit(ops).await
+        {
+            tracing::error!(error = %err, "cannot record a successful login");
+        }
+        Ok(())
+    }
+
+    async fn record_failure(&self, attempt: &Attempt) {
+        let (delay, ops) = self.guard.failed(attempt, now_ms());
+        // Durable before the answer: a crash must not reset the count.
+        if let Err(err) = self.store.commit(ops).await {
+            tracing::error!(error = %err, "cannot persist failed-login state");
+        }
+        tokio::time::sleep(delay).await;
+    }
+
+    /// Password login: a new session token.
+    pub async fn login(&self, username: &str, password: &str, ip: IpAddr) -> Result<String, LoginError> {
+        let checked = self.check_password(username, password, ip).await;
+        let counter = match &checked {
+            Ok(()) => &self.outcomes.success,
+            Err(LoginError::Throttled(_)) => &self.outcomes.throttled,
+            Err(_) => &self.outcomes.failure,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        checked?;
+        let account = self.account(username).ok_or(LoginError::Invalid)?;
+        // Only someone who knows the password learns why they cannot log in.
+        if !account.enabled {
+            return Err(AppError::Unauthenticated(format!("Account {username} is disabled")).into());
+        }
+        if !account.login {
+            return Err(AppError::Unauthenticated(format!(
+                "Account {username} does not have login capability"
+            ))
+            .into());
+        }
+        Ok(self.issue_login(username))
+    }
+
+    /// Prometheus lines for logins, revocations and throttling state.
+    pub fn render_metrics(&self, out: &mut String) {
+        let o = &self.outcomes;
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_login_request_total Password logins by outcome."
+        );
+        let _ = writeln!(out, "# TYPE tiphys_login_request_total counter");
+        for (status, n) in [
+            ("success", &o.success),
+            ("failure", &o.failure),
+            ("throttled", &o.throttled),
+        ] {
+            let _ = writeln!(
+                out,
+                "tiphys_login_request_total{{status=\"{status}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+        let revoked = self.revoked.read().map(|r| r.len()).unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_revoked_tokens Revoked tokens not yet expired."
+        );
+        let _ = writeln!(out, "# TYPE tiphys_revoked_tokens gauge");
+        let _ = writeln!(out, "tiphys_revoked_tokens {revoked}");
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_login_failure_entries Failed-login records held."
+        );
+        let _ = writeln!(out, "# TYPE tiphys_login_failure_entries gauge");
+        let _ = writeln!(out, "tiphys_login_failure_entries {}", self.guard.len());
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_config_reload_errors_total Configuration reloads refused as malformed."
+        );
+        let _ = writeln!(out, "# TYPE tiphys_config_reload_errors_total counter");
+        let _ = writeln!(
+            out,
+            "tiphys_config_reload_errors_total {}",
+            self.config.reload_errors()
+        );
+    }
+
+    pub async fn hash_password(&self, password: &str) -> Result<String, AppError> {
+        self.pool.hash(password).await.map_err(|e| match e {
+            PoolError::Busy => AppError::Throttled(
+                "too many password changes in progress".into(),
+                Duration::from_secs(1),
+            ),
+            PoolError::Failed(e) => AppError::Internal(anyhow::anyhow!(e)),
+        })
+    }
+
+    /// Sets a password (already hashed); tokens issued before now stop working.
+    pub async fn set_password(&self, name: &str, hash: String) -> Result<(), AppError> {
+        let changed_initial = self
+            .update_record(name, |record| {
+                let was_initial = record.initial;
+                record.password_hash = Some(hash);
+                record.password_mtime_ms = Some(now_ms());
+                record.initial = false;
+                Ok(was_initial)
+            })
+            .await?;
+        if changed_initial {
+            self.remove_initial_password_file();
+        }
+        Ok(())
+    }
+
+    /// Creates an API key for `name` and returns the token.
+    pub async fn create_api_key(
+        &self,
+        name: &str,
+        id: Option<String>,
+        expires_in: Duration,
+    ) -> Result<String, AppError> {
+        let id = id
+            .filter(|i| !i.is_empty())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let now = now_ms();
+        let iat = now / 1000;
+        let exp = (!expires_in.is_zero())
+            .then(|| iat.saturating_add(i64::try_from(expires_in.as_secs()).unwrap_or(i64::MAX)));
+        if self.account(name).is_some_and(|a| a.tokens.contains_key(&id)) {
+            return Err(AppError::InvalidArgument(format!(
+                "account '{name}' already has a token with id '{id}'"
+            )));
+        }
+        let record = TokenRecord {
+            id: id.clone(),
+            iat,
+            exp: exp.unwrap_or(0),
+        };
+        self.update_record(name, |r| {
+            r.tokens.push(record);
+            r.deleted_tokens.remove(&id);
+            Ok(())
+        })
+        .await?;
+        let snapshot = self.snapshot.load();
+        let claims = Claims {
+            iss: ISSUER.to_owned(),
+            sub: format!("{name}:apiKey"),
+            jti: id,
+            iat,
+            nbf: iat,
+            exp,
+            iat_ms: Some(now),
+        };
+        Ok(jwt::sign(&claims, &snapshot.key))
+    }
+
+    /// Deletes an API key; its token stops working at once.
+    pub async fn delete_api_key(&self, name: &str, id: &str) -> Result<(), AppError> {
+        let known = self.account(name).is_some_and(|a| a.tokens.contains_key(id));
+        if !known {
+            return Err(AppError::NotFound(format!(
+                "token with id '{id}' of account '{name}' not found"
+            )));
+        }
+        self.update_record(name, |r| {
+            r.tokens.retain(|t| t.id != id);
+            r.deleted_tokens.insert(id.to_owned());
+            Ok(())
+        })
+        .await
+    }
+
+    /// Changes one account record durably, then publishes the new state.
+    async fn update_record<T>(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut AccountRecord) -> Result<T, AppError>,
+    ) -> Result<T, AppError> {
+        let mut records = self.records.lock().await;
+        let mut record = records.get(name).cloned().unwrap_or_default();
+        let out = change(&mut record)?;
+        let op = store::put_json(&AccountRecord::store_key(name), &record, Expect::Any)
+            .map_err(|e| AppError::Internal(e.into()))?;
+        self.store
+            .commit(vec![op])
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?;
+        records.insert(name.to_owned(), record);
+        self.publish(&records, self.config.current());
+        Ok(out)
+    }
+}
+
+fn check_account(account: &Account, kind: TokenKind, claims: &Claims) -> Result<(), String> {
+    let name = &account.name;
+    if !account.enabled {
+        return Err(format!("account {name} is disabled"));
+    }
+    match kind {
+        TokenKind::Login if !account.login => {
+            return Err(format!("account {name} does not have login capability"));
+        }
+        TokenKind::ApiKey if !account.api_key => {
+            return Err(format!("account {name} does not have apiKey capability"));
+        }
+        _ => {}
+    }
+    if claims.jti.is_empty() {
+        return Err("token has no id".to_owned());
+    }
+    if kind == TokenKind::Login && claims.exp.is_none() {
+        return Err("token has no expiry".to_owned());
+    }
+    if kind == TokenKind::ApiKey && !account.tokens.contains_key(&claims.jti) {
+        return Err(format!("account {name} has no API key with id {}", claims.jti));
+    }
+    if account
+        .password_mtime_ms
+        .is_some_and(|m| claims.issued_at_ms() < m)
+    {
+        return Err("account password has changed since token issued".to_owned());
+    }
+    Ok(())
+}
+
+fn issue(
+    key: &[u8],
+    name: &str,
+    kind: TokenKind,
+    id: Option<String>,
+    duration: &Duration,
+    now: i64,
+) -> String {
+    let iat = now / 1000;
+    let suffix = match kind {
+        TokenKind::Login => "login",
+        TokenKind::ApiKey => "apiKey",
+    };
+    let claims = Claims {
+        iss: ISSUER.to_owned(),
+        sub: format!("{name}:{suffix}"),
+        jti: id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+        iat,
+        nbf: iat,
+        exp: Some(iat.saturating_add(i64::try_from(duration.as_secs()).unwrap_or(i64::MAX))),
+        iat_ms: Some(now),
+    };
+    jwt::sign(&claims, key)
+}
+
+/// The HMAC key: the configured `server.secretkey` (its literal text, as
+/// Argo CD uses it), else the key the server generated and stored.
+fn key_bytes(settings: &Settings, generated: &str) -> Arc<[u8]> {
+    let key = settings.server_secret_key.as_deref().unwrap_or(generated);
+    Arc::from(key.as_bytes())
+}

@@ -1,0 +1,53 @@
+//! `tiphys admin …`: commands run beside the server, on its files.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, anyhow};
+
+use crate::auth::sessions::INITIAL_PASSWORD_FILE;
+
+#[derive(clap::Subcommand, Debug)]
+pub enum AdminCommand {
+    /// Print the generated initial password of the admin account.
+    InitialPassword(InitialPasswordArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct InitialPasswordArgs {
+    /// The server's data directory [default: the per-user data directory, as the server's].
+    #[arg(long, env = "TIPHYS_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+pub fn run(command: AdminCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+    match command {
+        AdminCommand::InitialPassword(args) => initial_password(args, out),
+    }
+}
+
+fn initial_password(args: InitialPasswordArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let dir = match args.data_dir {
+        Some(dir) => dir,
+        None => dirs::data_dir()
+            .map(|d| d.join("tiphys"))
+            .ok_or_else(|| anyhow!("no per-user data directory on this system: pass --data-dir"))?,
+    };
+    let path = dir.join(INITIAL_PASSWORD_FILE);
+    let password = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(anyhow!(
+                "no initial admin password in {}: it has been changed, or was set in argocd-secret",
+                dir.display()
+            ));
+        }
+        Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
+    };
+    writeln!(out, "{}", password.trim_end_matches(['\r', '\n']))?;
+    eprintln!(
+        "This password must be changed: log in as admin, then run `tiphys account update-password` \
+         (this file is deleted once it is)."
+    );
+    Ok(())
+}

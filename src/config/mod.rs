@@ -1,0 +1,319 @@
+//! Run-time configuration in Argo CD's form: `argocd-cm`, `argocd-rbac-cm` and
+//! `argocd-secret` read from `--config-dir`, validated into [`Settings`], and
+//! re-read while the server runs. A bad edit never replaces a good config.
+
+pub mod duration;
+pub mod settings;
+pub mod source;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+pub use duration::parse_go_duration;
+pub use settings::{ADMIN, AccountConfig, Settings, TokenRecord};
+pub use source::{ARGOCD_CM, ARGOCD_RBAC_CM, ARGOCD_SECRET, ConfigError, Input, Location, RawObject};
+
+/// How often the watcher looks; a change takes effect within about this plus [`SETTLE`].
+const POLL_INTERVAL: Duration = Duration::from_millis(500);
+/// A changed read is confirmed by a second read this much later (see `poll_once`).
+const SETTLE: Duration = Duration::from_millis(100);
+
+/// The bytes of all three objects: equal bytes mean equal settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Inputs([Input; 3]);
+
+fn read_inputs(dir: &Path) -> Result<Inputs, ConfigError> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => {}
+        Ok(_) => return Err(ConfigError::new(dir.display(), "config dir is not a directory")),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ConfigError::new(dir.display(), "config dir does not exist"));
+        }
+        Err(err) => return Err(ConfigError::new(dir.display(), err.to_string())),
+    }
+    Ok(Inputs([
+        source::read_input(dir, ARGOCD_CM)?,
+        source::read_input(dir, ARGOCD_RBAC_CM)?,
+        source::read_input(dir, ARGOCD_SECRET)?,
+    ]))
+}
+
+fn build(inputs: &Inputs) -> Result<Settings, ConfigError> {
+    let [cm, rbac, secret] = &inputs.0;
+    Settings::from_raw(
+        &source::parse_input(ARGOCD_CM, cm)?,
+        &source::parse_input(ARGOCD_RBAC_CM, rbac)?,
+        &source::parse_input(ARGOCD_SECRET, secret)?,
+    )
+}
+
+/// Reads and validates the configuration in `dir`, which must exist.
+pub fn load(dir: &Path) -> Result<Settings, ConfigError> {
+    build(&read_inputs(dir)?)
+}
+
+/// [`load`], or the defaults when no config dir was given.
+pub fn load_optional(dir: Option<&Path>) -> Result<Settings, ConfigError> {
+    dir.map_or_else(|| Ok(Settings::default()), load)
+}
+
+/// The current settings, swapped atomically when the config dir changes.
+pub struct ConfigWatch {
+    dir: Option<PathBuf>,
+    current: ArcSwap<Settings>,
+    /// Bumped on every change that takes effect.
+    generation: watch::Sender<u64>,
+    reload_errors: AtomicU64,
+    /// The outcome of the last read acted upon (good, rejected, or unreadable),
+    /// so an unchanged broken file is reported once rather than every poll.
+    last_seen: Mutex<Result<Inputs, ConfigError>>,
+}
+
+impl ConfigWatch {
+    /// Loads the initial configuration; an error means the server must not start.
+    pub fn new(dir: Option<PathBuf>) -> Result<Arc<Self>, ConfigError> {
+        let (settings, seen) = match &dir {
+            Some(dir) => {
+                let inputs = read_inputs(dir)?;
+                (build(&inputs)?, Ok(inputs))
+            }
+            None => (
+                Settings::default(),
+                Ok(Inputs([Input::Absent, Input::Absent, Input::Absent])),
+            ),
+        };
+        Ok(Arc::new(Self {
+            dir,
+            current: ArcSwap::from_pointee(settings),
+            generation: watch::Sender::new(0),
+            reload_errors: AtomicU64::new(0),
+            last_seen: Mutex::new(seen),
+        }))
+    }
+
+    pub fn current(&self) -> Arc<Settings> {
+        self.current.load_full()
+    }
+
+    /// Yields the generation number each time new settings take effect.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.generation.subscribe()
+    }
+
+    /// Reloads rejected so far (for a metric).
+    pub fn reload_errors(&self) -> u64 {
+        self.reload_errors.load(Ordering::Relaxed)
+    }
+
+    /// Re-reads the config dir; returns whether new settings took effect. On a
+    /// bad config the last good one stays, and the error is counted and logged
+    /// once per distinct bad content. Blocking (file reads and a short sleep).
+    ///
+    /// Change detection compares the full bytes rather than sizes and mtimes:
+    /// the files are tiny, reading them is cheap, and it is exact (no mtime
+    /// granularity to hide a quick rewrite; a `..data` symlink swap is just new
+    /// bytes). A changed read is applied only if a second read [`SETTLE`] later
+    /// agrees, so a file caught half-written (an editor truncating, then
+    /// writing) is never applied, not even briefly: an empty argocd-cm would
+    /// mean defaults such as an enabled admin.
+    pub fn poll_once(&self) -> Result<bool, ConfigError> {
+        let Some(dir) = &self.dir else { return Ok(false) };
+        let mut last_seen = self.last_seen.lock().unwrap_or_else(PoisonError::into_inner);
+        let first = read_inputs(dir);
+        if first == *last_seen {
+            return Ok(false);
+        }
+        std::thread::sleep(SETTLE);
+        let read = read_inputs(dir);
+        if read != first {
+            return Ok(false); // still being written: the next poll looks again
+        }
+        *last_seen = read.clone();
+        match read.and_then(|inputs| build(&inputs)) {
+            Ok(settings) => {
+                let current = self.current.load();
+                // Settings are a function of the three maps alone, so equal maps
+                // (a comment edit, or a revert after a rejected edit) change nothing.
+                if settings.cm == current.cm
+                    && settings.rbac == current.rbac
+                    && settings.secret == current.secret
+                {
+                    tracing::info!(dir = %dir.display(), "configuration re-read; nothing changed");
+                    return Ok(false);
+                }
+                self.current.store(Arc::new(settings));
+                self.generation.send_modify(|g| *g += 1);
+                tracing::info!(dir = %dir.display(), generation = *self.generation.borrow(), "configuration reloaded");
+                Ok(true)
+            }
+            Err(err) => {
+                self.reload_errors.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    location = %err.location, reason = %err.reason,
+                    "configuration rejected ({err}); keeping the last good configuration"
+                );
+                Err(err)
+            }
+        }
+    }
+
+    /// Polls every [`POLL_INTERVAL`] until `cancel`; nothing to do without a config dir.
+    pub fn spawn_watcher(self: &Arc<Self>, cancel: CancellationToken) {
+        if self.dir.is_none() {
+            return;
+        }
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(POLL_INTERVAL);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    _ = ticker.tick() => {}
+                }
+                let watch = Arc::clone(&this);
+                // poll_once reads files and sleeps: keep that off the async workers.
+                // Its own errors are already counted and logged.
+                if let Err(err) = tokio::task::spawn_blocking(move || watch.poll_once()).await {
+                    tracing::error!(error = %err, "configuration poll failed");
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CM: &str = "kind: ConfigMap\nmetadata:\n  name: argocd-cm\ndata:\n  users.session.duration: 1h\n";
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn load_requires_the_dir() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let err = load(&missing).unwrap_err();
+        assert_eq!(err.reason, "config dir does not exist");
+        assert!(load_optional(None).unwrap().admin_enabled);
+        assert!(ConfigWatch::new(Some(missing)).is_err());
+        // An empty dir is all defaults.
+        assert_eq!(
+            load(dir.path()).unwrap().session_duration,
+            Duration::from_secs(86400)
+        );
+    }
+
+    #[test]
+    fn load_all_three_objects() {
+        let dir = tempfile::tempdir().unwrap();
+        write(&dir.path().join("argocd-cm.yaml"), CM);
+        write(&dir.path().join("argocd-rbac-cm/policy.default"), "role:readonly");
+        write(
+            &dir.path().join("argocd-secret.yml"),
+            "kind: Secret\nstringData:\n  server.secretkey: s\n",
+        );
+        let s = load(dir.path()).unwrap();
+        assert_eq!(s.session_duration, Duration::from_secs(3600));
+        assert_eq!(s.rbac["policy.default"], "role:readonly");
+        assert_eq!(s.server_secret_key.as_deref(), Some("s"));
+    }
+
+    #[test]
+    fn no_dir_watch_is_static() {
+        let watch = ConfigWatch::new(None).unwrap();
+        assert!(!watch.poll_once().unwrap());
+        assert!(watch.current().accounts[ADMIN].enabled);
+    }
+
+    #[test]
+    fn manifest_reload_and_broken_edit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("argocd-cm.yaml");
+        write(&path, CM);
+        let watch = ConfigWatch::new(Some(dir.path().to_path_buf())).unwrap();
+        let mut generation = watch.subscribe();
+        assert!(!watch.poll_once().unwrap());
+
+        write(&path, &CM.replace("1h", "2h"));
+        assert!(watch.poll_once().unwrap());
+        assert_eq!(watch.current().session_duration, Duration::from_secs(7200));
+        assert!(generation.has_changed().unwrap());
+        assert_eq!(*generation.borrow_and_update(), 1);
+
+        // Broken: the last good settings stay; the error is counted once.
+        write(&path, &CM.replace("1h", "0s"));
+        let err = watch.poll_once().unwrap_err();
+        assert!(err.location.ends_with("argocd-cm.yaml:5"), "{err}");
+        assert!(!watch.poll_once().unwrap());
+        assert_eq!(watch.reload_errors(), 1);
+        assert_eq!(watch.current().session_duration, Duration::from_secs(7200));
+
+        write(&path, "kind: ConfigMap\ndata: [\n");
+        assert!(watch.poll_once().is_err());
+        assert_eq!(watch.reload_errors(), 2);
+        assert!(!generation.has_changed().unwrap());
+
+        // Fixed back to the current content: valid, but nothing new takes effect.
+        write(&path, &format!("# comment\n{}", CM.replace("1h", "2h")));
+        assert!(!watch.poll_once().unwrap());
+        write(&path, CM);
+        assert!(watch.poll_once().unwrap());
+        assert_eq!(*generation.borrow_and_update(), 2);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn volume_data_symlink_swap() {
+        use std::os::unix::fs::symlink;
+        let dir = tempfile::tempdir().unwrap();
+        let vol = dir.path().join("argocd-cm");
+        write(&vol.join("..2024_01/admin.enabled"), "true");
+        symlink("..2024_01", vol.join("..data")).unwrap();
+        symlink("..data/admin.enabled", vol.join("admin.enabled")).unwrap();
+        let watch = ConfigWatch::new(Some(dir.path().to_path_buf())).unwrap();
+        assert!(watch.current().admin_enabled);
+
+        // What the kubelet does: new timestamped dir, then rename a new `..data` over the old.
+        write(&vol.join("..2024_02/admin.enabled"), "false");
+        symlink("..2024_02", vol.join("..data_tmp")).unwrap();
+        std::fs::rename(vol.join("..data_tmp"), vol.join("..data")).unwrap();
+        std::fs::remove_dir_all(vol.join("..2024_01")).unwrap();
+        assert!(watch.poll_once().unwrap());
+        assert!(!watch.current().admin_enabled);
+
+        // A bad value in volume form is located at the key's file.
+        write(&vol.join("..2024_02/admin.enabled"), "nope");
+        let err = watch.poll_once().unwrap_err();
+        assert_eq!(err.location, vol.join("admin.enabled").display().to_string());
+        assert!(!watch.current().admin_enabled);
+    }
+
+    #[tokio::test]
+    async fn watcher_applies_changes_within_two_seconds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("argocd-cm.yaml");
+        write(&path, CM);
+        let watch = ConfigWatch::new(Some(dir.path().to_path_buf())).unwrap();
+        let mut generation = watch.subscribe();
+        let cancel = CancellationToken::new();
+        watch.spawn_watcher(cancel.clone());
+        write(&path, &CM.replace("1h", "3h"));
+        tokio::time::timeout(Duration::from_secs(2), generation.changed())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(watch.current().session_duration, Duration::from_secs(3 * 3600));
+        cancel.cancel();
+    }
+}

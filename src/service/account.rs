@@ -1,0 +1,226 @@
+//! `account.AccountService`: local accounts, passwords and API keys.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::auth::accounts::Account;
+use crate::auth::sessions::{LoginError, Sessions};
+use crate::error::AppError;
+use crate::json::is_zero;
+use crate::principal::{Caller, Principal};
+use crate::rbac::Rbac;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AccountView {
+    #[serde(skip_serializing_if = "is_zero")]
+    pub name: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub enabled: bool,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub capabilities: Vec<String>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub tokens: Vec<TokenView>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TokenView {
+    #[serde(skip_serializing_if = "is_zero")]
+    pub id: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub issued_at: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub expires_at: i64,
+}
+
+impl From<&Account> for AccountView {
+    fn from(a: &Account) -> Self {
+        Self {
+            name: a.name.clone(),
+            enabled: a.enabled,
+            capabilities: a.capabilities(),
+            tokens: a
+                .tokens
+                .values()
+                .map(|t| TokenView {
+                    id: t.id.clone(),
+                    issued_at: t.iat,
+                    expires_at: t.exp,
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct UpdatePassword {
+    pub new_password: String,
+    pub current_password: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct CreateToken {
+    pub name: String,
+    pub expires_in: i64,
+    pub id: String,
+}
+
+/// The caller acts on their own local account.
+fn is_self(principal: &Principal, name: &str) -> bool {
+    principal.account().is_some_and(|a| a.name == name)
+}
+
+fn find(sessions: &Sessions, name: &str) -> Result<Account, AppError> {
+    sessions
+        .account(name)
+        .ok_or_else(|| AppError::NotFound(format!("account '{name}' does not exist")))
+}
+
+/// `CanI`: the caller's own permission, never someone else's.
+pub fn can_i(
+    rbac: &Rbac,
+    caller: &Caller,
+    resource: &str,
+    action: &str,
+    object: &str,
+) -> Result<bool, AppError> {
+    let principal = caller.require()?;
+    Ok(rbac.allows(principal, resource, action, object))
+}
+
+pub fn list(sessions: &Sessions, rbac: &Rbac, caller: &Caller) -> Result<Vec<AccountView>, AppError> {
+    let principal = caller.require()?;
+    Ok(sessions
+        .accounts()
+        .iter()
+        .filter(|a| rbac.allows(principal, "accounts", "get", &a.name))
+        .map(AccountView::from)
+        .collect())
+}
+
+pub fn get(sessions: &Sessions, rbac: &Rbac, caller: &Caller, name: &str) -> Result<AccountView, AppError> {
+    let principal = caller.require()?;
+    rbac.enforce(principal, "accounts", "get", name)?;
+    Ok(AccountView::from(&find(sessions, name)?))
+}
+
+pub async fn update_password(
+    sessions: &Sessions,
+    rbac: &Rbac,
+    caller: &Caller,
+    req: UpdatePassword,
+) -> Result<(), AppError> {
+    let principal = caller.require()?;
+    let Some(me) = principal.account() else {
+        return Err(AppError::Unauthenticated(
+            "only a logged-in account can change a password".to_owned(),
+        ));
+    };
+    let name = if req.name.is_empty() {
+        me.name.clone()
+    } else {
+        req.name
+    };
+    if name != me.name {
+        rbac.enforce(principal, "accounts", "update", &name)?;
+    }
+    find(sessions, &name)?;
+    if req.current_password.is_empty() {
+        return Err(AppError::InvalidArgument(
+            "current password is required".to_owned(),
+        ));
+    }
+    // The caller proves who they are with their own password; a wrong one
+    // counts toward the lockout like any failed login.
+    match sessions
+        .check_password(&me.name, &req.current_password, caller.ip)
+        .await
+    {
+        Ok(()) => {}
+        Err(LoginError::Invalid) => {
+            return Err(AppError::InvalidArgument(
+                "current password does not match".to_owned(),
+            ));
+        }
+        Err(other) => return Err(other.into()),
+    }
+    let pattern = &sessions.settings().password_pattern;
+    if req.new_password.is_empty() {
+        return Err(AppError::InvalidArgument(
+            "Blank passwords are not allowed".to_owned(),
+        ));
+    }
+    if !pattern.is_match(&req.new_password) {
+        return Err(AppError::InvalidArgument(format!(
+            "new password does not match the following expression: {}",
+            pattern.as_str()
+        )));
+    }
+    let hash = sessions.hash_password(&req.new_password).await?;
+    sessions.set_password(&name, hash).await?;
+    tracing::info!(target: "audit", account = %name, by = %me.name, "password changed");
+    Ok(())
+}
+
+pub async fn create_token(
+    sessions: &Sessions,
+    rbac: &Rbac,
+    caller: &Caller,
+    req: CreateToken,
+) -> Result<String, AppError> {
+    let principal = caller.require()?;
+    let name = if req.name.is_empty() {
+        principal.subject().to_owned()
+    } else {
+        req.name
+    };
+    if !is_self(principal, &name) {
+        rbac.enforce(principal, "accounts", "update", &name)?;
+    }
+    let account = find(sessions, &name)?;
+    if !account.api_key {
+        return Err(AppError::InvalidArgument(format!(
+            "account '{name}' does not have apiKey capability"
+        )));
+    }
+    let expires_in = u64::try_from(req.expires_in)
+        .map_err(|_| AppError::InvalidArgument("expiresIn must not be negative".to_owned()))?;
+    if req.id.len() > 256 || req.id.chars().any(|c| c.is_control() || c == '/') {
+        return Err(AppError::InvalidArgument(
+            "token id must be at most 256 printable characters without '/'".to_owned(),
+        ));
+    }
+    let id = (!req.id.is_empty()).then_some(req.id);
+    let token = sessions
+        .create_api_key(&name, id, Duration::from_secs(expires_in))
+        .await?;
+    tracing::info!(target: "audit", account = %name, by = %principal.subject(), "API key created");
+    Ok(token)
+}
+
+pub async fn delete_token(
+    sessions: &Sessions,
+    rbac: &Rbac,
+    caller: &Caller,
+    name: &str,
+    id: &str,
+) -> Result<(), AppError> {
+    let principal = caller.require()?;
+    let name = if name.is_empty() {
+        principal.subject()
+    } else {
+        name
+    };
+    if !is_self(principal, name) {
+        rbac.enforce(principal, "accounts", "update", name)?;
+    }
+    find(sessions, name)?;
+    sessions.delete_api_key(name, id).await?;
+    tracing::info!(target: "audit", account = %name, token = %id, by = %principal.subject(), "API key deleted");
+    Ok(())
+}

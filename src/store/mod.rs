@@ -1,0 +1,156 @@
+//! The persistent store: a small key-value interface shaped like etcd's (one store-wide revision,
+//! per-key create/mod revisions, atomic multi-op commits with per-op preconditions), so that the
+//! embedded [`FileStore`] and a later etcd backend are interchangeable.
+
+pub mod file;
+
+use std::fmt;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use self::file::FileStore;
+
+/// The store-wide revision: 0 for an empty store, +1 per successful commit.
+pub type Revision = u64;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub key: String,
+    pub value: Vec<u8>,
+    /// The revision of the commit that created the key (since it was last absent).
+    pub create_revision: Revision,
+    /// The revision of the commit that last wrote the key.
+    pub mod_revision: Revision,
+}
+
+/// A precondition on one key, checked against the state before the commit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    Any,
+    Absent,
+    /// The key exists and was last written at this revision.
+    ModRevision(Revision),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Put {
+        key: String,
+        value: Vec<u8>,
+        expect: Expect,
+    },
+    Delete {
+        key: String,
+        expect: Expect,
+    },
+}
+
+impl Op {
+    pub fn key(&self) -> &str {
+        match self {
+            Op::Put { key, .. } | Op::Delete { key, .. } => key,
+        }
+    }
+
+    pub fn expect(&self) -> Expect {
+        match self {
+            Op::Put { expect, .. } | Op::Delete { expect, .. } => *expect,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError>;
+    /// Every entry whose key starts with `prefix`, in key order.
+    async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError>;
+    /// Applies all ops atomically and durably (acknowledged = survives kill -9 and power loss) or
+    /// none. Every successful commit advances the one store-wide revision by exactly 1; returns it.
+    /// Deleting an absent key with [`Expect::Any`] is a no-op; a key may appear only once per batch
+    /// (as in an etcd transaction), so every precondition sees the state before the commit.
+    async fn commit(&self, ops: Vec<Op>) -> Result<Revision, StoreError>;
+    async fn revision(&self) -> Result<Revision, StoreError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("conflict on {key}: expected {expected}, found {}", Found(*.actual))]
+    Conflict {
+        key: String,
+        expected: Expect,
+        actual: Option<Revision>,
+    },
+    /// The store cannot be reached or used right now (in use, I/O error); retrying may help.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Stored data cannot be read back; never repaired by overwriting.
+    #[error("{0}")]
+    Corrupt(String),
+    /// The request itself is wrong (a key twice in one batch, a value that cannot be encoded).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl fmt::Display for Expect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Expect::Any => f.write_str("any state"),
+            Expect::Absent => f.write_str("absent"),
+            Expect::ModRevision(r) => write!(f, "mod revision {r}"),
+        }
+    }
+}
+
+struct Found(Option<Revision>);
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("absent"),
+            Some(r) => write!(f, "mod revision {r}"),
+        }
+    }
+}
+
+/// Checks one precondition; `actual` is the key's current mod revision, if it exists.
+pub(crate) fn check(key: &str, expected: Expect, actual: Option<Revision>) -> Result<(), StoreError> {
+    let ok = match expected {
+        Expect::Any => true,
+        Expect::Absent => actual.is_none(),
+        Expect::ModRevision(r) => actual == Some(r),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Conflict {
+            key: key.to_owned(),
+            expected,
+            actual,
+        })
+    }
+}
+
+/// Reads `key` as JSON; returns the value and its mod revision (for an [`Expect::ModRevision`]).
+pub async fn get_json<T: DeserializeOwned>(
+    store: &dyn Store,
+    key: &str,
+) -> Result<Option<(T, Revision)>, StoreError> {
+    let Some(entry) = store.get(key).await? else {
+        return Ok(None);
+    };
+    let value = serde_json::from_slice(&entry.value)
+        .map_err(|e| StoreError::Corrupt(format!("stored value of {key} is not the expected JSON: {e}")))?;
+    Ok(Some((value, entry.mod_revision)))
+}
+
+/// A put of `value` encoded as JSON.
+pub fn put_json<T: Serialize>(key: &str, value: &T, expect: Expect) -> Result<Op, StoreError> {
+    let value = serde_json::to_vec(value)
+        .map_err(|e| StoreError::Invalid(format!("cannot encode the value of {key} as JSON: {e}")))?;
+    Ok(Op::Put {
+        key: key.to_owned(),
+        value,
+        expect,
+    })
+}
