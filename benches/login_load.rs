@@ -1,9 +1,11 @@
 //! Latency of `GET /api/version` with and without a concurrent login storm.
 //!
-//! `cargo run --release --example login_load -- ADDR PASSWORD [SECONDS] [LOGINS]`
+//! `cargo run --release --example login_load -- ADDR PASSWORD [SECONDS] [LOGINS] [RATE]`
 //!
 //! Phase 1 measures 16 keep-alive HTTP/1.1 clients calling `/api/version`
-//! against an `--insecure` server at `ADDR` for SECONDS. Phase 2 measures
+//! against an `--insecure` server at `ADDR` for SECONDS, together at RATE
+//! requests per second (default 2000; open loop, so the CPU is not simply
+//! saturated and latency means latency). Phase 2 measures
 //! the same while LOGINS (default 200) clients log in as `admin` in a loop,
 //! each from its own loopback address (127.0.1.x, 127.0.2.x, …) so that the
 //! brute-force rules do not turn them away. It prints p50/p99 of both phases
@@ -30,17 +32,34 @@ async fn connect(server: SocketAddr, from: IpAddr) -> anyhow::Result<Sender> {
     Ok(sender)
 }
 
-async fn version_client(server: SocketAddr, stop: Arc<AtomicBool>) -> anyhow::Result<Vec<Duration>> {
+/// One client sending at a fixed rate (open loop). Latency counts from the
+/// time a request was due, so a stalled server cannot hide its stall.
+async fn version_client(
+    server: SocketAddr,
+    rate: f64,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<Vec<Duration>> {
     let mut sender = connect(server, IpAddr::V4(Ipv4Addr::LOCALHOST)).await?;
     let mut latencies = Vec::with_capacity(100_000);
+    let interval = Duration::from_secs_f64(1.0 / rate);
+    let mut due = Instant::now();
     while !stop.load(Ordering::Relaxed) && latencies.len() < 5_000_000 {
+        // Ahead of schedule: wait, and time from the wake-up (the timer is
+        // coarser than a request). Behind schedule: time from when the
+        // request was due, so that a stall counts for every request it delayed.
+        let start = if Instant::now() < due {
+            tokio::time::sleep_until(due.into()).await;
+            Instant::now()
+        } else {
+            due
+        };
         let req = http::Request::get("/api/version")
             .header("host", "bench")
             .body(Full::new(Bytes::new()))?;
-        let start = Instant::now();
         let response = sender.send_request(req).await?;
         response.into_body().collect().await?;
         latencies.push(start.elapsed());
+        due += interval;
     }
     Ok(latencies)
 }
@@ -73,6 +92,7 @@ async fn login_client(
 async fn phase(
     server: SocketAddr,
     seconds: u64,
+    rate: f64,
     logins: usize,
     password: &str,
 ) -> anyhow::Result<(Vec<Duration>, u64)> {
@@ -100,7 +120,7 @@ async fn phase(
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let clients: Vec<_> = (0..16)
-        .map(|_| tokio::spawn(version_client(server, Arc::clone(&stop))))
+        .map(|_| tokio::spawn(version_client(server, rate / CLIENTS as f64, Arc::clone(&stop))))
         .collect();
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     stop.store(true, Ordering::Relaxed);
@@ -115,6 +135,8 @@ async fn phase(
     Ok((latencies, ok.load(Ordering::Relaxed)))
 }
 
+const CLIENTS: usize = 16;
+
 fn pct(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -127,13 +149,14 @@ fn pct(sorted: &[Duration], p: f64) -> Duration {
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let (Some(addr), Some(password)) = (args.get(1), args.get(2)) else {
-        anyhow::bail!("usage: login_load ADDR PASSWORD [SECONDS] [LOGINS]");
+        anyhow::bail!("usage: login_load ADDR PASSWORD [SECONDS] [LOGINS] [RATE]");
     };
     let server: SocketAddr = addr.parse()?;
     let seconds: u64 = args.get(3).map_or(Ok(10), |s| s.parse())?;
     let logins: usize = args.get(4).map_or(Ok(200), |s| s.parse())?;
-    let (quiet, _) = phase(server, seconds, 0, password).await?;
-    let (loaded, ok) = phase(server, seconds, logins, password).await?;
+    let rate: f64 = args.get(5).map_or(Ok(2000.0), |s| s.parse())?;
+    let (quiet, _) = phase(server, seconds, rate, 0, password).await?;
+    let (loaded, ok) = phase(server, seconds, rate, logins, password).await?;
     let (q99, l99) = (pct(&quiet, 0.99), pct(&loaded, 0.99));
     println!(
         "version requests: quiet {} / under logins {}",

@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 pub const COST: u32 = 10;
 
 /// Niceness of the hashing threads: the scheduler lets request handling run first.
-const NICENESS: i32 = 10;
+const NICENESS: i32 = 19;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PoolError {

@@ -290,10 +290,17 @@ impl Sessions {
     pub fn authenticate(&self, token: &str) -> Result<(Principal, Option<String>), String> {
         let snapshot = self.snapshot.load();
         let unverified = jwt::decode(token).map_err(|e| e.to_string())?;
-        match unverified.claimed_issuer().as_deref() {
-            Some(ISSUER) => {}
-            Some(_) => return Err("token issuer is not trusted".to_owned()),
-            None => return Err("token has no issuer".to_owned()),
+        // Only this server signs HS256 tokens; anything else would be an
+        // identity provider's token, which is not trusted here.
+        if unverified.algorithm() != "HS256" {
+            return match unverified.claimed_issuer().as_deref() {
+                Some(ISSUER) => Err(format!(
+                    "token algorithm {:?} is not accepted (only HS256)",
+                    unverified.algorithm()
+                )),
+                Some(_) => Err("token issuer is not trusted".to_owned()),
+                None => Err("token has no issuer".to_owned()),
+            };
         }
         let claims = unverified
             .verify_hs256(&snapshot.key)
