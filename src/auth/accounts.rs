@@ -36,9 +36,16 @@ pub struct AccountRecord {
     /// API keys created through the API.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tokens: Vec<TokenRecord>,
-    /// Ids of API keys from `argocd-secret` deleted through the API.
+    /// Ids of API keys deleted through the API (never reused).
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub deleted_tokens: BTreeSet<String>,
+    /// Tokens issued before this (unix ms) are refused: the account was
+    /// disabled or lost a capability, and re-enabling it must not revive them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_before_ms: Option<i64>,
+    /// The access last seen in the configuration: enabled, login, apiKey.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_access: Option<(bool, bool, bool)>,
 }
 
 impl AccountRecord {
@@ -72,6 +79,38 @@ impl AccountRecord {
     }
 }
 
+impl AccountRecord {
+    /// Notes the account's access in the configuration. Losing any of it
+    /// (disabled, a capability removed) revokes every token issued so far.
+    /// Returns whether the record changed.
+    pub fn note_access(&mut self, config: &AccountConfig, now_ms: i64) -> bool {
+        let now = (config.enabled, config.login, config.api_key);
+        let before = self.seen_access.replace(now);
+        if before == Some(now) {
+            return false;
+        }
+        if let Some((enabled, login, api_key)) = before
+            && ((enabled && !now.0) || (login && !now.1) || (api_key && !now.2))
+        {
+            self.revoked_before_ms = Some(now_ms);
+        }
+        true
+    }
+
+    /// What remains of an account removed from the configuration.
+    pub fn forgotten(now_ms: i64) -> Self {
+        Self {
+            password_mtime_ms: Some(now_ms),
+            revoked_before_ms: Some(now_ms),
+            ..Self::default()
+        }
+    }
+
+    pub fn is_forgotten(&self) -> bool {
+        self.password_hash.is_none() && self.tokens.is_empty() && self.revoked_before_ms.is_some()
+    }
+}
+
 /// One account with everything needed to check a token or a password.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Account {
@@ -83,6 +122,7 @@ pub struct Account {
     pub password_mtime_ms: Option<i64>,
     /// Valid API keys by id.
     pub tokens: BTreeMap<String, TokenRecord>,
+    pub revoked_before_ms: Option<i64>,
 }
 
 impl Account {
@@ -127,6 +167,7 @@ impl AccountBook {
                     password_hash: record.password_hash.as_deref().map(Arc::from),
                     password_mtime_ms: record.password_mtime_ms,
                     tokens,
+                    revoked_before_ms: record.revoked_before_ms,
                 };
                 (config.name.clone(), account)
             })
@@ -185,5 +226,20 @@ mod tests {
         assert!(r.adopt_secret(&config(Some("$2a$h2"), Some(1)), 4_000));
         assert_eq!(r.password_hash.as_deref(), Some("$2a$h2"));
         assert_eq!(r.password_mtime_ms, Some(4_000));
+    }
+
+    #[test]
+    fn losing_access_revokes_tokens_issued_before() {
+        let mut r = AccountRecord::default();
+        let mut c = config(None, None);
+        assert!(r.note_access(&c, 1_000));
+        assert_eq!(r.revoked_before_ms, None);
+        c.enabled = false;
+        assert!(r.note_access(&c, 2_000));
+        assert_eq!(r.revoked_before_ms, Some(2_000));
+        // Re-enabling does not bring the old tokens back.
+        c.enabled = true;
+        assert!(r.note_access(&c, 3_000));
+        assert_eq!(r.revoked_before_ms, Some(2_000));
     }
 }

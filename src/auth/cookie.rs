@@ -111,7 +111,8 @@ pub struct SentCookie {
 pub fn read(headers: &HeaderMap) -> SentCookie {
     let mut first: Option<&str> = None;
     let mut rest: Vec<(usize, &str)> = Vec::new();
-    let mut chunks = 0;
+    // Which chunk indexes were sent (bit i = chunk i); duplicates count once.
+    let mut seen: u32 = 0;
     for header in headers.get_all(COOKIE) {
         let Ok(header) = header.to_str() else { continue };
         for pair in header.split(';') {
@@ -119,17 +120,20 @@ pub fn read(headers: &HeaderMap) -> SentCookie {
                 continue;
             };
             if name == COOKIE_NAME {
-                chunks += 1;
-                first = Some(value);
+                seen |= 1;
+                // The first one wins: a cookie planted later (say, by a
+                // sibling domain) cannot replace the session.
+                first = first.or(Some(value));
             } else if let Some(index) = name.strip_prefix(COOKIE_NAME).and_then(|n| n.strip_prefix('-'))
                 && let Ok(index) = index.parse::<usize>()
                 && (1..MAX_CHUNKS).contains(&index)
             {
-                chunks += 1;
+                seen |= 1 << index;
                 rest.push((index, value));
             }
         }
     }
+    let chunks = (u32::BITS - seen.leading_zeros()) as usize;
     let Some(first) = first else {
         return SentCookie { token: None, chunks };
     };
@@ -153,10 +157,8 @@ fn join(first: &str, rest: &[(usize, &str)]) -> Result<String, CookieError> {
     }
     let mut token = chunk0.to_owned();
     for index in 1..count {
-        // The last cookie of a given name wins, as browsers send newest last.
         let chunk = rest
             .iter()
-            .rev()
             .find(|(i, _)| *i == index)
             .ok_or(CookieError::MissingChunk(index))?;
         token.push_str(chunk.1);

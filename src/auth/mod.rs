@@ -112,8 +112,15 @@ fn find_token(headers: &HeaderMap, channel: Channel) -> (Found, usize) {
 
 /// `Bearer <token>`, the scheme matched case-insensitively (RFC 7235).
 fn bearer(value: &[u8]) -> Option<Result<String, String>> {
-    let value = std::str::from_utf8(value).ok()?;
-    let (scheme, rest) = value.split_once(' ').unwrap_or((value, ""));
+    let Ok(value) = std::str::from_utf8(value) else {
+        // Not text, so not a scheme we can ignore safely: a bad token.
+        let bearer = value.len() >= 6 && value[..6].eq_ignore_ascii_case(b"bearer");
+        return bearer.then(|| Err("authorization header is not valid text".to_owned()));
+    };
+    let value = value.trim_start();
+    let (scheme, rest) = value
+        .split_once(|c: char| c.is_ascii_whitespace())
+        .unwrap_or((value, ""));
     if !scheme.eq_ignore_ascii_case("bearer") {
         return None;
     }

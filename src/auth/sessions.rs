@@ -29,6 +29,8 @@ const SERVER_KEY: &str = "server/secretkey";
 pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
 /// Longest username accepted (upstream's limit).
 pub const MAX_USERNAME_BYTES: usize = 32;
+/// A failed password check is answered no sooner than this after it began.
+const FAILURE_FLOOR: Duration = Duration::from_millis(500);
 /// A login token is renewed when less than this (or half its lifetime) is left.
 const RENEW_WITHIN: Duration = Duration::from_secs(5 * 60);
 
@@ -165,11 +167,20 @@ impl Sessions {
         if !expired.is_empty() {
             store.commit(expired).await?;
         }
+        let probe = LoginGuard::new(limits.throttle.clone(), [], now);
         let mut failures = Vec::new();
+        let mut stale = Vec::new();
         for entry in store.list(LoginGuard::STORE_PREFIX).await? {
-            if let Ok(f) = serde_json::from_slice::<Failures>(&entry.value) {
-                failures.push((entry.key, f));
+            match serde_json::from_slice::<Failures>(&entry.value) {
+                Ok(f) if !probe.is_stale(&f, now) => failures.push((entry.key, f)),
+                _ => stale.push(Op::Delete {
+                    key: entry.key,
+                    expect: Expect::Any,
+                }),
             }
+        }
+        if !stale.is_empty() {
+            store.commit(stale).await?;
         }
         let settings = config.current();
         let sessions = Self {
@@ -219,10 +230,26 @@ impl Sessions {
         let mut ops = Vec::new();
         for config in settings.accounts.values() {
             let record = records.entry(config.name.clone()).or_default();
-            if record.adopt_secret(config, now) {
+            let adopted = record.adopt_secret(config, now);
+            if adopted {
                 tracing::info!(account = %config.name, "password taken from argocd-secret (newer than the one in force)");
+            }
+            if adopted | record.note_access(config, now) {
                 ops.push(store::put_json(
                     &AccountRecord::store_key(&config.name),
+                    &*record,
+                    Expect::Any,
+                )?);
+            }
+        }
+        // An account removed from the configuration loses what the server
+        // kept for it, so a later account of the same name starts clean.
+        for (name, record) in records.iter_mut() {
+            if !settings.accounts.contains_key(name) && !record.is_forgotten() {
+                *record = AccountRecord::forgotten(now);
+                tracing::info!(account = %name, "account removed from the configuration: its password and API keys are forgotten");
+                ops.push(store::put_json(
+                    &AccountRecord::store_key(name),
                     &*record,
                     Expect::Any,
                 )?);
@@ -253,8 +280,6 @@ impl Sessions {
         }
         let password = super::random::token(20);
         let hash = self.pool.hash(&password).await?;
-        let path = self.data_dir.join(INITIAL_PASSWORD_FILE);
-        crate::fsutil::write_private(&path, password.as_bytes())?;
         let mut records = self.records.lock().await;
         let record = records.entry("admin".to_owned()).or_default();
         record.password_hash = Some(hash);
@@ -263,6 +288,9 @@ impl Sessions {
         let op = store::put_json(&AccountRecord::store_key("admin"), &*record, Expect::Any)?;
         self.store.commit(vec![op]).await?;
         self.publish(&records, settings);
+        // Written only once the password is in force.
+        let path = self.data_dir.join(INITIAL_PASSWORD_FILE);
+        crate::fsutil::write_private(&path, password.as_bytes())?;
         tracing::warn!(
             "generated the initial password of the admin account: {password} \
              (print it again with `tiphys admin initial-password --data-dir {}`; it is deleted once the password is changed)",
@@ -349,12 +377,14 @@ impl Sessions {
         let lifetime = u64::try_from(exp.saturating_sub(claims.iat)).ok()?;
         let left = u64::try_from(exp.saturating_sub(now / 1000)).ok()?;
         let within = RENEW_WITHIN.min(Duration::from_secs(lifetime / 2));
+        // The renewed token keeps the session's id, so that revoking the
+        // session (logout) revokes every token renewed from it.
         (Duration::from_secs(left) < within).then(|| {
             issue(
                 &snapshot.key,
                 name,
                 TokenKind::Login,
-                None,
+                Some(claims.jti.clone()),
                 &snapshot.settings.session_duration,
                 now,
             )
@@ -383,6 +413,11 @@ impl Sessions {
         if jti.is_empty() {
             return Ok(());
         }
+        // A token renewed from this session right now would expire one
+        // session duration from now: the revocation must outlive it.
+        let duration = i64::try_from(self.settings().session_duration.as_secs()).unwrap_or(i64::MAX);
+        let horizon = (now_ms() / 1000).saturating_add(duration);
+        let exp = exp.map(|e| e.max(horizon));
         let op = store::put_json(&format!("{REVOKED_PREFIX}{jti}"), &Revoked { exp }, Expect::Any)
             .map_err(|e| AppError::Internal(e.into()))?;
         self.store
@@ -438,7 +473,8 @@ impl Sessions {
             ))
             .into());
         }
-        let _slot = self
+        let started = tokio::time::Instant::now();
+        let slot = self
             .logins
             .try_acquire()
             .map_err(|_| LoginError::Throttled(Duration::from_secs(1)))?;
@@ -458,7 +494,13 @@ impl Sessions {
             Err(PoolError::Failed(e)) => return Err(AppError::Internal(anyhow::anyhow!(e)).into()),
         };
         if !matched {
-            self.record_failure(&attempt).await;
+            let delay = self.record_failure(&attempt).await;
+            drop(slot);
+            // Every failure takes at least FAILURE_FLOOR plus a random part,
+            // whatever the stored hash's cost: timing tells nothing about
+            // whether the username exists.
+            let jitter = Duration::from_millis(u64::from(super::random::bytes(1)[0]) * 2);
+            tokio::time::sleep_until(started + delay.max(FAILURE_FLOOR) + jitter).await;
             return Err(LoginError::Invalid);
         }
         let ops = self.guard.succeeded(&attempt);
@@ -470,13 +512,14 @@ impl Sessions {
         Ok(())
     }
 
-    async fn record_failure(&self, attempt: &Attempt) {
+    /// Records a failure durably; returns how long to hold the answer back.
+    async fn record_failure(&self, attempt: &Attempt) -> Duration {
         let (delay, ops) = self.guard.failed(attempt, now_ms());
         // Durable before the answer: a crash must not reset the count.
         if let Err(err) = self.store.commit(ops).await {
             tracing::error!(error = %err, "cannot persist failed-login state");
         }
-        tokio::time::sleep(delay).await;
+        delay
     }
 
     /// Password login: a new session token.
@@ -588,19 +631,20 @@ impl Sessions {
         let iat = now / 1000;
         let exp = (!expires_in.is_zero())
             .then(|| iat.saturating_add(i64::try_from(expires_in.as_secs()).unwrap_or(i64::MAX)));
-        if self.account(name).is_some_and(|a| a.tokens.contains_key(&id)) {
-            return Err(AppError::InvalidArgument(format!(
-                "account '{name}' already has a token with id '{id}'"
-            )));
-        }
         let record = TokenRecord {
             id: id.clone(),
             iat,
             exp: exp.unwrap_or(0),
         };
+        let taken = self.account(name).is_some_and(|a| a.tokens.contains_key(&id));
         self.update_record(name, |r| {
+            // An id is never reused: a deleted key's token must stay dead.
+            if taken || r.deleted_tokens.contains(&id) || r.tokens.iter().any(|t| t.id == id) {
+                return Err(AppError::InvalidArgument(format!(
+                    "account '{name}' already has or had a token with id '{id}'; choose another id"
+                )));
+            }
             r.tokens.push(record);
-            r.deleted_tokens.remove(&id);
             Ok(())
         })
         .await?;
@@ -674,7 +718,12 @@ fn check_account(account: &Account, kind: TokenKind, claims: &Claims) -> Result<
     if kind == TokenKind::Login && claims.exp.is_none() {
         return Err("token has no expiry".to_owned());
     }
-    if kind == TokenKind::ApiKey && !account.tokens.contains_key(&claims.jti) {
+    if kind == TokenKind::ApiKey
+        && account
+            .tokens
+            .get(&claims.jti)
+            .is_none_or(|t| t.iat != claims.iat)
+    {
         return Err(format!("account {name} has no API key with id {}", claims.jti));
     }
     if account
@@ -682,6 +731,12 @@ fn check_account(account: &Account, kind: TokenKind, claims: &Claims) -> Result<
         .is_some_and(|m| claims.issued_at_ms() < m)
     {
         return Err("account password has changed since token issued".to_owned());
+    }
+    if account
+        .revoked_before_ms
+        .is_some_and(|m| claims.issued_at_ms() < m)
+    {
+        return Err(format!("account {name} was disabled after the token was issued"));
     }
     Ok(())
 }

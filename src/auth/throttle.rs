@@ -188,6 +188,11 @@ impl LoginGuard {
         i64::try_from(self.policy.window.as_millis()).unwrap_or(i64::MAX)
     }
 
+    /// Whether a stored entry no longer matters (to drop it from the store at startup).
+    pub fn is_stale(&self, f: &Failures, now_ms: i64) -> bool {
+        self.expired(f, now_ms)
+    }
+
     fn expired(&self, f: &Failures, now_ms: i64) -> bool {
         now_ms.saturating_sub(f.first) >= self.window_ms()
             && now_ms.saturating_sub(f.last) >= self.window_ms()
@@ -212,6 +217,7 @@ impl LoginGuard {
         known: bool,
         now_ms: i64,
     ) -> Result<Attempt, Throttled> {
+        let ip = scope(ip);
         let (pause, slowed) = {
             let tables = self.tables.lock().map_err(|_| busy())?;
             let pair = tables.pairs.get(&Key::Pair(user.to_owned(), ip));
@@ -258,7 +264,13 @@ impl LoginGuard {
                         .or_insert_with(|| Arc::new(Semaphore::new(1))),
                 )
             };
-            semaphore.acquire_owned().await.ok()
+            // Wait a bounded time for the username's turn: a queue of
+            // attackers must not hold other attempts forever.
+            let wait = tokio::time::timeout(Duration::from_secs(5), semaphore.acquire_owned()).await;
+            match wait {
+                Ok(permit) => permit.ok(),
+                Err(_) => return Err(busy_with(Duration::from_secs(5))),
+            }
         } else {
             None
         };
@@ -378,6 +390,21 @@ impl LoginGuard {
     }
 }
 
+/// The address a limit applies to: IPv4 as is (IPv4-mapped IPv6 too), IPv6
+/// by its /64, since one client commonly holds a whole /64.
+fn scope(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
 fn busy() -> Throttled {
     busy_with(Duration::from_secs(1))
 }
@@ -426,6 +453,17 @@ mod tests {
         assert!(g.admit("admin", IP_B, true, 10).await.is_ok());
         // The lock lifts once the window has passed since the last failure.
         assert!(g.admit("admin", IP_A, true, 4 + 300_000).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn ipv6_addresses_of_one_64_share_limits() {
+        let g = guard(100);
+        for i in 0..5u16 {
+            let ip = IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, i));
+            fail(&g, "admin", ip, true, i64::from(i)).await.unwrap();
+        }
+        let other = IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 9, 9, 9, 9));
+        assert!(g.admit("admin", other, true, 10).await.is_err());
     }
 
     #[tokio::test]

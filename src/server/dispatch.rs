@@ -153,15 +153,16 @@ impl Dispatcher {
     /// The one place that works out who the caller is. Static UI files need
     /// no identity, so they skip the token check.
     fn identify(&self, req: &mut Request<Incoming>, protocol: Protocol, conn: ConnInfo) -> Option<Renewal> {
+        let ip = edge::client_ip(req.headers(), conn.peer.ip(), &self.trusted_proxies);
         let channel = match protocol {
             Protocol::Grpc | Protocol::GrpcWeb => Channel::Grpc,
             Protocol::Rest => Channel::Http,
             Protocol::Ui => {
-                req.extensions_mut().insert(Caller::anonymous(conn.peer.ip()));
+                req.extensions_mut().insert(Caller::anonymous(ip));
                 return None;
             }
         };
-        let identified = self.auth.identify(req.headers(), channel, conn.peer.ip());
+        let identified = self.auth.identify(req.headers(), channel, ip);
         let presented = match &identified.caller.credentials {
             Credentials::Valid(token) => Some(Arc::clone(token)),
             _ => None,

@@ -40,6 +40,36 @@ pub fn forwarded_https(headers: &HeaderMap, peer: IpAddr, trusted: &[IpNet]) -> 
         .is_some_and(|p| p.eq_ignore_ascii_case("https"))
 }
 
+/// The client's address: the TCP peer, or, when the peer is a trusted proxy,
+/// the nearest `X-Forwarded-For` entry that is not itself a trusted proxy.
+/// Behind an ingress every client would otherwise share the ingress's
+/// address (and its brute-force limits).
+pub fn client_ip(headers: &HeaderMap, peer: IpAddr, trusted: &[IpNet]) -> IpAddr {
+    let peer = canonical(peer);
+    let is_trusted = |ip: &IpAddr| trusted.iter().any(|net| net.contains(ip));
+    if !is_trusted(&peer) {
+        return peer;
+    }
+    let hops: Vec<&str> = headers
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .collect();
+    let mut client = peer;
+    // From the nearest hop outwards; stop at the first one not vouched for.
+    for hop in hops.iter().rev() {
+        let Ok(ip) = hop.trim().parse::<IpAddr>().map(canonical) else {
+            break;
+        };
+        client = ip;
+        if !is_trusted(&ip) {
+            break;
+        }
+    }
+    client
+}
+
 fn last_value(headers: &HeaderMap, name: &str) -> Option<String> {
     let all: Vec<&str> = headers
         .get_all(name)
@@ -95,6 +125,24 @@ pub fn redirect_target(uri: &Uri, headers: &HeaderMap, rootpath: &str) -> Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn client_ip_comes_from_x_forwarded_for_only_through_trusted_proxies() {
+        let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+        let mut h = HeaderMap::new();
+        h.insert(
+            "x-forwarded-for",
+            "203.0.113.9, 198.51.100.7, 10.0.0.3".parse().unwrap(),
+        );
+        let proxy: IpAddr = "10.0.0.2".parse().unwrap();
+        let outsider: IpAddr = "192.0.2.1".parse().unwrap();
+        assert_eq!(
+            client_ip(&h, proxy, &trusted),
+            "198.51.100.7".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(client_ip(&h, outsider, &trusted), outsider);
+        assert_eq!(client_ip(&HeaderMap::new(), proxy, &trusted), proxy);
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
