@@ -14,6 +14,7 @@ use http::Method;
 
 use crate::auth::Carrier;
 use crate::error::AppError;
+use crate::principal::{Caller, Credentials};
 use crate::server::protocol::media_type;
 use crate::server::state::AppState;
 
@@ -21,10 +22,16 @@ use super::extract::AuthInfo;
 
 pub async fn enforce_content_type(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    // Only a bearer token that verified exempts the call: a browser cannot
+    // be made to send one, but anyone can send a bogus one.
     let bearer = req
         .extensions()
         .get::<AuthInfo>()
-        .is_some_and(|a| a.carrier == Some(Carrier::Bearer));
+        .is_some_and(|a| a.carrier == Some(Carrier::Bearer))
+        && req
+            .extensions()
+            .get::<Caller>()
+            .is_some_and(|c| matches!(c.credentials, Credentials::Valid(_)));
     if safe || bearer || state.api_content_types.is_empty() || !req.uri().path().starts_with("/api/") {
         return next.run(req).await;
     }

@@ -10,8 +10,8 @@
 //!   failures within `window` lock the address out. Spraying made-up
 //!   usernames from one address is stopped by this rule.
 //! - **Per username**, whatever the addresses: past `4 × max_failures`
-//!   failures within `window`, attempts for that username are taken one at a
-//!   time with a growing pause: slowed, never locked.
+//!   failures within `window`, each attempt for that username waits a
+//!   growing pause (at most 3 s) first: slowed, never locked or queued.
 //! - Throttled attempts are answered at once with a distinct error (429 /
 //!   RESOURCE_EXHAUSTED with `Retry-After`) and never reach bcrypt.
 //!
@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::store::{Expect, Op};
 
@@ -116,7 +115,6 @@ pub struct Attempt {
     /// Pause before checking the password (username under attack).
     pub pause: Duration,
     _pair: PairLease,
-    _gate: Option<OwnedSemaphorePermit>,
 }
 
 /// Marks a (username, address) pair busy while its attempt runs.
@@ -137,7 +135,6 @@ pub struct LoginGuard {
     policy: ThrottlePolicy,
     tables: Mutex<Tables>,
     busy: Arc<Mutex<std::collections::HashSet<(String, IpAddr)>>>,
-    gates: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 #[derive(Default)]
@@ -168,7 +165,6 @@ impl LoginGuard {
             policy,
             tables: Mutex::new(Tables::default()),
             busy: Arc::default(),
-            gates: Mutex::default(),
         };
         if let Ok(mut tables) = guard.tables.lock() {
             for (store_key, failures) in entries {
@@ -218,7 +214,7 @@ impl LoginGuard {
         now_ms: i64,
     ) -> Result<Attempt, Throttled> {
         let ip = scope(ip);
-        let (pause, slowed) = {
+        let pause = {
             let tables = self.tables.lock().map_err(|_| busy())?;
             let pair = tables.pairs.get(&Key::Pair(user.to_owned(), ip));
             let addr = tables.addresses.get(&Key::Address(ip));
@@ -232,12 +228,9 @@ impl LoginGuard {
             match tables.users.get(&Key::User(user.to_owned())) {
                 Some(f) if !self.expired(f, now_ms) && f.count >= wide => {
                     let over = (f.count - wide).min(8);
-                    (
-                        Duration::from_millis(100 << over).min(Duration::from_secs(3)),
-                        true,
-                    )
+                    Duration::from_millis(100 << over).min(Duration::from_secs(3))
                 }
-                _ => (Duration::ZERO, false),
+                _ => Duration::ZERO,
             }
         };
         let lease = {
@@ -252,35 +245,12 @@ impl LoginGuard {
                 key,
             }
         };
-        let gate = if slowed {
-            let semaphore = {
-                let mut gates = self.gates.lock().map_err(|_| busy())?;
-                if gates.len() > self.policy.capacity {
-                    gates.retain(|_, s| Arc::strong_count(s) > 1);
-                }
-                Arc::clone(
-                    gates
-                        .entry(user.to_owned())
-                        .or_insert_with(|| Arc::new(Semaphore::new(1))),
-                )
-            };
-            // Wait a bounded time for the username's turn: a queue of
-            // attackers must not hold other attempts forever.
-            let wait = tokio::time::timeout(Duration::from_secs(5), semaphore.acquire_owned()).await;
-            match wait {
-                Ok(permit) => permit.ok(),
-                Err(_) => return Err(busy_with(Duration::from_secs(5))),
-            }
-        } else {
-            None
-        };
         Ok(Attempt {
             user: user.to_owned(),
             ip,
             known,
             pause,
             _pair: lease,
-            _gate: gate,
         })
     }
 

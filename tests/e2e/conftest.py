@@ -1,8 +1,9 @@
 """Shared fixtures for the end-to-end tests: start real tiphys servers (and proxies) on loopback.
 
 `tiphys(*args, address=...)` starts `tiphys server` in a temp dir, waits for its ready file and
-returns a `Server` (port, metrics_port, data_dir, ca). Every process a test starts is stopped by
-PID on teardown; a tiphys server that does not exit within 25 s after SIGTERM fails the test.
+returns a `Server` (port, metrics_port, data_dir, ca); `servers` does the same and can restart a
+server on its data dir. Every process a test starts is stopped by PID on teardown; a tiphys server
+that does not exit within 25 s after SIGTERM fails the test.
 """
 
 import json
@@ -130,16 +131,19 @@ class Server:
                         f"{_tail(self.log)}")
 
 
-def start_server(workdir, *args, address="127.0.0.1"):
+def start_server(workdir, *args, address="127.0.0.1", data_dir=None):
+    """Starts `tiphys server` in a new data dir under `workdir`, or in `data_dir` (a restart: the
+    log is appended to)."""
     if not os.path.isfile(TIPHYS_BIN):
         pytest.fail(f"tiphys binary {TIPHYS_BIN} does not exist: run `cargo build` (or set TIPHYS_BIN)")
-    data_dir = Path(tempfile.mkdtemp(prefix="tiphys-", dir=workdir))
+    data_dir = Path(data_dir) if data_dir else Path(tempfile.mkdtemp(prefix="tiphys-", dir=workdir))
     ready = data_dir / "ready.json"
     log = data_dir / "server.log"
+    ready.unlink(missing_ok=True)
     cmd = [TIPHYS_BIN, "server", "--address", address, "--port", "0",
            "--metrics-address", "127.0.0.1", "--metrics-port", "0",
            "--data-dir", str(data_dir), "--ready-file", str(ready), *args]
-    with open(log, "wb") as out:
+    with open(log, "ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=clean_env(NO_COLOR="1"))
     deadline = time.monotonic() + READY_TIMEOUT
@@ -189,6 +193,70 @@ def tiphys_session(tmp_path_factory):
     factory = _Factory(tmp_path_factory.mktemp("servers"))
     yield factory
     factory.stop_all()
+
+
+class Servers:
+    """Servers a test starts, which it may restart (SIGTERM or kill -9) on the same data dir; each
+    still running is stopped at teardown like `tiphys` does (clean exit required)."""
+
+    def __init__(self, workdir):
+        self.workdir = workdir
+        self.running = []
+
+    def start(self, *args, config=None, address="127.0.0.1", data_dir=None):
+        """`config`: a config dir (anything with a `path`) passed as --config-dir."""
+        if config is not None:
+            args = (*args, "--config-dir", str(config.path))
+        server = start_server(self.workdir, *args, address=address, data_dir=data_dir)
+        server.args = args
+        self.running.append(server)
+        return server
+
+    def restart(self, server, kill=False):
+        """Stops `server` (SIGTERM; SIGKILL with kill=True) and starts it again with the same
+        arguments on the same data dir."""
+        self.running.remove(server)
+        if kill:
+            server.proc.kill()
+            server.proc.wait(timeout=10)
+        else:
+            server.stop()
+        return self.start(*server.args, address=server.address, data_dir=server.data_dir)
+
+    def stop_all(self):
+        while self.running:
+            self.running.pop().stop()
+
+
+@pytest.fixture
+def servers(tmp_path):
+    """Factory: servers.start("--insecure", ...) -> Server; servers.restart(server, kill=...)."""
+    factory = Servers(tmp_path)
+    yield factory
+    factory.stop_all()
+
+
+@pytest.fixture(scope="module")
+def module_servers(tmp_path_factory):
+    """Like `servers`, for servers shared by the tests of one module (which leave them usable)."""
+    factory = Servers(tmp_path_factory.mktemp("servers"))
+    yield factory
+    factory.stop_all()
+
+
+@pytest.fixture
+def config_dir(tmp_path):
+    """Factory: config_dir(cm=..., secret=...) -> a --config-dir with argocd-cm and argocd-secret
+    (the standard test accounts unless standard=False; see authkit.config_factory)."""
+    from authkit import config_factory  # noqa: PLC0415 (authkit imports this module)
+    return config_factory(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_config(tmp_path_factory):
+    """Like `config_dir`, for servers shared by a module."""
+    from authkit import config_factory  # noqa: PLC0415
+    return config_factory(tmp_path_factory.mktemp("config"))
 
 
 @pytest.fixture(scope="session")
