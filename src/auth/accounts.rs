@@ -66,13 +66,16 @@ impl AccountRecord {
             .password_mtime
             .map(|t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX));
         let mtime = match (self.password_hash.is_some(), declared) {
-            // First sight of any password: the secret's own date stands.
-            (false, Some(d)) => d,
-            (_, Some(d)) => d.max(now_ms),
-            (_, None) => now_ms,
+            // First sight of any password: the secret's own date stands, and
+            // without one no token is judged by it (as Argo CD does), so
+            // tokens from an Argo CD using the same key keep working.
+            (false, Some(d)) => Some(d),
+            (false, None) => self.password_mtime_ms,
+            (true, Some(d)) => Some(d.max(now_ms)),
+            (true, None) => Some(now_ms),
         };
         self.password_hash = Some(hash.clone());
-        self.password_mtime_ms = Some(mtime);
+        self.password_mtime_ms = mtime;
         self.secret_seen = Some(hash.clone());
         self.initial = false;
         true
