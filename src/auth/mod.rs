@@ -53,9 +53,8 @@ pub struct Authenticator {
 
 impl Authenticator {
     pub fn identify(&self, headers: &HeaderMap, channel: Channel, ip: IpAddr) -> Identified {
-        let settings = self.sessions.settings();
         let mut caller = Caller::anonymous(ip);
-        caller.anonymous_allowed = settings.anonymous_enabled;
+        caller.anonymous_allowed = self.sessions.anonymous_enabled();
         let (found, cookie_chunks) = find_token(headers, channel);
         let mut out = Identified {
             caller,

@@ -3,7 +3,7 @@
 //! logins then queues (and past the bound is refused) instead of starving the
 //! runtime that serves every other request.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -24,7 +24,8 @@ pub enum PoolError {
 enum Job {
     Verify {
         password: String,
-        hash: Arc<str>,
+        /// `None`: an unknown user, checked against the dummy hash.
+        hash: Option<Arc<str>>,
         reply: oneshot::Sender<bool>,
     },
     Hash {
@@ -37,9 +38,6 @@ enum Job {
 #[derive(Clone)]
 pub struct PasswordPool {
     jobs: mpsc::Sender<Job>,
-    /// A valid hash of a random password, checked for unknown users so that
-    /// they take as long as known ones.
-    dummy: Arc<str>,
 }
 
 impl std::fmt::Debug for PasswordPool {
@@ -53,27 +51,25 @@ impl PasswordPool {
     pub fn start(threads: usize, queue: usize) -> anyhow::Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(queue.max(1));
         let rx = Arc::new(std::sync::Mutex::new(rx));
+        // A valid hash of a random password, checked for unknown users so
+        // that they take as long as known ones. Made by the first worker,
+        // not on the start-up path.
+        let dummy: Arc<OnceLock<String>> = Arc::default();
         for i in 0..threads.max(1) {
             let rx = Arc::clone(&rx);
+            let dummy = Arc::clone(&dummy);
             std::thread::Builder::new()
                 .name(format!("bcrypt-{i}"))
-                .spawn(move || worker(&rx))?;
+                .spawn(move || worker(&rx, &dummy))?;
         }
-        let dummy_password = crate::auth::random::token(24);
-        let dummy = bcrypt::hash(dummy_password, COST)?;
-        Ok(Self {
-            jobs: tx,
-            dummy: dummy.into(),
-        })
+        Ok(Self { jobs: tx })
     }
 
     /// Checks `password` against `hash`; with no hash (an unknown user) a
     /// dummy hash is checked so that the answer takes the same time.
     pub async fn verify(&self, password: &str, hash: Option<&str>) -> Result<bool, PoolError> {
-        let (known, hash) = match hash {
-            Some(h) => (true, Arc::from(h)),
-            None => (false, Arc::clone(&self.dummy)),
-        };
+        let known = hash.is_some();
+        let hash = hash.map(Arc::from);
         let (reply, answer) = oneshot::channel();
         self.submit(Job::Verify {
             password: password.to_owned(),
@@ -103,8 +99,14 @@ impl PasswordPool {
     }
 }
 
-fn worker(rx: &std::sync::Mutex<mpsc::Receiver<Job>>) {
+fn worker(rx: &std::sync::Mutex<mpsc::Receiver<Job>>, dummy: &OnceLock<String>) {
     lower_priority();
+    let dummy_hash = || {
+        dummy
+            .get_or_init(|| bcrypt::hash(crate::auth::random::token(24), COST).unwrap_or_default())
+            .as_str()
+    };
+    dummy_hash();
     loop {
         let job = {
             let Ok(mut rx) = rx.lock() else { return };
@@ -117,7 +119,11 @@ fn worker(rx: &std::sync::Mutex<mpsc::Receiver<Job>>) {
                 hash,
                 reply,
             }) => {
-                let ok = bcrypt::verify(password, &hash).unwrap_or(false);
+                let ok = match hash.as_deref() {
+                    Some(h) => bcrypt::verify(password, h),
+                    None => bcrypt::verify(password, dummy_hash()),
+                }
+                .unwrap_or(false);
                 let _ = reply.send(ok);
             }
             Some(Job::Hash { password, reply }) => {
@@ -158,7 +164,7 @@ mod tests {
         for _ in 0..8 {
             let job = Job::Verify {
                 password: "x".into(),
-                hash: Arc::clone(&pool.dummy),
+                hash: None,
                 reply: oneshot::channel().0,
             };
             if let Err(PoolError::Busy) = pool.submit(job) {

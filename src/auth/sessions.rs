@@ -205,6 +205,11 @@ impl Sessions {
         Ok(sessions)
     }
 
+    /// `users.anonymous.enabled`, read without cloning the settings (per request).
+    pub fn anonymous_enabled(&self) -> bool {
+        self.snapshot.load().settings.anonymous_enabled
+    }
+
     pub fn settings(&self) -> Arc<Settings> {
         Arc::clone(&self.snapshot.load().settings)
     }
