@@ -57,9 +57,17 @@ impl Principal {
         }
     }
 
-    /// Groups from the caller's token (OIDC only).
-    pub fn groups(&self) -> &[String] {
-        &[]
+    /// The claims of the caller's token that RBAC reads groups from (through
+    /// `scopes`). Tokens this server issues carry no groups.
+    pub fn claims(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        None
+    }
+
+    /// When the caller's token was issued (RFC 3339), for error messages.
+    pub fn issued_at(&self) -> Option<String> {
+        let account = self.account()?;
+        let at = time::OffsetDateTime::from_unix_timestamp(account.issued_at_ms.div_euclid(1000)).ok()?;
+        at.format(&time::format_description::well_known::Rfc3339).ok()
     }
 
     pub fn account(&self) -> Option<&AccountPrincipal> {

@@ -55,8 +55,8 @@ pub async fn delete(
 }
 
 /// `GET /api/v1/session/userinfo`
-pub async fn user_info(Who(caller, _): Who) -> Json<UserInfo> {
-    Json(session::user_info(&caller))
+pub async fn user_info(State(state): State<Arc<AppState>>, Who(caller, _): Who) -> Json<UserInfo> {
+    Json(session::user_info(&caller, &state.rbac))
 }
 
 /// `/auth/logout` (GET or POST): revokes the cookie's session, clears every

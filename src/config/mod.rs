@@ -53,6 +53,21 @@ fn build(inputs: &Inputs) -> Result<Settings, ConfigError> {
     )
 }
 
+/// Says which policy is in force, and what in it looks wrong.
+pub fn log_policy(settings: &Settings) {
+    let policy = &settings.policy;
+    tracing::info!(
+        lines = policy.user_lines(),
+        default_role = policy.default_role(),
+        match_mode = policy.mode().as_str(),
+        scopes = ?policy.scopes(),
+        "RBAC policy loaded"
+    );
+    for warning in policy.warnings() {
+        tracing::warn!("RBAC policy: {warning}");
+    }
+}
+
 /// Reads and validates the configuration in `dir`, which must exist.
 pub fn load(dir: &Path) -> Result<Settings, ConfigError> {
     build(&read_inputs(dir)?)
@@ -70,6 +85,8 @@ pub struct ConfigWatch {
     /// Bumped on every change that takes effect.
     generation: watch::Sender<u64>,
     reload_errors: AtomicU64,
+    /// Of those, the ones caused by `argocd-rbac-cm`.
+    policy_errors: AtomicU64,
     /// The outcome of the last read acted upon (good, rejected, or unreadable),
     /// so an unchanged broken file is reported once rather than every poll.
     last_seen: Mutex<Result<Inputs, ConfigError>>,
@@ -93,6 +110,7 @@ impl ConfigWatch {
             current: ArcSwap::from_pointee(settings),
             generation: watch::Sender::new(0),
             reload_errors: AtomicU64::new(0),
+            policy_errors: AtomicU64::new(0),
             last_seen: Mutex::new(seen),
         }))
     }
@@ -109,6 +127,11 @@ impl ConfigWatch {
     /// Reloads rejected so far (for a metric).
     pub fn reload_errors(&self) -> u64 {
         self.reload_errors.load(Ordering::Relaxed)
+    }
+
+    /// Reloads rejected because of the RBAC policy (`argocd-rbac-cm`).
+    pub fn policy_errors(&self) -> u64 {
+        self.policy_errors.load(Ordering::Relaxed)
     }
 
     /// Re-reads the config dir; returns whether new settings took effect. On a
@@ -136,7 +159,7 @@ impl ConfigWatch {
         }
         *last_seen = read.clone();
         match read.and_then(|inputs| build(&inputs)) {
-            Ok(settings) => {
+            Ok(mut settings) => {
                 let current = self.current.load();
                 // Settings are a function of the three maps alone, so equal maps
                 // (a comment edit, or a revert after a rejected edit) change nothing.
@@ -147,6 +170,12 @@ impl ConfigWatch {
                     tracing::info!(dir = %dir.display(), "configuration re-read; nothing changed");
                     return Ok(false);
                 }
+                if settings.rbac == current.rbac {
+                    // Same policy: keep the compiled one and its decision cache.
+                    settings.policy = Arc::clone(&current.policy);
+                } else {
+                    log_policy(&settings);
+                }
                 self.current.store(Arc::new(settings));
                 self.generation.send_modify(|g| *g += 1);
                 tracing::info!(dir = %dir.display(), generation = *self.generation.borrow(), "configuration reloaded");
@@ -154,6 +183,9 @@ impl ConfigWatch {
             }
             Err(err) => {
                 self.reload_errors.fetch_add(1, Ordering::Relaxed);
+                if err.object == Some(ARGOCD_RBAC_CM) {
+                    self.policy_errors.fetch_add(1, Ordering::Relaxed);
+                }
                 tracing::error!(
                     location = %err.location, reason = %err.reason,
                     "configuration rejected ({err}); keeping the last good configuration"

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 use std::time::Duration;
 
 use regex::Regex;
@@ -11,6 +12,8 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::duration::parse_go_duration;
+use crate::rbac::{LoadError, LoadOptions, Policy};
+
 use super::source::{ARGOCD_CM, ARGOCD_RBAC_CM, ARGOCD_SECRET, ConfigError, RawObject};
 
 pub const ADMIN: &str = "admin";
@@ -39,6 +42,8 @@ pub struct Settings {
     pub cm: BTreeMap<String, String>,
     pub rbac: BTreeMap<String, String>,
     pub secret: BTreeMap<String, String>,
+    /// The RBAC policy compiled from `rbac` (with the built-in roles).
+    pub policy: Arc<Policy>,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -135,13 +140,23 @@ impl Settings {
             cm: cm.data.clone(),
             rbac: rbac.data.clone(),
             secret: secret.data.clone(),
+            policy: compile_policy(rbac)?,
         })
     }
 }
 
 /// An error at `key` of `obj`: `file:line: key: reason`.
 fn err(obj: &RawObject, key: &str, reason: impl fmt::Display) -> ConfigError {
-    ConfigError::new(obj.locate(key), format!("{key}: {reason}"))
+    ConfigError::new(obj.locate(key), format!("{key}: {reason}")).in_object(obj.name)
+}
+
+/// The RBAC policy of `argocd-rbac-cm`, compiled; a bad line is located at its key.
+fn compile_policy(rbac: &RawObject) -> Result<Arc<Policy>, ConfigError> {
+    match Policy::from_config(&rbac.data, LoadOptions::default()) {
+        Ok(policy) => Ok(Arc::new(policy)),
+        Err(LoadError::Line(e)) => Err(ConfigError::new(rbac.locate(&e.source), e.to_string()).in_object(rbac.name)),
+        Err(LoadError::Scopes(why)) => Err(err(rbac, "scopes", why)),
+    }
 }
 
 /// A scalar value with surrounding whitespace removed (a volume file written by
@@ -326,6 +341,7 @@ impl fmt::Debug for Settings {
             )
             .field("cm", &self.cm)
             .field("rbac", &self.rbac)
+            .field("policy", &self.policy)
             .field(
                 "secret",
                 &self

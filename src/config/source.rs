@@ -26,6 +26,8 @@ const MAX_FILE_BYTES: u64 = 1024 * 1024;
 pub struct ConfigError {
     pub location: String,
     pub reason: String,
+    /// The object whose content is wrong, when known (for per-object metrics).
+    pub object: Option<&'static str>,
 }
 
 impl ConfigError {
@@ -33,7 +35,15 @@ impl ConfigError {
         Self {
             location: location.to_string(),
             reason: reason.into(),
+            object: None,
         }
+    }
+
+    /// The same error, attributed to `object`.
+    #[must_use]
+    pub fn in_object(mut self, object: &'static str) -> Self {
+        self.object = Some(object);
+        self
     }
 }
 

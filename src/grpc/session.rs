@@ -19,7 +19,7 @@ impl SessionService for SessionGrpc {
         &self,
         request: Request<GetUserInfoRequest>,
     ) -> Result<Response<GetUserInfoResponse>, Status> {
-        let info = session::user_info(&super::caller(&request));
+        let info = session::user_info(&super::caller(&request), &self.state.rbac);
         Ok(Response::new(GetUserInfoResponse {
             logged_in: info.logged_in,
             username: info.username,

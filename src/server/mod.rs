@@ -29,6 +29,7 @@ use self::tls::{CertSource, TlsPolicy};
 use crate::auth::sessions::{LoginLimits, Sessions};
 use crate::auth::throttle::ThrottlePolicy;
 use crate::config::ConfigWatch;
+use crate::rbac::{FixedProjects, Rbac};
 use crate::store::Store;
 
 /// A server whose sockets are bound and which is ready to serve.
@@ -106,8 +107,12 @@ impl Server {
                 "--api-content-types is empty: state-changing REST calls are not checked for CSRF"
             );
         }
+        crate::config::log_policy(&config_watch.current());
+        // Projects arrive with the resources API; until then none exist.
+        let rbac = Rbac::new(Arc::clone(&config_watch), Arc::new(FixedProjects::default()));
         let state = Arc::new(AppState::new(
             Arc::clone(&sessions),
+            rbac,
             config.url.as_ref().map(|u| u.raw.clone()),
             config.basehref.clone(),
             content_types,
@@ -180,7 +185,7 @@ impl Server {
         tokio::spawn(serve_metrics(
             self.metrics_listener,
             Arc::clone(&self.metrics),
-            Arc::clone(&self.state.sessions),
+            Arc::clone(&self.state),
             internal.clone(),
         ));
         if let Some(path) = &self.config.ready_file {
@@ -262,7 +267,7 @@ async fn purge_revocations(sessions: Arc<Sessions>, cancel: CancellationToken) {
 async fn serve_metrics(
     listener: TcpListener,
     metrics: Arc<Metrics>,
-    sessions: Arc<Sessions>,
+    state: Arc<AppState>,
     cancel: CancellationToken,
 ) {
     use axum::routing::get;
@@ -270,10 +275,11 @@ async fn serve_metrics(
         "/metrics",
         get(move || {
             let metrics = Arc::clone(&metrics);
-            let sessions = Arc::clone(&sessions);
+            let state = Arc::clone(&state);
             async move {
                 let mut body = metrics.render();
-                sessions.render_metrics(&mut body);
+                state.sessions.render_metrics(&mut body);
+                state.rbac.render_metrics(&mut body);
                 ([("content-type", "text/plain; version=0.0.4")], body)
             }
         }),

@@ -22,13 +22,14 @@ pub struct AppState {
 impl AppState {
     pub fn new(
         sessions: Arc<Sessions>,
+        rbac: Rbac,
         url_flag: Option<String>,
         basehref: String,
         api_content_types: Vec<String>,
     ) -> Self {
         Self {
             sessions,
-            rbac: Rbac,
+            rbac,
             url_flag,
             basehref,
             api_content_types,

@@ -6,6 +6,7 @@ use crate::auth::sessions::Sessions;
 use crate::error::AppError;
 use crate::json::is_zero;
 use crate::principal::{Caller, Credentials, TokenKind};
+use crate::rbac::Rbac;
 
 /// `GetUserInfoResponse`, with Go `encoding/json` rules (anonymous → `{}`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -53,7 +54,7 @@ pub async fn delete(sessions: &Sessions, caller: &Caller) -> Result<(), AppError
 }
 
 /// Who the caller is. Open to everyone; an invalid token reads as logged out.
-pub fn user_info(caller: &Caller) -> UserInfo {
+pub fn user_info(caller: &Caller, rbac: &Rbac) -> UserInfo {
     let p = &caller.principal;
     if !p.is_authenticated() {
         return UserInfo::default();
@@ -62,6 +63,11 @@ pub fn user_info(caller: &Caller) -> UserInfo {
         logged_in: true,
         username: p.subject().to_owned(),
         iss: p.issuer().to_owned(),
-        groups: p.groups().to_vec(),
+        groups: rbac
+            .policy()
+            .groups(p.claims())
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
     }
 }

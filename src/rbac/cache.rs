@@ -1,0 +1,106 @@
+//! Decisions already made by one policy version. Listing thousands of objects
+//! asks the same few questions over and over; the answer is a hash lookup.
+//!
+//! The cache belongs to one [`super::Policy`], so a policy reload starts empty;
+//! entries also carry the project generation they were made under, so a
+//! project change is never answered from an older decision. Memory is bounded:
+//! a full shard is simply emptied (cheap, and rare in steady state).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::hash::BuildHasher;
+use std::sync::{Mutex, PoisonError};
+
+const SHARDS: usize = 16;
+const SHARD_CAPACITY: usize = 4096;
+
+pub struct DecisionCache {
+    hasher: foldhash::fast::RandomState,
+    shards: [Mutex<HashMap<String, (u64, bool), foldhash::fast::RandomState>>; SHARDS],
+}
+
+impl Default for DecisionCache {
+    fn default() -> Self {
+        Self {
+            hasher: foldhash::fast::RandomState::default(),
+            shards: std::array::from_fn(|_| Mutex::default()),
+        }
+    }
+}
+
+impl DecisionCache {
+    /// An unambiguous key: every part length-prefixed, groups kept apart
+    /// from a plain subject (the two are decided differently).
+    pub fn key(user: &str, groups: Option<&[&str]>, resource: &str, action: &str, object: &str) -> String {
+        let mut key = String::with_capacity(
+            user.len() + resource.len() + action.len() + object.len() + 32,
+        );
+        fn push(key: &mut String, part: &str) {
+            let _ = write!(key, "{}:{part}", part.len());
+        }
+        for part in [resource, action, object, user] {
+            push(&mut key, part);
+        }
+        match groups {
+            None => key.push('P'),
+            Some(groups) => {
+                key.push('C');
+                for group in groups {
+                    push(&mut key, group);
+                }
+            }
+        }
+        key
+    }
+
+    fn shard(&self, key: &str) -> &Mutex<HashMap<String, (u64, bool), foldhash::fast::RandomState>> {
+        let index = usize::try_from(self.hasher.hash_one(key) % SHARDS as u64).unwrap_or_default();
+        &self.shards[index]
+    }
+
+    pub fn get(&self, key: &str, generation: u64) -> Option<bool> {
+        let shard = self.shard(key).lock().unwrap_or_else(PoisonError::into_inner);
+        match shard.get(key) {
+            Some(&(made_under, allowed)) if made_under == generation => Some(allowed),
+            _ => None,
+        }
+    }
+
+    pub fn put(&self, key: String, generation: u64, allowed: bool) {
+        let mut shard = self.shard(&key).lock().unwrap_or_else(PoisonError::into_inner);
+        if shard.len() >= SHARD_CAPACITY && !shard.contains_key(&key) {
+            shard.clear();
+        }
+        shard.insert(key, (generation, allowed));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DecisionCache;
+
+    #[test]
+    fn keys_cannot_collide_by_joining() {
+        let a = DecisionCache::key("a$$b", None, "c", "d", "e");
+        let b = DecisionCache::key("a", None, "b$$c", "d", "e");
+        assert_ne!(a, b);
+        assert_ne!(DecisionCache::key("x", None, "r", "a", "o"), DecisionCache::key("x", Some(&[]), "r", "a", "o"));
+        assert_ne!(
+            DecisionCache::key("x", Some(&["ab"]), "r", "a", "o"),
+            DecisionCache::key("x", Some(&["a", "b"]), "r", "a", "o")
+        );
+    }
+
+    #[test]
+    fn generation_mismatch_is_a_miss_and_size_is_bounded() {
+        let cache = DecisionCache::default();
+        cache.put("k".into(), 1, true);
+        assert_eq!(cache.get("k", 1), Some(true));
+        assert_eq!(cache.get("k", 2), None);
+        for i in 0..(super::SHARDS * super::SHARD_CAPACITY * 2) {
+            cache.put(i.to_string(), 0, false);
+        }
+        let total: usize = cache.shards.iter().map(|s| s.lock().unwrap().len()).sum();
+        assert!(total <= super::SHARDS * super::SHARD_CAPACITY);
+    }
+}
