@@ -86,6 +86,11 @@ impl Compiled {
         self.roles.contains_key(name)
     }
 
+    /// Whether `name` is the subject of some `p` line.
+    pub fn has_rules(&self, name: &str) -> bool {
+        self.rules.contains_key(name)
+    }
+
     pub fn problems(&self) -> &[String] {
         &self.problems
     }
