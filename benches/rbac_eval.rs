@@ -14,7 +14,9 @@ fn main() -> anyhow::Result<()> {
     let mut data = BTreeMap::new();
     let mut default_role = String::new();
     while let Some(flag) = args.next() {
-        let value = args.next().ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))?;
+        let value = args
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("{flag} needs a value"))?;
         match flag.as_str() {
             "--policy" => {
                 data.insert("policy.csv".to_owned(), std::fs::read_to_string(&value)?);
@@ -34,7 +36,13 @@ fn main() -> anyhow::Result<()> {
         let line = line?;
         let answer = match tiphys::rbac::csv::split_fields(line.trim()) {
             Ok(fields) if fields.len() == 4 && !line.trim().is_empty() => {
-                let allowed = policy.decide(&projects, Subject::Plain(&fields[0]), &fields[1], &fields[2], &fields[3]);
+                let allowed = policy.decide(
+                    &projects,
+                    Subject::Plain(&fields[0]),
+                    &fields[1],
+                    &fields[2],
+                    &fields[3],
+                );
                 if allowed { "allow" } else { "deny" }.to_owned()
             }
             Ok(fields) => format!("error: expected 4 fields, got {}", fields.len()),

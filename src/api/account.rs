@@ -57,6 +57,18 @@ pub async fn can_i(
     }))
 }
 
+/// `GET /api/v1/account/can-i/{resource}/{action}[/]`: the empty sub-resource.
+pub async fn can_i_without_object(
+    State(state): State<Arc<AppState>>,
+    Who(caller, _): Who,
+    Path((resource, action)): Path<(String, String)>,
+) -> Result<Json<Value>, AppError> {
+    let allowed = account::can_i(&state.rbac, &caller, &resource, &action, "")?;
+    Ok(Json(Value {
+        value: if allowed { "yes" } else { "no" },
+    }))
+}
+
 /// `PUT /api/v1/account/password`
 pub async fn update_password(
     State(state): State<Arc<AppState>>,

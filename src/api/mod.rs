@@ -32,6 +32,14 @@ pub fn router(state: Arc<AppState>, ui: Arc<Ui>) -> Router {
             "/api/v1/account/can-i/{resource}/{action}/{*subresource}",
             get(account::can_i),
         )
+        .route(
+            "/api/v1/account/can-i/{resource}/{action}",
+            get(account::can_i_without_object),
+        )
+        .route(
+            "/api/v1/account/can-i/{resource}/{action}/",
+            get(account::can_i_without_object),
+        )
         .route("/api/v1/account/{name}", get(account::get))
         .route("/api/v1/account/{name}/token", post(account::create_token))
         .route("/api/v1/account/{name}/token/{id}", delete(account::delete_token))

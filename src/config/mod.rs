@@ -304,6 +304,78 @@ mod tests {
         assert_eq!(*generation.borrow_and_update(), 2);
     }
 
+    const RBAC: &str = "kind: ConfigMap\nmetadata:\n  name: argocd-rbac-cm\ndata:\n  policy.csv: |\n    p, alice, clusters, get, *, allow\n";
+
+    fn alice_may_get_clusters(watch: &ConfigWatch) -> bool {
+        let policy = &watch.current().policy;
+        let projects = crate::rbac::FixedProjects::default();
+        let alice = crate::rbac::Subject::Claims {
+            user: "alice",
+            claims: None,
+        };
+        policy.decide(&projects, alice, "clusters", "get", "https://k")
+    }
+
+    #[test]
+    fn bad_policy_refused_at_start_with_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        write(
+            &dir.path().join("argocd-rbac-cm.yaml"),
+            &format!("{RBAC}    p, bob, clusters, get\n"),
+        );
+        let Err(err) = ConfigWatch::new(Some(dir.path().to_path_buf())) else {
+            panic!("a bad policy must not load")
+        };
+        assert!(err.location.ends_with("argocd-rbac-cm.yaml:5"), "{err}");
+        assert!(
+            err.reason
+                .starts_with("policy.csv line 2: a 'p' line has 6 fields"),
+            "{err}"
+        );
+        assert_eq!(err.object, Some(ARGOCD_RBAC_CM));
+
+        // Volume form: the key's own file.
+        std::fs::remove_file(dir.path().join("argocd-rbac-cm.yaml")).unwrap();
+        write(&dir.path().join("argocd-rbac-cm/policy.extra.csv"), "g, x\n");
+        let err = load(dir.path()).unwrap_err();
+        assert!(err.location.ends_with("policy.extra.csv"), "{err}");
+        assert!(err.reason.starts_with("policy.extra.csv line 1:"), "{err}");
+    }
+
+    #[test]
+    fn policy_reload_and_broken_policy_edit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("argocd-rbac-cm.yaml");
+        write(&path, RBAC);
+        let watch = ConfigWatch::new(Some(dir.path().to_path_buf())).unwrap();
+        assert!(alice_may_get_clusters(&watch));
+
+        write(&path, &RBAC.replace("allow", "deny"));
+        assert!(watch.poll_once().unwrap());
+        assert!(!alice_may_get_clusters(&watch));
+
+        // An unbalanced quote: refused, counted as a policy error, last valid policy stays.
+        write(&path, &RBAC.replace("p, alice", "p, \"alice"));
+        let err = watch.poll_once().unwrap_err();
+        assert!(err.reason.contains("not closed"), "{err}");
+        assert_eq!((watch.reload_errors(), watch.policy_errors()), (1, 1));
+        assert!(!alice_may_get_clusters(&watch));
+
+        // Other objects failing is not a policy error.
+        write(&dir.path().join("argocd-cm.yaml"), &CM.replace("1h", "nope"));
+        assert!(watch.poll_once().is_err());
+        assert_eq!((watch.reload_errors(), watch.policy_errors()), (2, 1));
+
+        // A change elsewhere keeps the compiled policy (and its cache).
+        write(&dir.path().join("argocd-cm.yaml"), CM);
+        write(&path, RBAC);
+        assert!(watch.poll_once().unwrap());
+        let before = Arc::clone(&watch.current().policy);
+        write(&dir.path().join("argocd-cm.yaml"), &CM.replace("1h", "3h"));
+        assert!(watch.poll_once().unwrap());
+        assert!(Arc::ptr_eq(&before, &watch.current().policy));
+    }
+
     #[cfg(unix)]
     #[test]
     fn volume_data_symlink_swap() {

@@ -154,7 +154,9 @@ fn err(obj: &RawObject, key: &str, reason: impl fmt::Display) -> ConfigError {
 fn compile_policy(rbac: &RawObject) -> Result<Arc<Policy>, ConfigError> {
     match Policy::from_config(&rbac.data, LoadOptions::default()) {
         Ok(policy) => Ok(Arc::new(policy)),
-        Err(LoadError::Line(e)) => Err(ConfigError::new(rbac.locate(&e.source), e.to_string()).in_object(rbac.name)),
+        Err(LoadError::Line(e)) => {
+            Err(ConfigError::new(rbac.locate(&e.source), e.to_string()).in_object(rbac.name))
+        }
         Err(LoadError::Scopes(why)) => Err(err(rbac, "scopes", why)),
     }
 }

@@ -14,9 +14,12 @@ use std::sync::{Mutex, PoisonError};
 const SHARDS: usize = 16;
 const SHARD_CAPACITY: usize = 4096;
 
+/// Decisions by key: the project generation they were made under, and the answer.
+type Shard = Mutex<HashMap<String, (u64, bool), foldhash::fast::RandomState>>;
+
 pub struct DecisionCache {
     hasher: foldhash::fast::RandomState,
-    shards: [Mutex<HashMap<String, (u64, bool), foldhash::fast::RandomState>>; SHARDS],
+    shards: [Shard; SHARDS],
 }
 
 impl Default for DecisionCache {
@@ -32,9 +35,7 @@ impl DecisionCache {
     /// An unambiguous key: every part length-prefixed, groups kept apart
     /// from a plain subject (the two are decided differently).
     pub fn key(user: &str, groups: Option<&[&str]>, resource: &str, action: &str, object: &str) -> String {
-        let mut key = String::with_capacity(
-            user.len() + resource.len() + action.len() + object.len() + 32,
-        );
+        let mut key = String::with_capacity(user.len() + resource.len() + action.len() + object.len() + 32);
         fn push(key: &mut String, part: &str) {
             let _ = write!(key, "{}:{part}", part.len());
         }
@@ -53,7 +54,7 @@ impl DecisionCache {
         key
     }
 
-    fn shard(&self, key: &str) -> &Mutex<HashMap<String, (u64, bool), foldhash::fast::RandomState>> {
+    fn shard(&self, key: &str) -> &Shard {
         let index = usize::try_from(self.hasher.hash_one(key) % SHARDS as u64).unwrap_or_default();
         &self.shards[index]
     }
@@ -84,7 +85,10 @@ mod tests {
         let a = DecisionCache::key("a$$b", None, "c", "d", "e");
         let b = DecisionCache::key("a", None, "b$$c", "d", "e");
         assert_ne!(a, b);
-        assert_ne!(DecisionCache::key("x", None, "r", "a", "o"), DecisionCache::key("x", Some(&[]), "r", "a", "o"));
+        assert_ne!(
+            DecisionCache::key("x", None, "r", "a", "o"),
+            DecisionCache::key("x", Some(&[]), "r", "a", "o")
+        );
         assert_ne!(
             DecisionCache::key("x", Some(&["ab"]), "r", "a", "o"),
             DecisionCache::key("x", Some(&["a", "b"]), "r", "a", "o")

@@ -78,7 +78,10 @@ mod tests {
 
     #[test]
     fn quotes_protect_commas_and_double_up() {
-        assert_eq!(ok(r#"p, "role,admin", "say ""hi""""#), ["p", "role,admin", r#"say "hi""#]);
+        assert_eq!(
+            ok(r#"p, "role,admin", "say ""hi""""#),
+            ["p", "role,admin", r#"say "hi""#]
+        );
         assert_eq!(ok(r#"g, "proj/{a,b}",x"#), ["g", "proj/{a,b}", "x"]);
     }
 
@@ -91,7 +94,11 @@ mod tests {
     #[test]
     fn stray_quotes_are_errors() {
         assert!(split_fields(r#"p, a"b, c"#).unwrap_err().contains("column 5"));
-        assert!(split_fields(r#"p, "ab"c, d"#).unwrap_err().contains("after the closing"));
+        assert!(
+            split_fields(r#"p, "ab"c, d"#)
+                .unwrap_err()
+                .contains("after the closing")
+        );
         assert!(split_fields(r#"p, "open, d"#).unwrap_err().contains("not closed"));
     }
 }

@@ -59,8 +59,11 @@ pub struct Policy {
     warnings: Vec<String>,
     cache: DecisionCache,
     /// Compiled project layers, reused while the project is unchanged.
-    projects: Mutex<HashMap<String, (Arc<ProjectRoles>, Arc<Option<Compiled>>)>>,
+    projects: Mutex<HashMap<String, ProjectLayer>>,
 }
+
+/// A project as last seen, and its compiled layer (None: its policy does not load).
+type ProjectLayer = (Arc<ProjectRoles>, Arc<Option<Compiled>>);
 
 impl std::fmt::Debug for Policy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -237,7 +240,9 @@ impl Policy {
                 && project.has_role(role)
                 && check(&layers, user, resource, action, object);
         }
-        if self.default_allows(&layers, resource, action, object) || check(&layers, user, resource, action, object) {
+        if self.default_allows(&layers, resource, action, object)
+            || check(&layers, user, resource, action, object)
+        {
             return true;
         }
         groups.iter().any(|group| {

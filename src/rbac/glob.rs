@@ -303,7 +303,10 @@ mod tests {
         assert!(matches(r"a\*b", "a*b"));
         assert!(!matches(r"a\*b", "axb"));
         assert!(matches("abc\\", "abc"), "a trailing backslash is dropped");
-        assert_eq!(parse("applications").unwrap(), Glob::Literal("applications".into()));
+        assert_eq!(
+            parse("applications").unwrap(),
+            Glob::Literal("applications".into())
+        );
         assert!(matches("a.b", "a.b") && !matches("a.b*", "axb"));
         assert!(matches("", "") && !matches("", "x"));
     }

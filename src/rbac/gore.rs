@@ -133,9 +133,8 @@ fn translate(pattern: &str) -> Result<String, String> {
 fn check_group_flags(chars: &std::iter::Peekable<std::str::Chars<'_>>) -> Result<(), String> {
     let mut lookahead = chars.clone();
     lookahead.next(); // the '?'
-    match lookahead.peek() {
-        Some('P' | '<') => return Ok(()), // a named group
-        _ => {}
+    if let Some('P' | '<') = lookahead.peek() {
+        return Ok(()); // a named group
     }
     for c in lookahead {
         match c {
@@ -197,7 +196,10 @@ mod tests {
 
     #[test]
     fn go_invalid_patterns_are_refused() {
-        for bad in ["*", "*/*", "a**", "a+*", "a*??", "a{2}*", "a*{2}", "(", "[z-a]", "(?x)a", "a{1001}", "a\\", "\\8"] {
+        for bad in [
+            "*", "*/*", "a**", "a+*", "a*??", "a{2}*", "a*{2}", "(", "[z-a]", "(?x)a", "a{1001}", "a\\",
+            "\\8",
+        ] {
             assert!(compile(bad).is_err(), "{bad}");
         }
     }

@@ -14,7 +14,11 @@ pub enum MatchMode {
 
 impl MatchMode {
     pub fn from_setting(value: Option<&str>) -> Self {
-        if value == Some("regex") { Self::Regex } else { Self::Glob }
+        if value == Some("regex") {
+            Self::Regex
+        } else {
+            Self::Glob
+        }
     }
 
     pub fn as_str(self) -> &'static str {
@@ -60,15 +64,15 @@ impl Matcher {
             Ok(glob::Glob::Anything) => Self::Anything,
             Ok(glob::Glob::Prefix(text)) => Self::Prefix(text),
             Ok(glob::Glob::Suffix(text)) => Self::Suffix(text),
-            Ok(glob::Glob::Regex(program)) => {
-                Regex::new(&program).map_or(Self::Never, Self::Program)
-            }
+            Ok(glob::Glob::Regex(program)) => Regex::new(&program).map_or(Self::Never, Self::Program),
             Err(_) => Self::Never,
         }
     }
 
     fn regex(pattern: &str) -> Self {
-        const SPECIAL: &[char] = &['\\', '.', '+', '*', '?', '(', ')', '|', '[', ']', '{', '}', '^', '$'];
+        const SPECIAL: &[char] = &[
+            '\\', '.', '+', '*', '?', '(', ')', '|', '[', ']', '{', '}', '^', '$',
+        ];
         if pattern.is_empty() {
             Self::Anything
         } else if !pattern.contains(SPECIAL) {

@@ -55,10 +55,26 @@ impl Rbac {
         Arc::clone(&self.config.current().policy)
     }
 
+    /// `server.rbac.rollback.enforce.enable`: rollback has its own action
+    /// (otherwise it is decided as `sync`).
+    pub fn rollback_enforced(&self) -> bool {
+        self.config
+            .current()
+            .cm
+            .get("server.rbac.rollback.enforce.enable")
+            .is_some_and(|v| v.trim() == "true")
+    }
+
     /// Whether `principal` may perform `action` on `resource`/`object`.
     pub fn allows(&self, principal: &Principal, resource: &str, action: &str, object: &str) -> bool {
         let policy = self.policy();
-        policy.decide(self.projects.as_ref(), subject(principal), resource, action, object)
+        policy.decide(
+            self.projects.as_ref(),
+            subject(principal),
+            resource,
+            action,
+            object,
+        )
     }
 
     /// `allows`, as a use case needs it: a denial is an error and an audit line.
@@ -84,7 +100,9 @@ impl Rbac {
             decision = "deny",
             "permission denied"
         );
-        Err(AppError::PermissionDenied(denied_message(principal, resource, action, object)))
+        Err(AppError::PermissionDenied(denied_message(
+            principal, resource, action, object,
+        )))
     }
 
     /// Prometheus lines: denials, the policy in force, rejected policy reloads.
@@ -92,8 +110,18 @@ impl Rbac {
         use std::fmt::Write as _;
         let policy = self.policy();
         for (name, kind, help, value) in [
-            ("tiphys_rbac_denials_total", "counter", "Requests denied by RBAC.", self.denials.load(Ordering::Relaxed)),
-            ("tiphys_rbac_policy_lines", "gauge", "Lines of user RBAC policy in force.", policy.user_lines() as u64),
+            (
+                "tiphys_rbac_denials_total",
+                "counter",
+                "Requests denied by RBAC.",
+                self.denials.load(Ordering::Relaxed),
+            ),
+            (
+                "tiphys_rbac_policy_lines",
+                "gauge",
+                "Lines of user RBAC policy in force.",
+                policy.user_lines() as u64,
+            ),
             (
                 "tiphys_rbac_policy_reload_errors_total",
                 "counter",

@@ -101,7 +101,9 @@ pub fn check(layers: &[&Compiled], subject: &str, resource: &str, action: &str, 
     let mut allowed = false;
     for name in reachable(layers, subject) {
         for layer in layers {
-            let Some(rules) = layer.rules.get(name) else { continue };
+            let Some(rules) = layer.rules.get(name) else {
+                continue;
+            };
             for rule in rules {
                 // Casbin evaluates left to right and stops at the first false,
                 // so an invalid regex only counts once the fields before it matched.
@@ -169,7 +171,10 @@ mod tests {
         assert!(allows(p, "alice", "applications", "get", "a/b"));
         assert!(!allows(p, "alice", "applications", "delete", "a/b"));
         let p = "p, alice, applications, *, */*, allow\np, role:dev, applications, delete, */*, deny\ng, alice, role:dev";
-        assert!(!allows(p, "alice", "applications", "delete", "a/b"), "an inherited deny counts");
+        assert!(
+            !allows(p, "alice", "applications", "delete", "a/b"),
+            "an inherited deny counts"
+        );
     }
 
     #[test]
@@ -191,8 +196,14 @@ mod tests {
         p.push_str("g, r11, r0\n");
         let c = compiled(&p, MatchMode::Glob);
         assert!(check(&[&c], "r0", "res", "get", "x"), "10 bindings reach r10");
-        let only_r11 = compiled(&p.replacen("p, r10, res, get, *, allow\n", "", 1), MatchMode::Glob);
-        assert!(!check(&[&only_r11], "r0", "res", "get", "x"), "11 bindings are too many");
+        let only_r11 = compiled(
+            &p.replacen("p, r10, res, get, *, allow\n", "", 1),
+            MatchMode::Glob,
+        );
+        assert!(
+            !check(&[&only_r11], "r0", "res", "get", "x"),
+            "11 bindings are too many"
+        );
         assert!(check(&[&only_r11], "r1", "res", "get", "x"));
     }
 
@@ -203,11 +214,23 @@ mod tests {
             MatchMode::Regex,
         );
         assert!(!check(&[&c], "alice", "applications", "get", "p/a"));
-        assert!(!check(&[&c], "alice", "clusters", "get", "x"), "action `*` is reached and invalid");
-        assert!(!check(&[&c], "alice", "repositories", "get", "x"), "nothing matches");
-        let ok = compiled("p, alice, applications, get, .*, allow\np, alice, clusters, get, *, allow", MatchMode::Regex);
+        assert!(
+            !check(&[&c], "alice", "clusters", "get", "x"),
+            "action `*` is reached and invalid"
+        );
+        assert!(
+            !check(&[&c], "alice", "repositories", "get", "x"),
+            "nothing matches"
+        );
+        let ok = compiled(
+            "p, alice, applications, get, .*, allow\np, alice, clusters, get, *, allow",
+            MatchMode::Regex,
+        );
         assert!(ok.problems().len() == 1);
-        assert!(check(&[&ok], "alice", "applications", "get", "p/a"), "the bad line is never reached");
+        assert!(
+            check(&[&ok], "alice", "applications", "get", "p/a"),
+            "the bad line is never reached"
+        );
     }
 
     #[test]

@@ -176,8 +176,18 @@ mod tests {
         let err = load("p, a, b, c, d\n").unwrap_err();
         assert_eq!(err.line, 1);
         assert!(err.reason.contains("this one has 5"), "{err}");
-        assert!(load("p, a, b, c, d, allow, extra").unwrap_err().reason.contains("has 7"));
-        assert!(load("\n\ng, a").unwrap_err().to_string().starts_with("policy.csv line 3:"));
+        assert!(
+            load("p, a, b, c, d, allow, extra")
+                .unwrap_err()
+                .reason
+                .contains("has 7")
+        );
+        assert!(
+            load("\n\ng, a")
+                .unwrap_err()
+                .to_string()
+                .starts_with("policy.csv line 3:")
+        );
         assert!(load("g, a, b, c").is_err());
         assert!(load("x, a, b").unwrap_err().reason.contains("not \"x\""));
         assert!(load("P, a, b, c, d, allow").is_err(), "case-sensitive");
@@ -188,12 +198,21 @@ mod tests {
     fn comments_only_at_line_start() {
         let rules = load("  # note\n\np, a, b, c, d, allow # trailing\n").unwrap();
         assert_eq!(rules.rules[0].effect, Effect::Inert);
-        assert!(rules.warnings[0].contains("does not start a comment"), "{:?}", rules.warnings);
+        assert!(
+            rules.warnings[0].contains("does not start a comment"),
+            "{:?}",
+            rules.warnings
+        );
     }
 
     #[test]
     fn effect_must_be_exact() {
-        for (eft, want) in [("allow", Effect::Allow), ("deny", Effect::Deny), ("Allow", Effect::Inert), ("", Effect::Inert)] {
+        for (eft, want) in [
+            ("allow", Effect::Allow),
+            ("deny", Effect::Deny),
+            ("Allow", Effect::Inert),
+            ("", Effect::Inert),
+        ] {
             let rules = load(&format!("p, a, b, c, d, {eft}")).unwrap();
             assert_eq!(rules.rules[0].effect, want, "{eft:?}");
         }

@@ -64,7 +64,9 @@ pub fn check_strict(resource: &str, action: &str) -> Result<(), String> {
             "create", "get", "update", "update/", "delete", "delete/", "action", "action/", "override",
             "sync", "rollback",
         ],
-        "applicationsets" | "clusters" | "projects" | "repositories" => &["create", "get", "update", "delete"],
+        "applicationsets" | "clusters" | "projects" | "repositories" => {
+            &["create", "get", "update", "delete"]
+        }
         "certificates" | "gpgkeys" => &["create", "get", "delete"],
         "logs" => &["get"],
         "exec" => &["create"],
@@ -72,7 +74,9 @@ pub fn check_strict(resource: &str, action: &str) -> Result<(), String> {
         _ => return Err(format!("error in RBAC request: unknown resource {resource:?}")),
     };
     let ok = allowed.iter().any(|&a| match a.strip_suffix('/') {
-        Some(base) => action.strip_prefix(base).is_some_and(|rest| rest.starts_with('/')),
+        Some(base) => action
+            .strip_prefix(base)
+            .is_some_and(|rest| rest.starts_with('/')),
         None => a == action,
     });
     if ok {
@@ -93,7 +97,10 @@ mod tests {
         assert!(check_strict("applications", "update/apps/Deployment/ns/x").is_ok());
         assert!(check_strict("applications", "action/apps/Deployment/restart").is_ok());
         assert!(check_strict("applications", "updates").is_err());
-        assert!(check_strict("accounts", "get").is_err(), "upstream's table has no accounts get");
+        assert!(
+            check_strict("accounts", "get").is_err(),
+            "upstream's table has no accounts get"
+        );
         assert!(check_strict("write-repositories", "get").is_err());
         assert!(check_strict("logs", "get").is_ok());
     }
@@ -104,7 +111,15 @@ mod tests {
         assert_eq!(resolve_alias("key"), "gpgkeys");
         assert_eq!(resolve_alias("widgets"), "widgets");
         assert!(check_can_i("applications", "sync").is_ok());
-        assert!(check_can_i("applications", "fly").unwrap_err().contains("unknown action"));
-        assert!(check_can_i("widgets", "get").unwrap_err().contains("unknown resource"));
+        assert!(
+            check_can_i("applications", "fly")
+                .unwrap_err()
+                .contains("unknown action")
+        );
+        assert!(
+            check_can_i("widgets", "get")
+                .unwrap_err()
+                .contains("unknown resource")
+        );
     }
 }

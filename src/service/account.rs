@@ -9,7 +9,7 @@ use crate::auth::sessions::{LoginError, Sessions};
 use crate::error::AppError;
 use crate::json::is_zero;
 use crate::principal::{Caller, Principal};
-use crate::rbac::Rbac;
+use crate::rbac::{Rbac, resources};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -81,7 +81,8 @@ fn find(sessions: &Sessions, name: &str) -> Result<Account, AppError> {
         .ok_or_else(|| AppError::NotFound(format!("account '{name}' does not exist")))
 }
 
-/// `CanI`: the caller's own permission, never someone else's.
+/// `CanI`: the caller's own permission, never someone else's. Asking is not
+/// acting, so a "no" is an answer, not a denial (no audit line).
 pub fn can_i(
     rbac: &Rbac,
     caller: &Caller,
@@ -90,6 +91,13 @@ pub fn can_i(
     object: &str,
 ) -> Result<bool, AppError> {
     let principal = caller.require()?;
+    resources::check_can_i(resource, action).map_err(AppError::InvalidArgument)?;
+    // Rollback is decided as sync unless argocd-cm says to enforce it apart.
+    let action = if action == "rollback" && !rbac.rollback_enforced() {
+        "sync"
+    } else {
+        action
+    };
     Ok(rbac.allows(principal, resource, action, object))
 }
 
