@@ -114,7 +114,8 @@ pub struct CanIArgs {
     pub action: String,
     /// The resource, such as applications, projects, accounts.
     pub resource: String,
-    /// The object, such as PROJECT/APP, or '*'.
+    /// The object, such as PROJECT/APP, or '*' (empty when left out).
+    #[arg(default_value = "")]
     pub subresource: String,
     #[command(flatten)]
     pub conn: ClientOpts,

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 
@@ -11,6 +12,16 @@ use crate::auth::sessions::INITIAL_PASSWORD_FILE;
 pub enum AdminCommand {
     /// Print the generated initial password of the admin account.
     InitialPassword(InitialPasswordArgs),
+    /// Check settings offline, without a server.
+    #[command(subcommand)]
+    Settings(SettingsCommand),
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum SettingsCommand {
+    /// Ask an RBAC policy what a subject may do, or validate it.
+    #[command(subcommand)]
+    Rbac(super::rbac::RbacCommand),
 }
 
 #[derive(clap::Args, Debug)]
@@ -20,9 +31,11 @@ pub struct InitialPasswordArgs {
     pub data_dir: Option<PathBuf>,
 }
 
-pub fn run(command: AdminCommand, out: &mut dyn Write) -> anyhow::Result<()> {
+/// Runs an admin command; some answer with their exit code (`rbac can`: 1 is No).
+pub fn run(command: AdminCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
     match command {
-        AdminCommand::InitialPassword(args) => initial_password(args, out),
+        AdminCommand::InitialPassword(args) => initial_password(args, out).map(|()| ExitCode::SUCCESS),
+        AdminCommand::Settings(SettingsCommand::Rbac(command)) => super::rbac::run(command, out),
     }
 }
 

@@ -9,6 +9,7 @@ mod context;
 mod login;
 mod output;
 mod prompt;
+mod rbac;
 mod version;
 
 use std::io::Write;
@@ -106,7 +107,10 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
             Ok(path) => account::run(&path, command, out).await,
             Err(err) => Err(err),
         },
-        Command::Admin(command) => admin::run(command, out),
+        Command::Admin(command) => match admin::run(command, out) {
+            Ok(code) => return code,
+            Err(err) => Err(err),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

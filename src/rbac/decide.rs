@@ -127,8 +127,11 @@ impl Policy {
         }
     }
 
+    /// The same policy with another default role (and an empty cache, since
+    /// the default role takes part in every decision).
     pub fn with_default_role(mut self, role: &str) -> Self {
         role.clone_into(&mut self.default_role);
+        self.cache = DecisionCache::default();
         self
     }
 

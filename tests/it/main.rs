@@ -9,6 +9,7 @@ mod support;
 mod bad_input;
 mod cli;
 mod cli_accounts;
+mod cli_rbac;
 mod matrix;
 mod paths;
 mod shutdown;
