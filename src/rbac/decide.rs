@@ -97,7 +97,7 @@ impl Policy {
         let mut lines = 0;
         for (source, text) in user_policy_texts(data) {
             rules.add_text(source, text).map_err(LoadError::Line)?;
-            lines += text.split('\n').count();
+            lines += text.lines().count();
         }
         let scopes = parse_scopes(data.get("scopes").map(String::as_str))?;
         let mode = MatchMode::from_setting(data.get("policy.matchMode").map(String::as_str));

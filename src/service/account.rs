@@ -75,6 +75,20 @@ fn is_self(principal: &Principal, name: &str) -> bool {
     principal.account().is_some_and(|a| a.name == name)
 }
 
+/// May `principal` do `action` to account `name`? A local account always may
+/// act on itself (as upstream); anyone else needs `accounts, <action>, <name>`.
+fn may(rbac: &Rbac, principal: &Principal, action: &str, name: &str) -> bool {
+    is_self(principal, name) || rbac.allows(principal, "accounts", action, name)
+}
+
+/// [`may`], as an error and an audit line when not.
+fn ensure(rbac: &Rbac, principal: &Principal, action: &str, name: &str) -> Result<(), AppError> {
+    if is_self(principal, name) {
+        return Ok(());
+    }
+    rbac.enforce(principal, "accounts", action, name)
+}
+
 fn find(sessions: &Sessions, name: &str) -> Result<Account, AppError> {
     sessions
         .account(name)
@@ -106,14 +120,14 @@ pub fn list(sessions: &Sessions, rbac: &Rbac, caller: &Caller) -> Result<Vec<Acc
     Ok(sessions
         .accounts()
         .iter()
-        .filter(|a| rbac.allows(principal, "accounts", "get", &a.name))
+        .filter(|a| may(rbac, principal, "get", &a.name))
         .map(AccountView::from)
         .collect())
 }
 
 pub fn get(sessions: &Sessions, rbac: &Rbac, caller: &Caller, name: &str) -> Result<AccountView, AppError> {
     let principal = caller.require()?;
-    rbac.enforce(principal, "accounts", "get", name)?;
+    ensure(rbac, principal, "get", name)?;
     Ok(AccountView::from(&find(sessions, name)?))
 }
 
@@ -134,9 +148,7 @@ pub async fn update_password(
     } else {
         req.name
     };
-    if name != me.name {
-        rbac.enforce(principal, "accounts", "update", &name)?;
-    }
+    ensure(rbac, principal, "update", &name)?;
     find(sessions, &name)?;
     if req.current_password.is_empty() {
         return Err(AppError::InvalidArgument(
@@ -187,9 +199,7 @@ pub async fn create_token(
     } else {
         req.name
     };
-    if !is_self(principal, &name) {
-        rbac.enforce(principal, "accounts", "update", &name)?;
-    }
+    ensure(rbac, principal, "update", &name)?;
     let account = find(sessions, &name)?;
     if !account.api_key {
         return Err(AppError::InvalidArgument(format!(
@@ -224,9 +234,7 @@ pub async fn delete_token(
     } else {
         name
     };
-    if !is_self(principal, name) {
-        rbac.enforce(principal, "accounts", "update", name)?;
-    }
+    ensure(rbac, principal, "update", name)?;
     find(sessions, name)?;
     sessions.delete_api_key(name, id).await?;
     tracing::info!(target: "audit", account = %name, token = %id, by = %principal.subject(), "API key deleted");
