@@ -1,12 +1,16 @@
 //! Regular expressions as Argo CD's `policy.matchMode: regex` reads them: Go's
 //! RE2 syntax, unanchored (a match anywhere in the value counts).
 //!
-//! The `regex` crate speaks nearly the same syntax; this module closes the gaps
-//! that would change a decision: Go's `\d`, `\w`, `\s` and `\b` are ASCII-only,
-//! `\<` and `\>` are plain characters, `\Q...\E` quotes, the `x` flag does not
-//! exist, and a repeat count above 1000 is an error. A pattern that Go refuses
-//! must be refused here too, because in regex mode an invalid pattern that a
-//! check reaches denies the whole check.
+//! The `regex` crate speaks nearly the same syntax. This module reads Go's
+//! syntax itself where the two differ and hands the crate an unambiguous
+//! spelling: Go's `\d`, `\w`, `\s` and `\b` are ASCII-only; escapes are Go's
+//! (`\<` is a plain `<`, `\u` and back-references are errors, octal and `\x{..}`
+//! are characters); a character class holds only characters, ranges and named
+//! classes (`&&`, `--`, `~~` and a nested `[` are plain characters, a backwards
+//! range is an error); group names may repeat; the `x` flag does not exist; a
+//! repeat of a repeat and a count above 1000 are errors. A pattern Go refuses
+//! must be refused here too: in regex mode an invalid pattern that a check
+//! reaches denies the whole check.
 
 use regex::{Regex, RegexBuilder};
 
@@ -16,25 +20,29 @@ const MAX_REPEAT: u32 = 1000;
 /// Compiles a policy pattern with Go's meaning, or says why Go would refuse it.
 pub fn compile(pattern: &str) -> Result<Regex, String> {
     let translated = translate(pattern)?;
-    RegexBuilder::new(&translated)
-        .octal(true)
-        .build()
-        .map_err(|e| match e {
-            regex::Error::Syntax(text) => text.lines().last().unwrap_or_default().trim().to_owned(),
-            other => other.to_string(),
-        })
+    RegexBuilder::new(&translated).build().map_err(|e| match e {
+        regex::Error::Syntax(text) => text.lines().last().unwrap_or_default().trim().to_owned(),
+        other => other.to_string(),
+    })
 }
+
+type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;
+
+/// POSIX classes Go knows inside `[...]`.
+const POSIX_CLASSES: &[&str] = &[
+    "alnum", "alpha", "ascii", "blank", "cntrl", "digit", "graph", "lower", "print", "punct", "space",
+    "upper", "word", "xdigit",
+];
 
 fn translate(pattern: &str) -> Result<String, String> {
     let mut out = String::with_capacity(pattern.len() + 8);
     let mut chars = pattern.chars().peekable();
-    let mut in_class = false;
     // Go refuses a repetition of a repetition (`a**`, `a+*`, `a{2}*`).
     let mut after_repeat = false;
     while let Some(c) = chars.next() {
         let was_repeat = std::mem::take(&mut after_repeat);
         match c {
-            '*' | '+' | '?' if !in_class => {
+            '*' | '+' | '?' => {
                 if was_repeat {
                     return Err(format!("invalid nested repetition operator: `{c}`"));
                 }
@@ -45,71 +53,7 @@ fn translate(pattern: &str) -> Result<String, String> {
                 }
                 after_repeat = true;
             }
-            '\\' => {
-                let Some(e) = chars.next() else {
-                    return Err("trailing backslash at end of expression".to_owned());
-                };
-                match e {
-                    'd' => out.push_str("[0-9]"),
-                    'D' => out.push_str("[^0-9]"),
-                    'w' => out.push_str("[0-9A-Za-z_]"),
-                    'W' => out.push_str("[^0-9A-Za-z_]"),
-                    's' => out.push_str("[\\t\\n\\x0C\\r ]"),
-                    'S' => out.push_str("[^\\t\\n\\x0C\\r ]"),
-                    'b' if !in_class => out.push_str("(?-u:\\b)"),
-                    'B' if !in_class => out.push_str("(?-u:\\B)"),
-                    '<' | '>' => out.push(e),
-                    'Q' if !in_class => {
-                        let mut quoted = String::new();
-                        while let Some(q) = chars.next() {
-                            if q == '\\' && chars.peek() == Some(&'E') {
-                                chars.next();
-                                break;
-                            }
-                            quoted.push(q);
-                        }
-                        out.push_str(&regex::escape(&quoted));
-                    }
-                    _ => {
-                        out.push('\\');
-                        out.push(e);
-                    }
-                }
-            }
-            '[' if !in_class => {
-                in_class = true;
-                out.push('[');
-                // A leading `^` and then a leading `]` are part of the class syntax.
-                if chars.peek() == Some(&'^') {
-                    out.push('^');
-                    chars.next();
-                }
-                if chars.peek() == Some(&']') {
-                    out.push_str("\\]");
-                    chars.next();
-                }
-            }
-            '[' if in_class && chars.peek() == Some(&':') => {
-                // `[:alpha:]` inside a class: copy it whole.
-                out.push('[');
-                for n in chars.by_ref() {
-                    out.push(n);
-                    if n == ']' {
-                        break;
-                    }
-                }
-            }
-            // Go takes `[` inside a class literally; the regex crate would nest.
-            '[' => out.push_str("\\["),
-            ']' if in_class => {
-                in_class = false;
-                out.push(']');
-            }
-            '(' if !in_class && chars.peek() == Some(&'?') => {
-                check_group_flags(&chars)?;
-                out.push('(');
-            }
-            '{' if !in_class => {
+            '{' => {
                 let text = repeat(&mut chars)?;
                 if text != "\\{" {
                     if was_repeat {
@@ -123,32 +67,276 @@ fn translate(pattern: &str) -> Result<String, String> {
                     chars.next();
                 }
             }
+            '\\' => escape_outside_class(&mut chars, &mut out)?,
+            '[' => class(&mut chars, &mut out)?,
+            '(' if chars.peek() == Some(&'?') => group(&mut chars, &mut out)?,
             _ => out.push(c),
         }
     }
     Ok(out)
 }
 
-/// At `(?`: refuses group flags Go does not have (the text is copied as is).
-fn check_group_flags(chars: &std::iter::Peekable<std::str::Chars<'_>>) -> Result<(), String> {
-    let mut lookahead = chars.clone();
-    lookahead.next(); // the '?'
-    if let Some('P' | '<') = lookahead.peek() {
-        return Ok(()); // a named group
-    }
-    for c in lookahead {
-        match c {
-            'i' | 'm' | 's' | 'U' | '-' => {}
-            ':' | ')' => return Ok(()),
-            other => return Err(format!("invalid or unsupported Perl syntax: `(?{other}`")),
+/// After `\` outside a class.
+fn escape_outside_class(chars: &mut Chars<'_>, out: &mut String) -> Result<(), String> {
+    match chars.peek().copied() {
+        Some('b') => out.push_str("(?-u:\\b)"),
+        Some('B') => out.push_str("(?-u:\\B)"),
+        Some(c @ ('A' | 'z')) => {
+            out.push('\\');
+            out.push(c);
+        }
+        Some('Q') => {
+            chars.next();
+            let mut quoted = String::new();
+            while let Some(q) = chars.next() {
+                if q == '\\' && chars.peek() == Some(&'E') {
+                    chars.next();
+                    break;
+                }
+                quoted.push(q);
+            }
+            out.push_str(&regex::escape(&quoted));
+            return Ok(());
+        }
+        _ => {
+            if !class_escape(chars, out)? {
+                let c = escaped_char(chars)?;
+                push_char(out, c);
+            }
+            return Ok(());
         }
     }
+    chars.next();
+    Ok(())
+}
+
+/// After `\`: a Perl (`\d`) or Unicode (`\pL`, `\p{Greek}`) class, copied
+/// into `out`; false (nothing consumed) when the escape is something else.
+fn class_escape(chars: &mut Chars<'_>, out: &mut String) -> Result<bool, String> {
+    let ascii = match chars.peek().copied() {
+        Some('d') => "[0-9]",
+        Some('D') => "[^0-9]",
+        Some('w') => "[0-9A-Za-z_]",
+        Some('W') => "[^0-9A-Za-z_]",
+        Some('s') => "[\\t\\n\\x0C\\r ]",
+        Some('S') => "[^\\t\\n\\x0C\\r ]",
+        Some(p @ ('p' | 'P')) => {
+            chars.next();
+            out.push('\\');
+            out.push(p);
+            match chars.next() {
+                Some('{') => {
+                    out.push('{');
+                    loop {
+                        match chars.next() {
+                            Some('}') => break,
+                            Some(c) if c.is_ascii_alphanumeric() || c == '_' || c == '^' => out.push(c),
+                            _ => return Err("invalid character class range: unclosed `\\p{`".to_owned()),
+                        }
+                    }
+                    out.push('}');
+                }
+                Some(c) if c.is_ascii_alphabetic() => out.push(c),
+                _ => return Err("invalid character class range: `\\p` needs a class name".to_owned()),
+            }
+            return Ok(true);
+        }
+        _ => return Ok(false),
+    };
+    chars.next();
+    out.push_str(ascii);
+    Ok(true)
+}
+
+/// After `\` (which is consumed): the one character an escape stands for, by Go's rules.
+fn escaped_char(chars: &mut Chars<'_>) -> Result<char, String> {
+    let c = chars
+        .next()
+        .ok_or_else(|| "trailing backslash at end of expression".to_owned())?;
+    let code = match c {
+        'a' => 0x07,
+        'f' => 0x0C,
+        't' => 0x09,
+        'n' => 0x0A,
+        'r' => 0x0D,
+        'v' => 0x0B,
+        '0'..='7' => {
+            // `\1`..`\7` alone would be a back-reference, which Go does not have.
+            if c != '0' && !chars.peek().is_some_and(|d| ('0'..='7').contains(d)) {
+                return Err(format!("invalid escape sequence: `\\{c}`"));
+            }
+            let mut value = c.to_digit(8).unwrap_or_default();
+            for _ in 0..2 {
+                match chars.peek().and_then(|d| d.to_digit(8)) {
+                    Some(d) => {
+                        value = value * 8 + d;
+                        chars.next();
+                    }
+                    None => break,
+                }
+            }
+            value
+        }
+        'x' => hex_escape(chars)?,
+        c if c.is_ascii() && !c.is_ascii_alphanumeric() => return Ok(c),
+        c => return Err(format!("invalid escape sequence: `\\{c}`")),
+    };
+    char::from_u32(code).ok_or_else(|| format!("invalid escape sequence: code {code:#x}"))
+}
+
+/// After `\x`: `HH` or `{H...}`.
+fn hex_escape(chars: &mut Chars<'_>) -> Result<u32, String> {
+    let bad = || "invalid escape sequence: `\\x`".to_owned();
+    let digits: String = if chars.peek() == Some(&'{') {
+        chars.next();
+        let mut digits = String::new();
+        loop {
+            match chars.next() {
+                Some('}') => break,
+                Some(d) if d.is_ascii_hexdigit() && digits.len() < 8 => digits.push(d),
+                _ => return Err(bad()),
+            }
+        }
+        digits
+    } else {
+        let pair: String = chars.by_ref().take(2).collect();
+        if pair.len() != 2 {
+            return Err(bad());
+        }
+        pair
+    };
+    if digits.is_empty() || !digits.chars().all(|d| d.is_ascii_hexdigit()) {
+        return Err(bad());
+    }
+    let value = u32::from_str_radix(&digits, 16).map_err(|_| bad())?;
+    if value > 0x10FFFF { Err(bad()) } else { Ok(value) }
+}
+
+fn push_char(out: &mut String, c: char) {
+    use std::fmt::Write as _;
+    let _ = write!(out, "\\x{{{:x}}}", u32::from(c));
+}
+
+/// After `[`: Go's class syntax, written out for the regex crate with every
+/// character spelled as `\x{..}` so nothing in it can mean a set operation.
+fn class(chars: &mut Chars<'_>, out: &mut String) -> Result<(), String> {
+    out.push('[');
+    if chars.peek() == Some(&'^') {
+        chars.next();
+        out.push('^');
+    }
+    let mut first = true;
+    loop {
+        match chars.peek().copied() {
+            None => return Err("missing closing ]".to_owned()),
+            Some(']') if !first => {
+                chars.next();
+                out.push(']');
+                return Ok(());
+            }
+            _ => {}
+        }
+        first = false;
+        if let Some(name) = posix_class(chars)? {
+            out.push_str(&format!("[:{name}:]"));
+            continue;
+        }
+        let lo = match chars.next() {
+            Some('\\') => {
+                if class_escape(chars, out)? {
+                    continue;
+                }
+                escaped_char(chars)?
+            }
+            Some(c) => c,
+            None => return Err("missing closing ]".to_owned()),
+        };
+        let mut ahead = chars.clone();
+        if ahead.next() == Some('-') && ahead.peek().is_some_and(|&c| c != ']') {
+            chars.next();
+            let hi = match chars.next() {
+                Some('\\') => escaped_char(chars)?,
+                Some(c) => c,
+                None => return Err("missing closing ]".to_owned()),
+            };
+            if hi < lo {
+                return Err(format!("invalid character class range: `{lo}-{hi}`"));
+            }
+            push_char(out, lo);
+            out.push('-');
+            push_char(out, hi);
+        } else {
+            push_char(out, lo);
+        }
+    }
+}
+
+/// `[:name:]` or `[:^name:]` at the cursor: consumed and returned (name with
+/// its `^`); None when the text there is not of that shape (then `[` is a character).
+fn posix_class(chars: &mut Chars<'_>) -> Result<Option<String>, String> {
+    let mut ahead = chars.clone();
+    if ahead.next() != Some('[') || ahead.next() != Some(':') {
+        return Ok(None);
+    }
+    let mut name = String::new();
+    loop {
+        match ahead.next() {
+            Some(':') if ahead.peek() == Some(&']') => break,
+            Some(c) => name.push(c),
+            None => return Ok(None),
+        }
+    }
+    ahead.next();
+    if !POSIX_CLASSES.contains(&name.strip_prefix('^').unwrap_or(&name)) {
+        return Err(format!("invalid character class range: `[:{name}:]`"));
+    }
+    *chars = ahead;
+    Ok(Some(name))
+}
+
+/// At `(?`: flags (Go has `i`, `m`, `s`, `U`), or a named group, whose name
+/// is dropped (Go allows a name twice; the crate does not, and names never
+/// change whether a value matches).
+fn group(chars: &mut Chars<'_>, out: &mut String) -> Result<(), String> {
+    let mut ahead = chars.clone();
+    ahead.next(); // the '?'
+    let named = match ahead.peek() {
+        Some('P') => {
+            ahead.next();
+            ahead.next() == Some('<')
+        }
+        Some('<') => {
+            ahead.next();
+            true
+        }
+        _ => false,
+    };
+    if named {
+        let name: String = ahead.by_ref().take_while(|&c| c != '>').collect();
+        if name.is_empty() || !name.chars().all(|c| c.is_alphanumeric() || c == '_') {
+            return Err(format!("invalid named capture: `{name}`"));
+        }
+        *chars = ahead;
+        out.push('(');
+        return Ok(());
+    }
+    let flags: String = ahead.clone().take_while(|&c| c != ')' && c != ':').collect();
+    if let Some(other) = flags.chars().find(|c| !matches!(c, 'i' | 'm' | 's' | 'U' | '-')) {
+        return Err(format!("invalid or unsupported Perl syntax: `(?{other}`"));
+    }
+    if flags.is_empty() && ahead.peek() == Some(&')') {
+        // `(?)`: no flags at all, which Go accepts and the crate does not.
+        chars.next();
+        chars.next();
+        return Ok(());
+    }
+    out.push('(');
     Ok(())
 }
 
 /// After `{`: a repeat `{n}`, `{n,}` or `{n,m}` checked against Go's limit, or
 /// (as in Go) a literal `{` when what follows is not a repeat.
-fn repeat(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) -> Result<String, String> {
+fn repeat(chars: &mut Chars<'_>) -> Result<String, String> {
     let body: String = chars.clone().take_while(|&c| c != '}').collect();
     let closed = chars.clone().any(|c| c == '}');
     let mut parts = body.splitn(2, ',');
@@ -215,5 +403,15 @@ mod tests {
         assert!(find(r"[]a]", "]"));
         assert!(find(r"^[[:alpha:]]+$", "abc"));
         assert!(find(r"(?i)APP", "app") && find(r"(?P<n>a)", "a"));
+        assert!(find(r"(?P<n>a)|(?P<n>b)", "b"), "Go allows a group name twice");
+        assert!(find(r"(?)get", "get"));
+        assert!(
+            find(r"^[a&&b]$", "&") && find(r"^[a~~b]$", "~"),
+            "no set operations in Go"
+        );
+        assert!(find(r"^[+--]$", ","));
+        assert!(find(r"^\x{e9}\p{L}\P{L}$", "éé1") && find(r"^\p{Greek}$", "λ") && find(r"^\pL$", "x"));
+        assert!(find(r"^\x41\101\0$", "AA\0"));
+        assert!(find(r"^[[:^digit:]x]$", "a") && find(r"[\d\-]", "-"));
     }
 }
