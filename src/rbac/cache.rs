@@ -7,7 +7,6 @@
 //! a full shard is simply emptied (cheap, and rare in steady state).
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 use std::hash::BuildHasher;
 use std::sync::{Mutex, PoisonError};
 
@@ -15,7 +14,7 @@ const SHARDS: usize = 16;
 const SHARD_CAPACITY: usize = 4096;
 
 /// Decisions by key: the project generation they were made under, and the answer.
-type Shard = Mutex<HashMap<String, (u64, bool), foldhash::fast::RandomState>>;
+type Shard = Mutex<HashMap<Vec<u8>, (u64, bool), foldhash::fast::RandomState>>;
 
 pub struct DecisionCache {
     hasher: foldhash::fast::RandomState,
@@ -34,18 +33,23 @@ impl Default for DecisionCache {
 impl DecisionCache {
     /// An unambiguous key: every part length-prefixed, groups kept apart
     /// from a plain subject (the two are decided differently).
-    pub fn key(user: &str, groups: Option<&[&str]>, resource: &str, action: &str, object: &str) -> String {
-        let mut key = String::with_capacity(user.len() + resource.len() + action.len() + object.len() + 32);
-        fn push(key: &mut String, part: &str) {
-            let _ = write!(key, "{}:{part}", part.len());
+    pub fn key(user: &str, groups: Option<&[&str]>, resource: &str, action: &str, object: &str) -> Vec<u8> {
+        let group_bytes: usize = groups.unwrap_or_default().iter().map(|g| g.len() + 4).sum();
+        let mut key =
+            Vec::with_capacity(user.len() + resource.len() + action.len() + object.len() + group_bytes + 18);
+        /// Each part prefixed by its length, so no two requests share a key.
+        fn push(key: &mut Vec<u8>, part: &str) {
+            let len = u32::try_from(part.len()).unwrap_or(u32::MAX);
+            key.extend_from_slice(&len.to_le_bytes());
+            key.extend_from_slice(part.as_bytes());
         }
         for part in [resource, action, object, user] {
             push(&mut key, part);
         }
         match groups {
-            None => key.push('P'),
+            None => key.push(b'P'),
             Some(groups) => {
-                key.push('C');
+                key.push(b'C');
                 for group in groups {
                     push(&mut key, group);
                 }
@@ -54,12 +58,12 @@ impl DecisionCache {
         key
     }
 
-    fn shard(&self, key: &str) -> &Shard {
+    fn shard(&self, key: &[u8]) -> &Shard {
         let index = usize::try_from(self.hasher.hash_one(key) % SHARDS as u64).unwrap_or_default();
         &self.shards[index]
     }
 
-    pub fn get(&self, key: &str, generation: u64) -> Option<bool> {
+    pub fn get(&self, key: &[u8], generation: u64) -> Option<bool> {
         let shard = self.shard(key).lock().unwrap_or_else(PoisonError::into_inner);
         match shard.get(key) {
             Some(&(made_under, allowed)) if made_under == generation => Some(allowed),
@@ -67,7 +71,7 @@ impl DecisionCache {
         }
     }
 
-    pub fn put(&self, key: String, generation: u64, allowed: bool) {
+    pub fn put(&self, key: Vec<u8>, generation: u64, allowed: bool) {
         let mut shard = self.shard(&key).lock().unwrap_or_else(PoisonError::into_inner);
         if shard.len() >= SHARD_CAPACITY && !shard.contains_key(&key) {
             shard.clear();
@@ -98,11 +102,11 @@ mod tests {
     #[test]
     fn generation_mismatch_is_a_miss_and_size_is_bounded() {
         let cache = DecisionCache::default();
-        cache.put("k".into(), 1, true);
-        assert_eq!(cache.get("k", 1), Some(true));
-        assert_eq!(cache.get("k", 2), None);
+        cache.put(b"k".to_vec(), 1, true);
+        assert_eq!(cache.get(b"k", 1), Some(true));
+        assert_eq!(cache.get(b"k", 2), None);
         for i in 0..(super::SHARDS * super::SHARD_CAPACITY * 2) {
-            cache.put(i.to_string(), 0, false);
+            cache.put(i.to_string().into_bytes(), 0, false);
         }
         let total: usize = cache.shards.iter().map(|s| s.lock().unwrap().len()).sum();
         assert!(total <= super::SHARDS * super::SHARD_CAPACITY);

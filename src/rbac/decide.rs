@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 use super::cache::DecisionCache;
 use super::matcher::MatchMode;
-use super::model::{Compiled, check};
+use super::model::{Compiled, Evaluation};
 use super::policy::{BUILTIN_POLICY, PolicyError, Rules, user_policy_texts};
 use super::project::{ProjectRoles, ProjectSource, project_of, project_subject};
 
@@ -205,52 +205,66 @@ impl Policy {
         action: &str,
         object: &str,
     ) -> bool {
-        let global = [&self.global];
-        if self.default_allows(&global, resource, action, object) {
+        let global_layers = [&self.global];
+        let mut global = Evaluation::new(&global_layers, resource, action, object);
+        if self.default_allows(&mut global) {
             return true;
         }
-        if let Some(groups) = groups {
-            if self.claims_allow(projects, user, groups, resource, action, object) {
-                return true;
-            }
-            return check(&global, "", resource, action, object);
-        }
-        check(&global, user, resource, action, object)
-    }
-
-    fn default_allows(&self, layers: &[&Compiled], resource: &str, action: &str, object: &str) -> bool {
-        !self.default_role.is_empty() && check(layers, &self.default_role, resource, action, object)
-    }
-
-    fn claims_allow(
-        &self,
-        projects: &dyn ProjectSource,
-        user: &str,
-        groups: &[&str],
-        resource: &str,
-        action: &str,
-        object: &str,
-    ) -> bool {
+        let Some(groups) = groups else {
+            return global.check(user);
+        };
         let project = project_of(resource, object).and_then(|name| projects.project(name));
-        let layer = project.as_ref().map(|p| self.project_layer(p));
-        let mut layers = vec![&self.global];
-        if let Some(Some(compiled)) = layer.as_deref() {
-            layers.push(compiled);
-        }
-        if let (Some(project), Some((token_project, role))) = (&project, project_subject(user)) {
-            // A project token acts only within its own project, and only while the role exists.
-            return token_project == project.name
-                && project.has_role(role)
-                && check(&layers, user, resource, action, object);
-        }
-        if self.default_allows(&layers, resource, action, object)
-            || check(&layers, user, resource, action, object)
+        let Some(project) = project else {
+            return self.claims_allow(&mut global, user, groups) || global.check("");
+        };
+        if let Some((token_project, role)) = project_subject(user)
+            && (token_project != project.name || !project.has_role(role))
         {
+            // A project token acts only within its own project, and only while the role exists.
+            return global.check("");
+        }
+        let layer = self.project_layer(&project);
+        let allowed = match layer.as_ref() {
+            Some(compiled) => {
+                let layers = [&self.global, compiled];
+                let mut scoped = Evaluation::new(&layers, resource, action, object);
+                self.claims_allow_in_project(&mut scoped, user, groups)
+            }
+            None => self.claims_allow_in_project(&mut global, user, groups),
+        };
+        allowed || global.check("")
+    }
+
+    fn default_allows<'a>(&'a self, evaluation: &mut Evaluation<'a>) -> bool {
+        !self.default_role.is_empty() && evaluation.check(&self.default_role)
+    }
+
+    /// The claims check with the project's layer: a project token only by its
+    /// own check, anyone else as [`Policy::claims_allow`].
+    fn claims_allow_in_project<'a>(
+        &'a self,
+        evaluation: &mut Evaluation<'a>,
+        user: &'a str,
+        groups: &[&'a str],
+    ) -> bool {
+        if project_subject(user).is_some() {
+            return evaluation.check(user);
+        }
+        self.claims_allow(evaluation, user, groups)
+    }
+
+    /// The default role again (with these layers), the user, then each group
+    /// that is the member of some `g` line.
+    fn claims_allow<'a>(
+        &'a self,
+        evaluation: &mut Evaluation<'a>,
+        user: &'a str,
+        groups: &[&'a str],
+    ) -> bool {
+        if self.default_allows(evaluation) || evaluation.check(user) {
             return true;
         }
-        groups.iter().any(|group| {
-            layers.iter().any(|layer| layer.binds(group)) && check(&layers, group, resource, action, object)
-        })
+        groups.iter().any(|group| evaluation.check_member(group))
     }
 
     /// The compiled layer of `project`; None inside when its policy does not

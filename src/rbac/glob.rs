@@ -23,6 +23,10 @@ pub enum Glob {
     Prefix(String),
     /// `*text`
     Suffix(String),
+    /// `*text*`
+    Contains(String),
+    /// `head*tail`
+    PrefixSuffix(String, String),
     /// Anything else, as an anchored regular expression.
     Regex(String),
 }
@@ -50,6 +54,10 @@ pub fn parse(pattern: &str) -> Result<Glob, String> {
         [Node::Any] => return Ok(Glob::Anything),
         [Node::Text(text), Node::Any] => return Ok(Glob::Prefix(text.clone())),
         [Node::Any, Node::Text(text)] => return Ok(Glob::Suffix(text.clone())),
+        [Node::Any, Node::Text(text), Node::Any] => return Ok(Glob::Contains(text.clone())),
+        [Node::Text(head), Node::Any, Node::Text(tail)] => {
+            return Ok(Glob::PrefixSuffix(head.clone(), tail.clone()));
+        }
         _ => {}
     }
     let mut re = String::from("(?s)\\A(?:");
@@ -247,6 +255,12 @@ mod tests {
             Ok(Glob::Anything) => return true,
             Ok(Glob::Prefix(text)) => return value.starts_with(&text),
             Ok(Glob::Suffix(text)) => return value.ends_with(&text),
+            Ok(Glob::Contains(text)) => return value.contains(&text),
+            Ok(Glob::PrefixSuffix(head, tail)) => {
+                return value.len() >= head.len() + tail.len()
+                    && value.starts_with(&head)
+                    && value.ends_with(&tail);
+            }
             Ok(Glob::Regex(re)) => re,
             Err(_) => return false,
         };
@@ -263,6 +277,10 @@ mod tests {
         assert_eq!(parse("**").unwrap(), Glob::Anything);
         assert_eq!(parse("dev-*").unwrap(), Glob::Prefix("dev-".into()));
         assert_eq!(parse(r"*\*").unwrap(), Glob::Suffix("*".into()));
+        assert_eq!(parse("*-svc*").unwrap(), Glob::Contains("-svc".into()));
+        assert_eq!(parse("a*b").unwrap(), Glob::PrefixSuffix("a".into(), "b".into()));
+        assert!(!matches("ab*ba", "aba"), "head and tail may not overlap");
+        assert!(matches("ab*ba", "abba"));
         assert!(matches("a*b*c", "a/x/b/y/c"));
     }
 

@@ -12,18 +12,26 @@
 //! must be refused here too: in regex mode an invalid pattern that a check
 //! reaches denies the whole check.
 
-use regex::{Regex, RegexBuilder};
+use regex::Regex;
 
 /// Go's limit on `{n,m}`.
 const MAX_REPEAT: u32 = 1000;
 
-/// Compiles a policy pattern with Go's meaning, or says why Go would refuse it.
-pub fn compile(pattern: &str) -> Result<Regex, String> {
+/// A policy pattern rewritten for the regex crate with Go's meaning, or why
+/// Go would refuse it. Only parsed here: building the matcher is left until
+/// a check needs it, so loading a large policy stays fast.
+pub fn translate_checked(pattern: &str) -> Result<String, String> {
     let translated = translate(pattern)?;
-    RegexBuilder::new(&translated).build().map_err(|e| match e {
-        regex::Error::Syntax(text) => text.lines().last().unwrap_or_default().trim().to_owned(),
-        other => other.to_string(),
-    })
+    regex_syntax::Parser::new().parse(&translated).map_err(|e| {
+        let text = e.to_string();
+        text.lines().last().unwrap_or_default().trim().to_owned()
+    })?;
+    Ok(translated)
+}
+
+/// [`translate_checked`] and compiled.
+pub fn compile(pattern: &str) -> Result<Regex, String> {
+    Regex::new(&translate_checked(pattern)?).map_err(|e| e.to_string())
 }
 
 type Chars<'a> = std::iter::Peekable<std::str::Chars<'a>>;

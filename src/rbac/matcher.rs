@@ -1,5 +1,7 @@
 //! One compiled resource, action or object pattern, in either match mode.
 
+use std::sync::OnceLock;
+
 use regex::Regex;
 
 use super::{glob, gore};
@@ -37,13 +39,39 @@ pub enum Matcher {
     Equals(String),
     Prefix(String),
     Suffix(String),
+    /// `head*tail`
+    PrefixSuffix(String, String),
     /// Regex mode: a pattern without special characters matches anywhere.
     Contains(String),
-    Program(Regex),
+    /// Any other glob, as an anchored regex.
+    Glob(LazyRegex),
+    /// A regex-mode pattern, checked valid at load.
+    Regex(LazyRegex),
     /// A glob that does not parse: never matches (upstream: no error).
     Never,
     /// A regex that does not compile: reaching it fails the whole check.
     Invalid(String),
+}
+
+/// A regex built on first use (most patterns of a big policy are never used
+/// by a given server, and building is the dominant cost of loading).
+#[derive(Debug)]
+pub struct LazyRegex {
+    source: String,
+    built: OnceLock<Option<Regex>>,
+}
+
+impl LazyRegex {
+    fn new(source: String) -> Self {
+        Self {
+            source,
+            built: OnceLock::new(),
+        }
+    }
+
+    fn get(&self) -> Option<&Regex> {
+        self.built.get_or_init(|| Regex::new(&self.source).ok()).as_ref()
+    }
 }
 
 /// Reaching an invalid regex: the check it belongs to denies.
@@ -64,7 +92,9 @@ impl Matcher {
             Ok(glob::Glob::Anything) => Self::Anything,
             Ok(glob::Glob::Prefix(text)) => Self::Prefix(text),
             Ok(glob::Glob::Suffix(text)) => Self::Suffix(text),
-            Ok(glob::Glob::Regex(program)) => Regex::new(&program).map_or(Self::Never, Self::Program),
+            Ok(glob::Glob::Contains(text)) => Self::Contains(text),
+            Ok(glob::Glob::PrefixSuffix(head, tail)) => Self::PrefixSuffix(head, tail),
+            Ok(glob::Glob::Regex(program)) => Self::Glob(LazyRegex::new(program)),
             Err(_) => Self::Never,
         }
     }
@@ -78,7 +108,8 @@ impl Matcher {
         } else if !pattern.contains(SPECIAL) {
             Self::Contains(pattern.to_owned())
         } else {
-            gore::compile(pattern).map_or_else(Self::Invalid, Self::Program)
+            gore::translate_checked(pattern)
+                .map_or_else(Self::Invalid, |program| Self::Regex(LazyRegex::new(program)))
         }
     }
 
@@ -88,8 +119,16 @@ impl Matcher {
             Self::Equals(text) => value == text,
             Self::Prefix(text) => value.starts_with(text.as_str()),
             Self::Suffix(text) => value.ends_with(text.as_str()),
+            Self::PrefixSuffix(head, tail) => {
+                value.len() >= head.len() + tail.len()
+                    && value.starts_with(head.as_str())
+                    && value.ends_with(tail.as_str())
+            }
             Self::Contains(text) => value.contains(text.as_str()),
-            Self::Program(re) => re.is_match(value),
+            // A glob program too big to build never matches, as a bad glob;
+            // a regex that cannot be built fails the check, as an invalid one.
+            Self::Glob(program) => program.get().is_some_and(|re| re.is_match(value)),
+            Self::Regex(program) => program.get().ok_or(Unmatchable)?.is_match(value),
             Self::Never => false,
             Self::Invalid(_) => return Err(Unmatchable),
         })
