@@ -130,23 +130,29 @@ fn class_escape(chars: &mut Chars<'_>, out: &mut String) -> Result<bool, String>
         Some('S') => "[^\\t\\n\\x0C\\r ]",
         Some(p @ ('p' | 'P')) => {
             chars.next();
-            out.push('\\');
-            out.push(p);
-            match chars.next() {
+            let name: String = match chars.next() {
                 Some('{') => {
-                    out.push('{');
+                    let mut name = String::new();
                     loop {
                         match chars.next() {
                             Some('}') => break,
-                            Some(c) if c.is_ascii_alphanumeric() || c == '_' || c == '^' => out.push(c),
+                            Some(c) if c.is_ascii_alphanumeric() || c == '_' || c == '^' => name.push(c),
                             _ => return Err("invalid character class range: unclosed `\\p{`".to_owned()),
                         }
                     }
-                    out.push('}');
+                    name
                 }
-                Some(c) if c.is_ascii_alphabetic() => out.push(c),
+                Some(c) if c.is_ascii_alphabetic() => c.to_string(),
                 _ => return Err("invalid character class range: `\\p` needs a class name".to_owned()),
-            }
+            };
+            // Go writes a negated class also as `\p{^Name}`; the crate only as `\P{Name}`.
+            let (negated, name) = match name.strip_prefix('^') {
+                Some(rest) => (p == 'p', rest),
+                None => (p == 'P', name.as_str()),
+            };
+            out.push_str(if negated { "\\P{" } else { "\\p{" });
+            out.push_str(name);
+            out.push('}');
             return Ok(true);
         }
         _ => return Ok(false),
@@ -420,6 +426,7 @@ mod tests {
         assert!(find(r"^[+--]$", ","));
         assert!(find(r"^\x{e9}\p{L}\P{L}$", "éé1") && find(r"^\p{Greek}$", "λ") && find(r"^\pL$", "x"));
         assert!(find(r"^\x41\101\0$", "AA\0"));
+        assert!(find(r"^\p{^Greek}$", "a") && !find(r"^\P{^Greek}$", "a"));
         assert!(find(r"^[[:^digit:]x]$", "a") && find(r"[\d\-]", "-"));
     }
 }
