@@ -1,13 +1,11 @@
 //! Sessions, contexts and accounts from the real CLI against a real server,
 //! over native gRPC and gRPC-Web. Every run uses its own `--config` file.
 
-use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::{TestServer, bin};
+use crate::support::TestServer;
 
 const MODES: [&[&str]; 2] = [&[], &["--grpc-web"]];
 
@@ -65,36 +63,7 @@ impl User {
 }
 
 fn run_cli(args: &[&str], config: Option<&Path>, stdin: &str) -> (bool, String, String) {
-    let mut cmd = Command::new(bin());
-    cmd.args(args);
-    if let Some(config) = config {
-        cmd.arg("--config").arg(config);
-    }
-    for var in [
-        "TIPHYS_SERVER",
-        "TIPHYS_AUTH_TOKEN",
-        "TIPHYS_CONFIG",
-        "TIPHYS_GRPC_WEB",
-        "TIPHYS_GRPC_WEB_ROOT_PATH",
-        "TIPHYS_PLAINTEXT",
-        "TIPHYS_INSECURE",
-        "TIPHYS_SERVER_CRT",
-        "TIPHYS_DATA_DIR",
-    ] {
-        cmd.env_remove(var);
-    }
-    let mut child = cmd
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    // The CLI may exit before reading everything; a broken pipe is fine.
-    let _ = input.write_all(stdin.as_bytes());
-    drop(input);
-    let out = child.wait_with_output().unwrap();
+    let out = crate::support::cli_with(args, config, stdin);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into(),

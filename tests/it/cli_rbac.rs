@@ -3,9 +3,8 @@
 //! answer for the logged-in caller), from the real binary.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
-use crate::support::{TestServer, bin};
+use crate::support::TestServer;
 
 /// A directory of policy and project files for one test.
 struct Files {
@@ -35,32 +34,7 @@ struct Run {
 }
 
 fn tiphys(args: &[&str], config: Option<&Path>, stdin: &str) -> Run {
-    use std::io::Write as _;
-    let mut cmd = Command::new(bin());
-    cmd.args(args);
-    if let Some(config) = config {
-        cmd.arg("--config").arg(config);
-    }
-    for var in [
-        "TIPHYS_SERVER",
-        "TIPHYS_AUTH_TOKEN",
-        "TIPHYS_CONFIG",
-        "TIPHYS_GRPC_WEB",
-        "TIPHYS_PLAINTEXT",
-    ] {
-        cmd.env_remove(var);
-    }
-    let mut child = cmd
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let _ = input.write_all(stdin.as_bytes());
-    drop(input);
-    let out = child.wait_with_output().unwrap();
+    let out = crate::support::cli_with(args, config, stdin);
     Run {
         code: out.status.code().unwrap_or(-1),
         out: String::from_utf8_lossy(&out.stdout).into(),

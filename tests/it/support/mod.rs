@@ -141,6 +141,35 @@ pub fn cli(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// Runs the CLI isolated from the caller's environment (no `TIPHYS_*`
+/// variables, `--config` when given), feeding `stdin`.
+pub fn cli_with(args: &[&str], config: Option<&Path>, stdin: &str) -> std::process::Output {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let mut cmd = Command::new(bin());
+    cmd.args(args);
+    if let Some(config) = config {
+        cmd.arg("--config").arg(config);
+    }
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("TIPHYS_") {
+            cmd.env_remove(var);
+        }
+    }
+    let mut child = cmd
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    // The CLI may exit before reading everything; a broken pipe is fine.
+    let _ = input.write_all(stdin.as_bytes());
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
 /// Writes a certificate and key for `names` (ECDSA P-256 or RSA 2048) into `dir`.
 pub fn write_cert(dir: &Path, stem: &str, rsa: bool) -> (PathBuf, PathBuf) {
     let mut params =
