@@ -1,6 +1,16 @@
 //! Policy files: plain CSV, or an `argocd-rbac-cm` manifest.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::Deserialize as _;
+
+use serde_yaml_ng::{Mapping, Value as Yaml};
+
+use super::RBAC_CM;
+use crate::rbac::policy::{Rules, user_policy_texts};
+use crate::rbac::{LoadError, LoadOptions, Policy};
 
 /// A policy file, as the `argocd-rbac-cm` data it stands for.
 #[derive(Debug)]

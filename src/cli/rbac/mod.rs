@@ -6,31 +6,26 @@
 //! `policy.default`, `policy.matchMode` and `scopes`. Both are decided by the
 //! server's own engine ([`crate::rbac`]), so an answer here is the server's.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use anyhow::{Context as _, anyhow, bail};
-use serde::Deserialize as _;
+use anyhow::{anyhow, bail};
 use serde_json::{Map, Value as Json};
-use serde_yaml_ng::{Mapping, Value as Yaml};
 
-use crate::rbac::policy::{BUILTIN_POLICY, Rules, user_policy_texts};
+use crate::rbac::policy::{BUILTIN_POLICY, Rules};
 use crate::rbac::project::PROJECT_SCOPED;
 use crate::rbac::resources::{check_strict, resolve_alias};
-use crate::rbac::{
-    FixedProjects, LoadError, LoadOptions, MatchMode, Policy, ProjectRole, ProjectRoles, Subject,
-};
+use crate::rbac::{FixedProjects, MatchMode, Policy, Subject};
 
 mod files;
 mod projects;
 #[cfg(test)]
 mod tests;
 
-use self::files::*;
-use self::projects::*;
+use self::files::PolicyFile;
+use self::projects::read_projects;
 
 /// The name upstream gives the ConfigMap.
 const RBAC_CM: &str = "argocd-rbac-cm";

@@ -1,6 +1,15 @@
 //! Project files: AppProject manifests, as RBAC sees them.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context as _, bail};
+use serde::Deserialize as _;
+use serde_yaml_ng::Value as Yaml;
+
+use super::files::yaml_type;
+use crate::rbac::{ProjectRole, ProjectRoles};
 
 #[derive(Debug, Default)]
 pub(super) struct Projects {

@@ -1,7 +1,12 @@
+use std::sync::Arc;
+
 use clap::Parser as _;
 
+use super::files::block_scalar_lines;
+use super::projects::parse_projects;
 use super::*;
 use crate::cli::{Cli, Command};
+use crate::rbac::{ProjectRole, ProjectRoles};
 
 fn can_args(args: &[&str]) -> CanArgs {
     let mut all = vec!["tiphys", "admin", "settings", "rbac", "can"];
