@@ -29,8 +29,7 @@ ngroups="${RBAC_GROUPS:-50}"
 loads="${RBAC_LOADS:-7}"
 load_runs="${RBAC_LOAD_RUNS:-5}"
 peer="${PEER_GO:-$HOME/.cache/peer-go/peer-go}"
-peer_dir="$repo/../shared/peers/peer-go"
-[ -d "$peer_dir" ] || peer_dir="/work/shared/peers/peer-go"
+peer_dir="${PEER_GO_DIR:-$repo/../shared/peers/peer-go}"
 builtin="$repo/src/rbac/builtin-policy.csv"
 
 say() { echo "== $*" >&2; }

@@ -12,7 +12,7 @@ tools refuse are skipped.
 Build the tools first:
 
     cargo build --release --example rbac_eval
-    SKIP_APT=1 /work/shared/peers/peer-go/build.sh     # only if ~/.cache/peer-go/peer-go is missing
+    SKIP_APT=1 ../shared/peers/peer-go/build.sh        # only if ~/.cache/peer-go/peer-go is missing
 
 Usage:
 
