@@ -44,12 +44,15 @@ fn read_inputs(dir: &Path) -> Result<Inputs, ConfigError> {
     ]))
 }
 
-fn build(inputs: &Inputs) -> Result<Settings, ConfigError> {
+/// Settings from `inputs`; the policy of `previous` is kept (not compiled
+/// again, its decision cache kept) when `argocd-rbac-cm` did not change.
+fn build(inputs: &Inputs, previous: Option<&Settings>) -> Result<Settings, ConfigError> {
     let [cm, rbac, secret] = &inputs.0;
-    Settings::from_raw(
+    Settings::from_raw_reusing(
         &source::parse_input(ARGOCD_CM, cm)?,
         &source::parse_input(ARGOCD_RBAC_CM, rbac)?,
         &source::parse_input(ARGOCD_SECRET, secret)?,
+        previous,
     )
 }
 
@@ -70,7 +73,7 @@ pub fn log_policy(settings: &Settings) {
 
 /// Reads and validates the configuration in `dir`, which must exist.
 pub fn load(dir: &Path) -> Result<Settings, ConfigError> {
-    build(&read_inputs(dir)?)
+    build(&read_inputs(dir)?, None)
 }
 
 /// [`load`], or the defaults when no config dir was given.
@@ -98,7 +101,7 @@ impl ConfigWatch {
         let (settings, seen) = match &dir {
             Some(dir) => {
                 let inputs = read_inputs(dir)?;
-                (build(&inputs)?, Ok(inputs))
+                (build(&inputs, None)?, Ok(inputs))
             }
             None => (
                 Settings::default(),
@@ -158,9 +161,9 @@ impl ConfigWatch {
             return Ok(false); // still being written: the next poll looks again
         }
         *last_seen = read.clone();
-        match read.and_then(|inputs| build(&inputs)) {
-            Ok(mut settings) => {
-                let current = self.current.load();
+        let current = self.current.load();
+        match read.and_then(|inputs| build(&inputs, Some(&current))) {
+            Ok(settings) => {
                 // Settings are a function of the three maps alone, so equal maps
                 // (a comment edit, or a revert after a rejected edit) change nothing.
                 if settings.cm == current.cm
@@ -170,10 +173,7 @@ impl ConfigWatch {
                     tracing::info!(dir = %dir.display(), "configuration re-read; nothing changed");
                     return Ok(false);
                 }
-                if settings.rbac == current.rbac {
-                    // Same policy: keep the compiled one and its decision cache.
-                    settings.policy = Arc::clone(&current.policy);
-                } else {
+                if !Arc::ptr_eq(&settings.policy, &current.policy) {
                     log_policy(&settings);
                 }
                 self.current.store(Arc::new(settings));

@@ -98,6 +98,17 @@ impl Default for Settings {
 
 impl Settings {
     pub fn from_raw(cm: &RawObject, rbac: &RawObject, secret: &RawObject) -> Result<Self, ConfigError> {
+        Self::from_raw_reusing(cm, rbac, secret, None)
+    }
+
+    /// [`Settings::from_raw`], keeping the compiled policy of `previous` when
+    /// its `argocd-rbac-cm` data is the same.
+    pub fn from_raw_reusing(
+        cm: &RawObject,
+        rbac: &RawObject,
+        secret: &RawObject,
+        previous: Option<&Settings>,
+    ) -> Result<Self, ConfigError> {
         let admin_enabled = parse_bool(cm, "admin.enabled")?.unwrap_or(true);
         let mut accounts = accounts_from_cm(cm, admin_enabled)?;
         apply_secret(secret, &mut accounts)?;
@@ -140,7 +151,10 @@ impl Settings {
             cm: cm.data.clone(),
             rbac: rbac.data.clone(),
             secret: secret.data.clone(),
-            policy: compile_policy(rbac)?,
+            policy: match previous {
+                Some(previous) if previous.rbac == rbac.data => Arc::clone(&previous.policy),
+                _ => compile_policy(rbac)?,
+            },
         })
     }
 }

@@ -152,6 +152,16 @@ impl Policy {
         self.lines
     }
 
+    /// Whether `name` is the member of some `g` line of the global policy.
+    pub fn binds(&self, name: &str) -> bool {
+        self.global.binds(name)
+    }
+
+    /// Whether `name` is the subject of some `p` line of the global policy.
+    pub fn has_rules(&self, name: &str) -> bool {
+        self.global.has_rules(name)
+    }
+
     /// Lines that loaded but do nothing or can never match.
     pub fn warnings(&self) -> &[String] {
         &self.warnings

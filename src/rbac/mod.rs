@@ -67,8 +67,7 @@ impl Rbac {
 
     /// Whether `principal` may perform `action` on `resource`/`object`.
     pub fn allows(&self, principal: &Principal, resource: &str, action: &str, object: &str) -> bool {
-        let policy = self.policy();
-        policy.decide(
+        self.policy().decide(
             self.projects.as_ref(),
             subject(principal),
             resource,
@@ -85,11 +84,17 @@ impl Rbac {
         action: &str,
         object: &str,
     ) -> Result<(), AppError> {
-        if self.allows(principal, resource, action, object) {
+        let policy = self.policy();
+        if policy.decide(
+            self.projects.as_ref(),
+            subject(principal),
+            resource,
+            action,
+            object,
+        ) {
             return Ok(());
         }
         self.denials.fetch_add(1, Ordering::Relaxed);
-        let policy = self.policy();
         tracing::info!(
             target: "audit",
             subject = principal.subject(),

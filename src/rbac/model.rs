@@ -178,10 +178,6 @@ impl<'a> Evaluation<'a> {
         }
     }
 
-    pub fn layers(&self) -> &'a [&'a Compiled] {
-        self.layers
-    }
-
     /// One Casbin check: some rule of `subject` or a role it reaches allows,
     /// and none of them denies.
     pub fn check(&mut self, subject: &'a str) -> bool {

@@ -190,7 +190,7 @@ fn can(args: &CanArgs, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
         if !args.quiet {
             writeln!(out, "Yes")?;
             if claims.is_none()
-                && ignored_group_grant(&file, &args.subject)
+                && ignored_group_grant(&policy, &args.subject)
                 && !group_allowed_by_server(&policy, &source, &args.subject, resource, &args.action, &object)
             {
                 warn(&format!(
@@ -234,13 +234,11 @@ fn object_for(resource: &str, subresource: &str) -> String {
 /// A plain subject that looks like an SSO group (`org:team`, not a role) with
 /// `p` lines but no `g` line of its own: it answers Yes here, but the server
 /// never checks such a group from a token.
-fn ignored_group_grant(file: &PolicyFile, subject: &str) -> bool {
+fn ignored_group_grant(policy: &Policy, subject: &str) -> bool {
     if !subject.contains(':') || subject.starts_with("role:") || subject.starts_with("proj:") {
         return false;
     }
-    let rules = file.user_rules();
-    rules.rules.iter().any(|r| r.subject == subject)
-        && !rules.bindings.iter().any(|(member, _)| member == subject)
+    policy.has_rules(subject) && !policy.binds(subject)
 }
 
 /// The server's answer for a token with no user id whose only group is

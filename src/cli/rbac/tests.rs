@@ -252,10 +252,11 @@ fn ignored_group_grants_are_spotted() {
         "p.csv",
         "p, org:team, applications, get, */*, allow\np, org:bound, a, b, c, allow\ng, org:bound, role:x\n",
     );
-    assert!(ignored_group_grant(&file, "org:team"));
-    assert!(!ignored_group_grant(&file, "org:bound"));
-    assert!(!ignored_group_grant(&file, "role:team"));
-    assert!(!ignored_group_grant(&file, "alice"));
+    let policy = file.load(true).unwrap();
+    assert!(ignored_group_grant(&policy, "org:team"));
+    assert!(!ignored_group_grant(&policy, "org:bound"));
+    assert!(!ignored_group_grant(&policy, "role:team"));
+    assert!(!ignored_group_grant(&policy, "alice"));
 
     // The warning is only for grants the server would really not give.
     let none = FixedProjects::default();
