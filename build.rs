@@ -25,10 +25,64 @@ fn compile_protos(out_dir: &Path) -> BuildResult {
         "proto/account/account.proto".into(),
     ];
     let mut config = tonic_prost_build::Config::new();
-    config.protoc_executable(protoc);
+    config.protoc_executable(protoc.clone());
     tonic_prost_build::configure()
         .file_descriptor_set_path(out_dir.join("tiphys_descriptor.bin"))
-        .compile_with_config(config, &protos, &[Path::new("proto").to_path_buf(), include])?;
+        .compile_with_config(
+            config,
+            &protos,
+            &[Path::new("proto").to_path_buf(), include.clone()],
+        )?;
+    compile_resource_schema(&protoc, &include, out_dir)
+}
+
+/// The resource APIs (applications, projects, clusters, repositories) have no generated Rust
+/// types: their messages are read at run time from this descriptor set by the schema-driven codec
+/// (`src/schema`), so only a descriptor set is built for them.
+fn compile_resource_schema(protoc: &Path, include: &Path, out_dir: &Path) -> BuildResult {
+    let mut files = Vec::new();
+    for dir in RESOURCE_PROTO_DIRS {
+        collect_protos(Path::new("proto").join(dir).as_path(), &mut files)?;
+    }
+    files.sort();
+    let mut cmd = Command::new(protoc);
+    cmd.arg("--include_imports")
+        .arg(format!(
+            "--descriptor_set_out={}",
+            out_dir.join("resources_descriptor.bin").display()
+        ))
+        .arg("-Iproto")
+        .arg(format!("-I{}", include.display()));
+    for file in &files {
+        cmd.arg(file.strip_prefix("proto")?);
+    }
+    run(&mut cmd)
+}
+
+/// Directories under `proto/` whose files form the resource schema.
+const RESOURCE_PROTO_DIRS: [&str; 8] = [
+    "tiphys",
+    "k8s",
+    "v1alpha1",
+    "application",
+    "project",
+    "clusters",
+    "repository",
+    "repocreds",
+];
+
+fn collect_protos(dir: &Path, out: &mut Vec<PathBuf>) -> BuildResult {
+    if !dir.exists() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            collect_protos(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "proto") {
+            out.push(path);
+        }
+    }
     Ok(())
 }
 

@@ -21,6 +21,11 @@ pub enum AppError {
     PayloadTooLarge(String),
     #[error("{0}")]
     FailedPrecondition(String),
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// A write based on a stale version (optimistic concurrency).
+    #[error("{0}")]
+    Aborted(String),
     /// Too many attempts: retry after the given time.
     #[error("{0}")]
     Throttled(String, std::time::Duration),
@@ -46,6 +51,8 @@ impl AppError {
             Self::PermissionDenied(_) => (Code::PermissionDenied, StatusCode::FORBIDDEN),
             Self::PayloadTooLarge(_) => (Code::ResourceExhausted, StatusCode::PAYLOAD_TOO_LARGE),
             Self::FailedPrecondition(_) => (Code::FailedPrecondition, StatusCode::BAD_REQUEST),
+            Self::AlreadyExists(_) => (Code::AlreadyExists, StatusCode::CONFLICT),
+            Self::Aborted(_) => (Code::Aborted, StatusCode::CONFLICT),
             Self::Throttled(..) => (Code::ResourceExhausted, StatusCode::TOO_MANY_REQUESTS),
             Self::UnsupportedMediaType(_) => (Code::InvalidArgument, StatusCode::UNSUPPORTED_MEDIA_TYPE),
             Self::Unimplemented(_) => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),

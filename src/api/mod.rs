@@ -3,6 +3,7 @@
 
 mod account;
 mod csrf;
+mod dynamic;
 pub mod extract;
 mod health;
 mod session;
@@ -44,7 +45,8 @@ pub fn router(state: Arc<AppState>, ui: Arc<Ui>) -> Router {
         .route("/api/v1/account/{name}/token", post(account::create_token))
         .route("/api/v1/account/{name}/token/{id}", delete(account::delete_token))
         .route("/auth/logout", get(session::logout).post(session::logout))
-        .route("/healthz", get(health::healthz))
+        .route("/healthz", get(health::healthz));
+    let api = dynamic::routes(api, &crate::rpc::table())
         .route("/api", any(not_found))
         .route("/api/{*rest}", any(not_found))
         .route("/auth/{*rest}", any(not_found))

@@ -1,6 +1,7 @@
 //! gRPC adapters: decode, call the use case, encode. One place lists every service.
 
 mod account;
+pub mod dynamic;
 mod session;
 mod settings;
 mod version;
@@ -8,6 +9,8 @@ mod version;
 use std::sync::Arc;
 
 use tonic::service::Routes;
+
+use self::dynamic::DynService;
 
 use crate::pb;
 use crate::principal::Caller;
@@ -42,13 +45,39 @@ pub fn routes(
     })
     .max_decoding_message_size(max_message_bytes)
     .max_encoding_message_size(max_message_bytes);
+    let rpcs = crate::rpc::table();
     let mut builder = Routes::builder();
     builder
         .add_service(version)
         .add_service(settings)
         .add_service(session)
         .add_service(account)
-        .add_service(health);
+        .add_service(health)
+        .add_service(DynService::<dynamic::Applications>::new(
+            &rpcs,
+            state,
+            max_message_bytes,
+        ))
+        .add_service(DynService::<dynamic::Projects>::new(
+            &rpcs,
+            state,
+            max_message_bytes,
+        ))
+        .add_service(DynService::<dynamic::Clusters>::new(
+            &rpcs,
+            state,
+            max_message_bytes,
+        ))
+        .add_service(DynService::<dynamic::Repositories>::new(
+            &rpcs,
+            state,
+            max_message_bytes,
+        ))
+        .add_service(DynService::<dynamic::RepoCreds>::new(
+            &rpcs,
+            state,
+            max_message_bytes,
+        ));
     add_reflection(&mut builder);
     builder.routes()
 }
@@ -57,10 +86,12 @@ fn add_reflection(builder: &mut tonic::service::RoutesBuilder) {
     let v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(crate::schema::RESOURCE_DESCRIPTORS)
         .build_v1();
     let v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(crate::schema::RESOURCE_DESCRIPTORS)
         .build_v1alpha();
     match (v1, v1alpha) {
         (Ok(v1), Ok(v1alpha)) => {

@@ -38,6 +38,10 @@ pub struct ServerArgs {
     /// Where the server keeps its state (the generated certificate among it).
     #[arg(long, env = "TIPHYS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The namespace the server runs in (Argo CD's `--namespace`): applications and projects
+    /// live here unless they name another.
+    #[arg(long, env = "ARGOCD_NAMESPACE", default_value = "argocd")]
+    pub namespace: String,
     /// The external URL users reach the server at; its host joins the self-signed certificate.
     #[arg(long, env = "TIPHYS_URL")]
     pub url: Option<String>,
@@ -129,6 +133,7 @@ pub struct ServerConfig {
     /// Always starts and ends with `/`.
     pub basehref: String,
     pub data_dir: PathBuf,
+    pub namespace: String,
     pub url: Option<url_host::ExternalUrl>,
     pub limits: Limits,
     pub html_headers: HtmlHeaders,
@@ -202,6 +207,7 @@ impl ServerArgs {
             rootpath,
             basehref,
             data_dir,
+            namespace: self.namespace.clone(),
             url,
             limits: Limits {
                 handshake_timeout: self.handshake_timeout,

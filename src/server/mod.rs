@@ -29,7 +29,7 @@ use self::tls::{CertSource, TlsPolicy};
 use crate::auth::sessions::{LoginLimits, Sessions};
 use crate::auth::throttle::ThrottlePolicy;
 use crate::config::ConfigWatch;
-use crate::rbac::{FixedProjects, Rbac};
+use crate::rbac::Rbac;
 use crate::store::Store;
 
 /// A server whose sockets are bound and which is ready to serve.
@@ -93,6 +93,10 @@ impl Server {
             max_concurrent: args.login_max_concurrent.max(1),
             ..LoginLimits::default()
         };
+        let registry = Arc::new(crate::registry::Registry::open(Arc::clone(&store)).await?);
+        crate::service::project_rules::ensure_default_project(&registry, &config.namespace)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot create the default project: {e}"))?;
         let sessions = Arc::new(
             Sessions::open(store, Arc::clone(&config_watch), config.data_dir.clone(), limits).await?,
         );
@@ -108,11 +112,13 @@ impl Server {
             );
         }
         crate::config::log_policy(&config_watch.current());
-        // Projects arrive with the resources API; until then none exist.
-        let rbac = Rbac::new(Arc::clone(&config_watch), Arc::new(FixedProjects::default()));
+        let projects = crate::registry::RegistryProjects::new(Arc::clone(&registry), &config.namespace);
+        let rbac = Rbac::new(Arc::clone(&config_watch), Arc::new(projects));
         let state = Arc::new(AppState::new(
             Arc::clone(&sessions),
             rbac,
+            registry,
+            config.namespace.clone(),
             config.url.as_ref().map(|u| u.raw.clone()),
             config.basehref.clone(),
             content_types,

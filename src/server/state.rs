@@ -5,10 +5,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::auth::sessions::Sessions;
 use crate::rbac::Rbac;
+use crate::registry::Registry;
 
 pub struct AppState {
     pub sessions: Arc<Sessions>,
     pub rbac: Rbac,
+    /// Applications, projects, clusters, repositories.
+    pub registry: Arc<Registry>,
+    /// The namespace the server runs in: where applications live by default.
+    pub namespace: String,
     /// `--url`, used when `argocd-cm` has no `url`.
     pub url_flag: Option<String>,
     /// The UI's base href: the path of session cookies.
@@ -20,9 +25,12 @@ pub struct AppState {
 }
 
 impl AppState {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         sessions: Arc<Sessions>,
         rbac: Rbac,
+        registry: Arc<Registry>,
+        namespace: String,
         url_flag: Option<String>,
         basehref: String,
         api_content_types: Vec<String>,
@@ -30,6 +38,8 @@ impl AppState {
         Self {
             sessions,
             rbac,
+            registry,
+            namespace,
             url_flag,
             basehref,
             api_content_types,

@@ -2,6 +2,12 @@
 //! gRPC, gRPC-Web and REST handlers are thin adapters over these.
 
 pub mod account;
+pub mod application;
+pub mod cluster;
+pub mod project;
+pub mod project_rules;
+pub mod repository;
+pub mod resource;
 pub mod session;
 pub mod settings;
 pub mod version;

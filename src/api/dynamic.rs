@@ -1,0 +1,448 @@
+//! REST for the resource APIs, from the method table (`crate::rpc`), as grpc-gateway maps it:
+//! path parameters fill (dotted) fields, query parameters fill fields by name (repeated ones by
+//! repetition; unknown ones ignored), and the body is the whole request or one field of it.
+//! Replies are Go-style JSON; lists and streams are written as they are produced.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, on};
+use futures_util::stream::{self, BoxStream};
+use futures_util::{Stream, StreamExt as _};
+use http::header::{ACCEPT, CONTENT_TYPE};
+use http::{HeaderValue, StatusCode};
+use prost_reflect::{Kind, MessageDescriptor};
+use serde_json::{Map, Value};
+
+use super::extract::Who;
+use crate::error::AppError;
+use crate::principal::Caller;
+use crate::registry::DocRef;
+use crate::rpc::fields::Fields;
+use crate::rpc::{Body as BodyMap, Ctx, Handler, Reply, Rpc, StreamItem};
+use crate::schema::Schema;
+use crate::schema::gojson::kind_of;
+use crate::server::state::AppState;
+
+/// How often a quiet stream sends a keepalive.
+const KEEPALIVE: Duration = Duration::from_secs(15);
+/// Items per chunk of a streamed list body.
+const LIST_CHUNK: usize = 64;
+
+/// Adds a route for every REST mapping in the table.
+pub fn routes(mut router: Router<Arc<AppState>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<AppState>> {
+    let mut by_path: HashMap<String, axum::routing::MethodRouter<Arc<AppState>>> = HashMap::new();
+    let mut order = Vec::new();
+    for rpc in rpcs {
+        for (index, route) in rpc.rest.iter().enumerate() {
+            let (axum_path, param_fields) = axum_template(route.path);
+            let filter = MethodFilter::try_from(route.method.clone()).unwrap_or(MethodFilter::GET);
+            let rpc = Arc::clone(rpc);
+            let handler = move |state: State<Arc<AppState>>,
+                                who: Who,
+                                params: Option<Path<HashMap<String, String>>>,
+                                req: Request| {
+                let rpc = Arc::clone(&rpc);
+                let params: Vec<(String, String)> = params
+                    .map(|p| p.0)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(|(k, v)| {
+                        let index: usize = k.strip_prefix('p')?.parse().ok()?;
+                        Some((param_fields.get(index)?.clone(), v))
+                    })
+                    .collect();
+                async move { serve(state.0, who.0, &rpc, index, params, req).await }
+            };
+            let entry = by_path.remove(&axum_path);
+            let method_router = match entry {
+                Some(existing) => existing.on(filter, handler),
+                None => {
+                    order.push(axum_path.clone());
+                    on(filter, handler)
+                }
+            };
+            by_path.insert(axum_path, method_router);
+        }
+    }
+    for path in order {
+        if let Some(method_router) = by_path.remove(&path) {
+            router = router.route(&path, method_router);
+        }
+    }
+    router
+}
+
+/// The axum form of a path template and the request field of each parameter: parameters are
+/// renamed `p0`, `p1`, … so that routes which name the same segment differently (`{name}` and
+/// `{application.metadata.name}`) share one axum route.
+fn axum_template(path: &str) -> (String, Vec<String>) {
+    let mut out = String::with_capacity(path.len());
+    let mut fields = Vec::new();
+    let mut rest = path;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        fields.push(rest[open + 1..open + close].to_owned());
+        out.push_str(&format!("{{p{}}}", fields.len() - 1));
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    (out, fields)
+}
+
+async fn serve(
+    state: Arc<AppState>,
+    caller: Caller,
+    rpc: &Rpc,
+    index: usize,
+    path_params: Vec<(String, String)>,
+    req: Request,
+) -> Response {
+    match serve_inner(state, caller, rpc, index, path_params, req).await {
+        Ok(response) => response,
+        Err(err) => err.into_response(),
+    }
+}
+
+async fn serve_inner(
+    state: Arc<AppState>,
+    caller: Caller,
+    rpc: &Rpc,
+    index: usize,
+    path_params: Vec<(String, String)>,
+    req: Request,
+) -> Result<Response, AppError> {
+    let call = match &rpc.handler {
+        Handler::Unimplemented(why) => return Err(AppError::Unimplemented((*why).to_owned())),
+        Handler::Call(call) => Arc::clone(call),
+    };
+    let schema = Schema::get();
+    let method = schema
+        .method(rpc.path)
+        .ok_or_else(|| AppError::Unimplemented(format!("{} is not in the schema", rpc.path)))?;
+    let route = &rpc.rest[index];
+    let (parts, body) = req.into_parts();
+    let query = parts.uri.query().unwrap_or("").to_owned();
+    let sse = parts
+        .headers
+        .get(ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    let body = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|_| AppError::PayloadTooLarge("request body is too large".to_owned()))?;
+
+    let input = method.input();
+    let mut request = Map::new();
+    if route.body != BodyMap::None && !body.iter().all(u8::is_ascii_whitespace) {
+        let json: Value = serde_json::from_slice(&body)
+            .map_err(|e| AppError::InvalidArgument(format!("invalid JSON body: {e}")))?;
+        match route.body {
+            BodyMap::All => match json {
+                Value::Object(map) => request = map,
+                Value::Null => {}
+                other => {
+                    return Err(AppError::InvalidArgument(format!(
+                        "invalid JSON body: expected an object, got {}",
+                        kind_of(&other)
+                    )));
+                }
+            },
+            BodyMap::Field(field) => {
+                request.insert(field.to_owned(), json);
+            }
+            BodyMap::None => {}
+        }
+    }
+    let mut fields_param = None;
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key == "fields" {
+            fields_param = Some(value.into_owned());
+            continue;
+        }
+        set_param(&input, &mut request, &key, &value, true)?;
+    }
+    for (key, value) in &path_params {
+        set_param(&input, &mut request, key, value, false)?;
+    }
+    let json = schema
+        .from_json(&input, &Value::Object(request))
+        .map(|msg| schema.to_json(&msg))
+        .map_err(|e| AppError::InvalidArgument(e.to_string()))?;
+    let fields = fields_param.as_deref().and_then(Fields::parse);
+    let ctx = Ctx { state, caller };
+    match call(ctx, json).await? {
+        Reply::Message(value) => Ok(json_response(match &fields {
+            Some(f) => f.apply(&value),
+            None => value,
+        })),
+        Reply::Doc(doc) => Ok(match &fields {
+            Some(f) => json_response(f.apply(&doc.value())),
+            None => raw_json(doc.json.clone()),
+        }),
+        Reply::List {
+            resource_version,
+            items,
+        } => Ok(list_response(resource_version, items, fields)),
+        Reply::Stream(stream) => Ok(stream_response(stream, fields, sse)),
+    }
+}
+
+/// Sets the request field named by the dotted `key` from a query or path string, typed by the
+/// schema. Unknown query parameters are ignored (grpc-gateway does the same).
+fn set_param(
+    desc: &MessageDescriptor,
+    request: &mut Map<String, Value>,
+    key: &str,
+    value: &str,
+    from_query: bool,
+) -> Result<(), AppError> {
+    let segments: Vec<&str> = key.split('.').collect();
+    let mut desc = desc.clone();
+    let mut target = request;
+    for (i, segment) in segments.iter().enumerate() {
+        let field = desc
+            .get_field_by_name(segment)
+            .or_else(|| desc.get_field_by_json_name(segment));
+        let Some(field) = field else {
+            return if from_query {
+                Ok(())
+            } else {
+                Err(AppError::Internal(anyhow::anyhow!(
+                    "path parameter {key} names no field"
+                )))
+            };
+        };
+        let name = field.name().to_owned();
+        if i + 1 == segments.len() {
+            let typed = typed_param(&field.kind(), value).ok_or_else(|| {
+                AppError::InvalidArgument(format!("parameter {key}: {value:?} is not a valid value"))
+            })?;
+            if field.is_list() {
+                let slot = target.entry(name).or_insert_with(|| Value::Array(Vec::new()));
+                if let Value::Array(items) = slot {
+                    items.push(typed);
+                }
+            } else {
+                target.insert(name, typed);
+            }
+            return Ok(());
+        }
+        let Kind::Message(inner) = field.kind() else {
+            return Ok(());
+        };
+        desc = inner;
+        let slot = target.entry(name).or_insert_with(|| Value::Object(Map::new()));
+        if !slot.is_object() {
+            *slot = Value::Object(Map::new());
+        }
+        let Value::Object(next) = slot else {
+            return Ok(());
+        };
+        target = next;
+    }
+    Ok(())
+}
+
+fn typed_param(kind: &Kind, value: &str) -> Option<Value> {
+    Some(match kind {
+        Kind::Bool => Value::Bool(match value {
+            "true" | "1" | "True" | "TRUE" => true,
+            "false" | "0" | "False" | "FALSE" | "" => false,
+            _ => return None,
+        }),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 | Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
+            Value::from(value.parse::<i64>().ok()?)
+        }
+        Kind::Uint32 | Kind::Fixed32 | Kind::Uint64 | Kind::Fixed64 => {
+            Value::from(value.parse::<u64>().ok()?)
+        }
+        Kind::Double | Kind::Float => Value::from(value.parse::<f64>().ok()?),
+        _ => Value::String(value.to_owned()),
+    })
+}
+
+fn json_response(value: Value) -> Response {
+    raw_json(Bytes::from(serde_json::to_vec(&value).unwrap_or_default()))
+}
+
+fn raw_json(bytes: Bytes) -> Response {
+    let mut response = Response::new(Body::from(bytes));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// `{"metadata":{"resourceVersion":"N"},"items":[…]}`, written in chunks as the client reads.
+fn list_response(resource_version: u64, items: Vec<DocRef>, fields: Option<Fields>) -> Response {
+    let head = match &fields {
+        Some(f) if !f.mentions("metadata") => "{\"items\":[".to_owned(),
+        _ => format!("{{\"metadata\":{{\"resourceVersion\":\"{resource_version}\"}},\"items\":["),
+    };
+    let item_fields = fields.map(|f| f.below("items"));
+    let chunk_count = items.len().div_ceil(LIST_CHUNK);
+    let body = stream::iter(std::iter::once(Bytes::from(head)))
+        .chain(
+            stream::iter(0..chunk_count).map(move |n| {
+                let chunk = &items[n * LIST_CHUNK..((n + 1) * LIST_CHUNK).min(items.len())];
+                let mut out = Vec::with_capacity(chunk.iter().map(|d| d.json.len() + 1).sum());
+                for (i, doc) in chunk.iter().enumerate() {
+                    if n > 0 || i > 0 {
+                        out.push(b',');
+                    }
+                    match &item_fields {
+                        Some(f) => {
+                            let projected = f.apply(&doc.value());
+                            let _ = serde_json::to_writer(&mut out, &projected);
+                        }
+                        None => out.extend_from_slice(&doc.json),
+                    }
+                }
+                Bytes::from(out)
+            }),
+        )
+        .chain(stream::iter(std::iter::once(Bytes::from_static(b"]}"))))
+        .map(Ok::<_, Infallible>);
+    let mut response = Response::new(Body::from_stream(body));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+/// Server streams: SSE (`data: {"result":…} \n\n`, a `:` comment as keepalive) when the client
+/// accepts `text/event-stream`, else NDJSON (`{"result":…}` per line).
+fn stream_response(
+    stream: BoxStream<'static, Result<StreamItem, AppError>>,
+    fields: Option<Fields>,
+    sse: bool,
+) -> Response {
+    let result_fields = fields.map(|f| f.below("result"));
+    let mut last_sent: HashMap<String, u64> = HashMap::new();
+    let messages = stream.filter_map(move |item| {
+        let frame = match item {
+            Ok(item) => {
+                let (name, json) = render_item(item, result_fields.as_ref());
+                // An event identical to the last one sent for the same object is dropped, as
+                // upstream does (a projection often hides what changed).
+                if let Some(name) = name {
+                    let digest = digest(&json);
+                    if last_sent.insert(name, digest) == Some(digest) {
+                        return std::future::ready(None);
+                    }
+                }
+                frame(sse, &json, true)
+            }
+            Err(err) => frame(sse, &error_json(&err), false),
+        };
+        std::future::ready(Some(frame))
+    });
+    let keepalive = if sse { ":\n" } else { "\n" };
+    let body = with_keepalive(messages, Bytes::from_static(keepalive.as_bytes()));
+    let mut response = Response::new(Body::from_stream(body.map(Ok::<_, Infallible>)));
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(if sse {
+            "text/event-stream"
+        } else {
+            "application/json"
+        }),
+    );
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    *response.status_mut() = StatusCode::OK;
+    response
+}
+
+/// The JSON text of one stream message and, for watch events, the object's name.
+fn render_item(item: StreamItem, fields: Option<&Fields>) -> (Option<String>, Vec<u8>) {
+    match (item, fields) {
+        (StreamItem::Message(value), Some(f)) => {
+            (None, serde_json::to_vec(&f.apply(&value)).unwrap_or_default())
+        }
+        (StreamItem::Message(value), None) => (None, serde_json::to_vec(&value).unwrap_or_default()),
+        (StreamItem::Event { kind, field, doc }, None) => {
+            let mut out = Vec::with_capacity(doc.json.len() + 32);
+            out.extend_from_slice(b"{\"type\":\"");
+            out.extend_from_slice(kind.as_bytes());
+            out.extend_from_slice(b"\",\"");
+            out.extend_from_slice(field.as_bytes());
+            out.extend_from_slice(b"\":");
+            out.extend_from_slice(&doc.json);
+            out.push(b'}');
+            (Some(event_name(&doc)), out)
+        }
+        (StreamItem::Event { kind, field, doc }, Some(f)) => {
+            let mut event = Map::new();
+            event.insert("type".to_owned(), Value::String(kind.to_owned()));
+            event.insert(field.to_owned(), doc.value());
+            let json = serde_json::to_vec(&f.apply(&Value::Object(event))).unwrap_or_default();
+            (Some(event_name(&doc)), json)
+        }
+    }
+}
+
+fn event_name(doc: &DocRef) -> String {
+    format!("{}/{}", doc.key.namespace, doc.key.name)
+}
+
+fn digest(bytes: &[u8]) -> u64 {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let mut hasher = foldhash::quality::FixedState::default().build_hasher();
+    hasher.write(bytes);
+    hasher.finish()
+}
+
+fn frame(sse: bool, json: &[u8], ok: bool) -> Bytes {
+    let key: &[u8] = if ok { b"{\"result\":" } else { b"{\"error\":" };
+    let mut out = Vec::with_capacity(json.len() + 24);
+    if sse {
+        out.extend_from_slice(b"data: ");
+    }
+    out.extend_from_slice(key);
+    out.extend_from_slice(json);
+    out.push(b'}');
+    out.extend_from_slice(if sse { b" \n\n\n" } else { b"\n" });
+    Bytes::from(out)
+}
+
+/// The error object of a failed stream, in grpc-gateway's shape.
+fn error_json(err: &AppError) -> Vec<u8> {
+    let (code, status) = err.codes();
+    let body = serde_json::json!({
+        "grpc_code": code as i32,
+        "http_code": status.as_u16(),
+        "message": err.to_string(),
+        "http_status": status.canonical_reason().unwrap_or(""),
+    });
+    serde_json::to_vec(&body).unwrap_or_default()
+}
+
+/// Interleaves `keepalive` whenever `frames` is quiet for [`KEEPALIVE`]; ends with `frames`.
+fn with_keepalive(
+    frames: impl Stream<Item = Bytes> + Send + 'static,
+    keepalive: Bytes,
+) -> impl Stream<Item = Bytes> + Send + 'static {
+    let frames = Box::pin(frames);
+    stream::unfold(frames, move |mut frames| {
+        let keepalive = keepalive.clone();
+        async move {
+            match tokio::time::timeout(KEEPALIVE, frames.next()).await {
+                Ok(Some(frame)) => Some((frame, frames)),
+                Ok(None) => None,
+                Err(_) => Some((keepalive, frames)),
+            }
+        }
+    })
+}

@@ -1,0 +1,135 @@
+//! What the registry holds: kinds of objects and their keys.
+
+use std::fmt;
+
+use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_encode};
+
+/// The kinds of object the API serves, each stored under its own key prefix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Application,
+    AppProject,
+    Cluster,
+    Repository,
+    RepoCreds,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 5] = [
+        Kind::Application,
+        Kind::AppProject,
+        Kind::Cluster,
+        Kind::Repository,
+        Kind::RepoCreds,
+    ];
+
+    /// The key segment (also the Kubernetes-style plural).
+    pub fn segment(self) -> &'static str {
+        match self {
+            Kind::Application => "applications",
+            Kind::AppProject => "appprojects",
+            Kind::Cluster => "clusters",
+            Kind::Repository => "repositories",
+            Kind::RepoCreds => "repocreds",
+        }
+    }
+
+    /// The protobuf message that describes an object of this kind.
+    pub fn message(self) -> &'static str {
+        match self {
+            Kind::Application => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Application",
+            Kind::AppProject => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.AppProject",
+            Kind::Cluster => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Cluster",
+            Kind::Repository => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Repository",
+            Kind::RepoCreds => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCreds",
+        }
+    }
+
+    /// Whether objects carry Kubernetes `metadata` (applications and projects); the others are
+    /// plain records keyed by their URL.
+    pub fn has_metadata(self) -> bool {
+        matches!(self, Kind::Application | Kind::AppProject)
+    }
+
+    fn from_segment(segment: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.segment() == segment)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.segment())
+    }
+}
+
+/// Store keys of objects start with this; nothing else in the store does.
+pub(crate) const PREFIX: &str = "/registry/";
+
+/// Characters escaped in key segments, so that a name holding `/` (a URL) stays one segment.
+const SEGMENT: &AsciiSet = &CONTROLS.add(b'/').add(b'%').add(b' ');
+
+/// An object's identity: kind, namespace and name. Clusters are named by server URL,
+/// repositories and credential templates by repository URL.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Key {
+    pub fn new(kind: Kind, namespace: &str, name: &str) -> Self {
+        Self {
+            kind,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    pub(crate) fn store_key(&self) -> String {
+        format!(
+            "{PREFIX}{}/{}/{}",
+            self.kind.segment(),
+            utf8_percent_encode(&self.namespace, SEGMENT),
+            utf8_percent_encode(&self.name, SEGMENT)
+        )
+    }
+
+    pub(crate) fn from_store_key(key: &str) -> Option<Self> {
+        let mut parts = key.strip_prefix(PREFIX)?.split('/');
+        let kind = Kind::from_segment(parts.next()?)?;
+        let namespace = percent_decode_str(parts.next()?).decode_utf8().ok()?.into_owned();
+        let name = percent_decode_str(parts.next()?).decode_utf8().ok()?.into_owned();
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(Self {
+            kind,
+            namespace,
+            name,
+        })
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            write!(f, "{} {:?}", self.kind, self.name)
+        } else {
+            write!(f, "{} {}/{}", self.kind, self.namespace, self.name)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_names_round_trip_through_store_keys() {
+        let key = Key::new(Kind::Cluster, "", "https://10.0.0.1:6443/a%2Fb path");
+        let stored = key.store_key();
+        assert_eq!(stored.matches('/').count(), 4, "{stored}");
+        assert_eq!(Key::from_store_key(&stored), Some(key));
+    }
+}

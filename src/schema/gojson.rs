@@ -1,0 +1,340 @@
+//! Messages ↔ JSON with Go `encoding/json` rules (see `proto/tiphys/json.proto`).
+//!
+//! Output: proto field names, zero values omitted unless `always`, unset `always` messages as
+//! objects, `inline` messages flattened, int64 as numbers, times as Kubernetes strings.
+//! Input, as Go reads it: unknown keys ignored, keys matched exactly and then case-insensitively,
+//! `null` leaves a field unset; in addition, int64 given as a decimal string (protojson style) is
+//! accepted. A value of the wrong type is an error naming the field.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use prost_reflect::{
+    DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, ReflectMessage as _, Value as Pv,
+};
+use serde_json::{Map, Value};
+
+use super::plan::{FieldPlan, Shape, is_zero};
+use super::{Schema, SchemaError, time};
+
+impl Schema {
+    /// The JSON form of `msg`.
+    pub fn to_json(&self, msg: &DynamicMessage) -> Value {
+        let mut out = Map::new();
+        self.write_fields(msg, &mut out);
+        Value::Object(out)
+    }
+
+    fn write_fields(&self, msg: &DynamicMessage, out: &mut Map<String, Value>) {
+        for field in &self.plan(&msg.descriptor()).fields {
+            let fd = &field.fd;
+            if field.inline {
+                if let Some(inner) = msg.get_field(fd).as_message() {
+                    self.write_fields(inner, out);
+                }
+                continue;
+            }
+            let set = msg.has_field(fd);
+            let value = msg.get_field(fd);
+            let json = if fd.is_list() {
+                let items = value.as_list().unwrap_or_default();
+                if items.is_empty() {
+                    field.always.then_some(Value::Null)
+                } else {
+                    Some(Value::Array(
+                        items.iter().map(|v| self.value_json(field, v)).collect(),
+                    ))
+                }
+            } else if fd.is_map() {
+                match value.as_map() {
+                    Some(map) if !map.is_empty() => {
+                        let mut entries: Vec<(String, Value)> = map
+                            .iter()
+                            .map(|(k, v)| (map_key_string(k), self.value_json(field, v)))
+                            .collect();
+                        // Go's encoding/json sorts map keys.
+                        entries.sort_by(|a, b| a.0.cmp(&b.0));
+                        Some(Value::Object(entries.into_iter().collect()))
+                    }
+                    _ => field.always.then_some(Value::Null),
+                }
+            } else {
+                match field.shape {
+                    Shape::Time { .. } => {
+                        let json = self.value_json(field, &value);
+                        (!json.is_null() || field.always).then_some(json)
+                    }
+                    Shape::Message => (set || field.always).then(|| self.value_json(field, &value)),
+                    Shape::Scalar => {
+                        (!is_zero(&value) || field.always).then(|| self.value_json(field, &value))
+                    }
+                }
+            };
+            if let Some(json) = json {
+                out.insert(fd.name().to_owned(), json);
+            }
+        }
+    }
+
+    /// One value (a scalar, a message, a list element or a map value).
+    fn value_json(&self, field: &FieldPlan, value: &Pv) -> Value {
+        match (field.shape, value) {
+            (Shape::Time { micro }, Pv::Message(m)) => time_json(m, micro),
+            (_, Pv::Message(m)) => self.to_json(m),
+            (_, scalar) => scalar_json(scalar),
+        }
+    }
+
+    /// A message of type `desc` from its JSON form.
+    pub fn from_json(&self, desc: &MessageDescriptor, json: &Value) -> Result<DynamicMessage, SchemaError> {
+        let mut msg = DynamicMessage::new(desc.clone());
+        match json {
+            Value::Object(map) => self.read_fields(&mut msg, map, "")?,
+            Value::Null => {}
+            other => {
+                return Err(SchemaError::new(
+                    "",
+                    format!("expected an object, got {}", kind_of(other)),
+                ));
+            }
+        }
+        fill_required(&mut msg);
+        Ok(msg)
+    }
+
+    fn read_fields(
+        &self,
+        msg: &mut DynamicMessage,
+        map: &Map<String, Value>,
+        path: &str,
+    ) -> Result<(), SchemaError> {
+        let desc = msg.descriptor();
+        let plan = self.plan(&desc);
+        for (key, json) in map {
+            if json.is_null() {
+                continue;
+            }
+            let field_path = join(path, key);
+            if let Some(field) = plan.lookup(key) {
+                let value = self.read_field(field, json, &field_path)?;
+                msg.set_field(&field.fd, value);
+                continue;
+            }
+            // A key of an inline (embedded) message sits at this level.
+            for field in plan.fields.iter().filter(|f| f.inline) {
+                let Kind::Message(inner_desc) = field.fd.kind() else {
+                    continue;
+                };
+                if self.plan(&inner_desc).lookup(key).is_some() {
+                    let mut inner = msg
+                        .get_field(&field.fd)
+                        .as_message()
+                        .cloned()
+                        .unwrap_or_else(|| DynamicMessage::new(inner_desc.clone()));
+                    let mut single = Map::new();
+                    single.insert(key.clone(), json.clone());
+                    self.read_fields(&mut inner, &single, path)?;
+                    msg.set_field(&field.fd, Pv::Message(inner));
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn read_field(&self, field: &FieldPlan, json: &Value, path: &str) -> Result<Pv, SchemaError> {
+        let fd = &field.fd;
+        if fd.is_list() {
+            let Value::Array(items) = json else {
+                return Err(SchemaError::new(
+                    path,
+                    format!("expected an array, got {}", kind_of(json)),
+                ));
+            };
+            let kind = fd.kind();
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                let item_path = format!("{path}[{i}]");
+                if item.is_null() {
+                    out.push(Pv::default_value(&kind));
+                } else {
+                    out.push(self.read_value(field.shape, &kind, item, &item_path)?);
+                }
+            }
+            return Ok(Pv::List(out));
+        }
+        if fd.is_map() {
+            let Value::Object(entries) = json else {
+                return Err(SchemaError::new(
+                    path,
+                    format!("expected an object, got {}", kind_of(json)),
+                ));
+            };
+            let Kind::Message(entry) = fd.kind() else {
+                return Err(SchemaError::new(path, "map without an entry type"));
+            };
+            let key_kind = entry.map_entry_key_field().kind();
+            let value_kind = entry.map_entry_value_field().kind();
+            let mut out = std::collections::HashMap::with_capacity(entries.len());
+            for (k, v) in entries {
+                let entry_path = format!("{path}[{k:?}]");
+                let key = map_key(&key_kind, k)
+                    .ok_or_else(|| SchemaError::new(&entry_path, format!("{k:?} is not a valid map key")))?;
+                let value = if v.is_null() {
+                    Pv::default_value(&value_kind)
+                } else {
+                    self.read_value(field.shape, &value_kind, v, &entry_path)?
+                };
+                out.insert(key, value);
+            }
+            return Ok(Pv::Map(out));
+        }
+        self.read_value(field.shape, &fd.kind(), json, path)
+    }
+
+    fn read_value(&self, shape: Shape, kind: &Kind, json: &Value, path: &str) -> Result<Pv, SchemaError> {
+        let mismatch = |want: &str| SchemaError::new(path, format!("expected {want}, got {}", kind_of(json)));
+        Ok(match kind {
+            Kind::Message(desc) => {
+                if let Shape::Time { .. } = shape {
+                    let text = json.as_str().ok_or_else(|| mismatch("a time string"))?;
+                    let (seconds, nanos) = time::parse(text).map_err(|e| SchemaError::new(path, e))?;
+                    let mut msg = DynamicMessage::new(desc.clone());
+                    msg.set_field_by_number(1, Pv::I64(seconds));
+                    if nanos != 0 {
+                        msg.set_field_by_number(2, Pv::I32(nanos));
+                    }
+                    return Ok(Pv::Message(msg));
+                }
+                let Value::Object(map) = json else {
+                    return Err(mismatch("an object"));
+                };
+                let mut msg = DynamicMessage::new(desc.clone());
+                self.read_fields(&mut msg, map, path)?;
+                fill_required(&mut msg);
+                Pv::Message(msg)
+            }
+            Kind::String => Pv::String(json.as_str().ok_or_else(|| mismatch("a string"))?.to_owned()),
+            Kind::Bool => Pv::Bool(json.as_bool().ok_or_else(|| mismatch("true or false"))?),
+            Kind::Bytes => {
+                let text = json.as_str().ok_or_else(|| mismatch("a base64 string"))?;
+                let bytes = B64
+                    .decode(text)
+                    .map_err(|e| SchemaError::new(path, format!("invalid base64: {e}")))?;
+                Pv::Bytes(bytes.into())
+            }
+            Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Pv::I64(integer(json, path)?),
+            Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Pv::I32(
+                i32::try_from(integer::<i64>(json, path)?)
+                    .map_err(|_| SchemaError::new(path, "number out of range for int32"))?,
+            ),
+            Kind::Uint64 | Kind::Fixed64 => Pv::U64(integer(json, path)?),
+            Kind::Uint32 | Kind::Fixed32 => Pv::U32(
+                u32::try_from(integer::<u64>(json, path)?)
+                    .map_err(|_| SchemaError::new(path, "number out of range for uint32"))?,
+            ),
+            Kind::Double => Pv::F64(json.as_f64().ok_or_else(|| mismatch("a number"))?),
+            #[allow(clippy::cast_possible_truncation)]
+            Kind::Float => Pv::F32(json.as_f64().ok_or_else(|| mismatch("a number"))? as f32),
+            Kind::Enum(e) => match json {
+                Value::String(name) => Pv::EnumNumber(
+                    e.get_value_by_name(name)
+                        .ok_or_else(|| SchemaError::new(path, format!("unknown value {name:?}")))?
+                        .number(),
+                ),
+                _ => Pv::EnumNumber(
+                    i32::try_from(integer::<i64>(json, path)?)
+                        .map_err(|_| SchemaError::new(path, "enum number out of range"))?,
+                ),
+            },
+        })
+    }
+}
+
+/// proto2 `required` fields are always encoded, even when empty (Go clients refuse a message
+/// without them).
+fn fill_required(msg: &mut DynamicMessage) {
+    let desc = msg.descriptor();
+    for fd in desc.fields().filter(FieldDescriptor::is_required) {
+        if !msg.has_field(&fd) {
+            msg.set_field(&fd, fd.default_value());
+        }
+    }
+}
+
+fn integer<T: TryFrom<i128>>(json: &Value, path: &str) -> Result<T, SchemaError> {
+    let wide: Option<i128> = match json {
+        Value::Number(n) => n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)),
+        Value::String(s) => s.trim().parse::<i128>().ok(),
+        _ => None,
+    };
+    let wide =
+        wide.ok_or_else(|| SchemaError::new(path, format!("expected an integer, got {}", kind_of(json))))?;
+    T::try_from(wide).map_err(|_| SchemaError::new(path, "integer out of range"))
+}
+
+fn time_json(msg: &DynamicMessage, micro: bool) -> Value {
+    let seconds = msg.get_field_by_number(1).and_then(|v| v.as_i64()).unwrap_or(0);
+    let nanos = msg.get_field_by_number(2).and_then(|v| v.as_i32()).unwrap_or(0);
+    if seconds == 0 && nanos == 0 {
+        return Value::Null;
+    }
+    time::format(seconds, nanos, micro).map_or(Value::Null, Value::String)
+}
+
+fn scalar_json(value: &Pv) -> Value {
+    match value {
+        Pv::Bool(b) => Value::Bool(*b),
+        Pv::I32(n) | Pv::EnumNumber(n) => Value::from(*n),
+        Pv::I64(n) => Value::from(*n),
+        Pv::U32(n) => Value::from(*n),
+        Pv::U64(n) => Value::from(*n),
+        Pv::F32(n) => serde_json::Number::from_f64(f64::from(*n)).map_or(Value::Null, Value::Number),
+        Pv::F64(n) => serde_json::Number::from_f64(*n).map_or(Value::Null, Value::Number),
+        Pv::String(s) => Value::String(s.clone()),
+        Pv::Bytes(b) => Value::String(B64.encode(b)),
+        Pv::Message(_) | Pv::List(_) | Pv::Map(_) => Value::Null,
+    }
+}
+
+fn map_key_string(key: &MapKey) -> String {
+    match key {
+        MapKey::Bool(b) => b.to_string(),
+        MapKey::I32(n) => n.to_string(),
+        MapKey::I64(n) => n.to_string(),
+        MapKey::U32(n) => n.to_string(),
+        MapKey::U64(n) => n.to_string(),
+        MapKey::String(s) => s.clone(),
+    }
+}
+
+fn map_key(kind: &Kind, text: &str) -> Option<MapKey> {
+    Some(match kind {
+        Kind::String => MapKey::String(text.to_owned()),
+        Kind::Bool => MapKey::Bool(text.parse().ok()?),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => MapKey::I32(text.parse().ok()?),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => MapKey::I64(text.parse().ok()?),
+        Kind::Uint32 | Kind::Fixed32 => MapKey::U32(text.parse().ok()?),
+        Kind::Uint64 | Kind::Fixed64 => MapKey::U64(text.parse().ok()?),
+        _ => return None,
+    })
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+/// How a JSON value is named in errors.
+pub(crate) fn kind_of(json: &Value) -> &'static str {
+    match json {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,683 @@
+//! `application.ApplicationService`: Applications in the registry, authorised per object with
+//! upstream's RBAC objects (`<project>/<name>`, or `<project>/<namespace>/<name>` outside the
+//! server's namespace) and checked against their project's restrictions.
+//!
+//! A missing application and one the caller may not see give the same answer (SEC-13): a
+//! caller who could see an application of that name gets "not found", anyone else gets the
+//! same fixed "permission denied" as for an existing application they may not see.
+
+mod selector;
+mod sync;
+mod watch;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use self::selector::Selector;
+pub use self::sync::{sync, terminate_operation};
+pub use self::watch::watch;
+use super::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER, ProjectRules};
+use super::resource::{check_object_name, check_repo_url, parse_resource_version};
+use crate::error::AppError;
+use crate::principal::Principal;
+use crate::registry::{Change, DocRef, Key, Kind};
+use futures_util::StreamExt as _;
+
+use crate::rpc::{Ctx, Reply, StreamItem};
+use crate::server::state::AppState;
+
+const RESOURCE: &str = "applications";
+
+/// The fixed answer for an application the caller may not see (or that does not exist).
+fn denied() -> AppError {
+    AppError::PermissionDenied("permission denied".to_owned())
+}
+
+/// `ApplicationQuery` (List, Get, Watch).
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AppQuery {
+    pub name: String,
+    pub projects: Vec<String>,
+    pub project: Vec<String>,
+    pub resource_version: String,
+    pub selector: String,
+    pub repo: String,
+    pub app_namespace: String,
+}
+
+/// The RBAC object of an application (upstream's `RBACName`).
+pub fn rbac_object(server_ns: &str, project: &str, app_ns: &str, name: &str) -> String {
+    if app_ns.is_empty() || app_ns == server_ns {
+        format!("{project}/{name}")
+    } else {
+        format!("{project}/{app_ns}/{name}")
+    }
+}
+
+fn doc_object(state: &AppState, doc: &DocRef) -> String {
+    rbac_object(
+        &state.namespace,
+        &doc.summary.project,
+        &doc.key.namespace,
+        &doc.key.name,
+    )
+}
+
+fn namespace_of(state: &AppState, requested: &str) -> String {
+    if requested.is_empty() {
+        state.namespace.clone()
+    } else {
+        requested.to_owned()
+    }
+}
+
+/// Does a query (projects, repo, selector, name) select this application?
+struct Filter {
+    projects: Vec<String>,
+    repo: String,
+    selector: Selector,
+    name: String,
+    namespace: Option<String>,
+}
+
+impl Filter {
+    fn new(q: &AppQuery) -> Result<Self, AppError> {
+        Ok(Self {
+            projects: q.projects.iter().chain(&q.project).cloned().collect(),
+            repo: q.repo.clone(),
+            selector: Selector::parse(&q.selector)?,
+            name: q.name.clone(),
+            namespace: (!q.app_namespace.is_empty()).then(|| q.app_namespace.clone()),
+        })
+    }
+
+    fn matches(&self, doc: &DocRef) -> bool {
+        (self.projects.is_empty() || self.projects.contains(&doc.summary.project))
+            && (self.repo.is_empty() || doc.summary.repos.iter().any(|r| same_repo(r, &self.repo)))
+            && (self.name.is_empty() || doc.key.name == self.name)
+            && self.namespace.as_ref().is_none_or(|ns| &doc.key.namespace == ns)
+            && self.selector.matches(&doc.summary.labels)
+    }
+}
+
+/// Repository URLs compare without a trailing `/` or `.git` and case-insensitively.
+fn same_repo(a: &str, b: &str) -> bool {
+    let norm = |u: &str| {
+        let u = u.trim_end_matches('/');
+        u.strip_suffix(".git").unwrap_or(u).to_ascii_lowercase()
+    };
+    norm(a) == norm(b)
+}
+
+pub async fn list(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let filter = Filter::new(&q)?;
+    let (resource_version, docs) = ctx.state.registry.list(Kind::Application);
+    let items = docs
+        .into_iter()
+        .filter(|doc| filter.matches(doc))
+        .filter(|doc| {
+            ctx.state
+                .rbac
+                .allows(principal, RESOURCE, "get", &doc_object(&ctx.state, doc))
+        })
+        .collect();
+    Ok(Reply::List {
+        resource_version,
+        items,
+    })
+}
+
+/// The application `name` in `app_ns` if the caller may perform `action` on it. See the module
+/// comment for what a missing or hidden application answers.
+fn authorized(
+    state: &AppState,
+    principal: &Principal,
+    app_ns: &str,
+    name: &str,
+    project_hint: &str,
+    action: &str,
+) -> Result<DocRef, AppError> {
+    let ns = namespace_of(state, app_ns);
+    match state.registry.get(&Key::new(Kind::Application, &ns, name)) {
+        Some(doc) => {
+            if state
+                .rbac
+                .allows(principal, RESOURCE, action, &doc_object(state, &doc))
+            {
+                Ok(doc)
+            } else {
+                Err(denied())
+            }
+        }
+        None => {
+            let project = if project_hint.is_empty() {
+                "*"
+            } else {
+                project_hint
+            };
+            if state.rbac.allows(
+                principal,
+                RESOURCE,
+                action,
+                &rbac_object(&state.namespace, project, &ns, name),
+            ) {
+                Err(AppError::NotFound(format!(
+                    "applications.argoproj.io \"{name}\" not found"
+                )))
+            } else {
+                Err(denied())
+            }
+        }
+    }
+}
+
+pub async fn get(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let project = q
+        .projects
+        .first()
+        .or(q.project.first())
+        .cloned()
+        .unwrap_or_default();
+    let doc = authorized(&ctx.state, principal, &q.app_namespace, &q.name, &project, "get")?;
+    Ok(Reply::Doc(doc))
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct CreateRequest {
+    pub application: Value,
+    pub upsert: Option<bool>,
+    pub validate: Option<bool>,
+}
+
+/// What the use cases read of an application.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default)]
+struct AppView {
+    metadata: MetaView,
+    spec: SpecView,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default, rename_all = "camelCase")]
+struct MetaView {
+    name: String,
+    namespace: String,
+    resource_version: String,
+    annotations: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default)]
+struct SpecView {
+    project: String,
+    source: Option<SourceView>,
+    sources: Vec<SourceView>,
+    destination: DestView,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default)]
+struct SourceView {
+    #[serde(rename = "repoURL")]
+    repo_url: String,
+}
+
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default)]
+struct DestView {
+    server: String,
+    name: String,
+    namespace: String,
+}
+
+impl AppView {
+    fn read(value: &Value) -> Result<Self, AppError> {
+        Self::deserialize(value).map_err(|e| AppError::InvalidArgument(format!("invalid application: {e}")))
+    }
+
+    fn project(&self) -> &str {
+        if self.spec.project.is_empty() {
+            "default"
+        } else {
+            &self.spec.project
+        }
+    }
+}
+
+/// Checks an application against its project and the server's rules; returns its key.
+fn validate(state: &AppState, app: &AppView) -> Result<Key, AppError> {
+    check_object_name("application", &app.metadata.name)?;
+    let ns = namespace_of(state, &app.metadata.namespace);
+    check_object_name("namespace", &ns)?;
+    let project = app.project();
+    let rules = ProjectRules::load(&state.registry, &state.namespace, project)?;
+    rules.check_app_namespace(project, &ns, &state.namespace)?;
+    let sources: Vec<&SourceView> = app.spec.source.iter().chain(&app.spec.sources).collect();
+    if sources.is_empty() {
+        return Err(AppError::InvalidArgument(
+            "application spec is invalid: at least one source is required (spec.source or spec.sources)"
+                .to_owned(),
+        ));
+    }
+    for source in sources {
+        if source.repo_url.is_empty() {
+            return Err(AppError::InvalidArgument(
+                "application spec is invalid: a source has no repoURL".to_owned(),
+            ));
+        }
+        check_repo_url(&source.repo_url)?;
+        rules.check_source(project, &source.repo_url)?;
+    }
+    let dest = &app.spec.destination;
+    let server = match (dest.server.is_empty(), dest.name.is_empty()) {
+        (false, false) => {
+            return Err(AppError::InvalidArgument(
+                "application destination can't have both name and server defined".to_owned(),
+            ));
+        }
+        (true, true) => {
+            return Err(AppError::InvalidArgument(
+                "application destination has neither a server nor a name".to_owned(),
+            ));
+        }
+        (false, true) => dest.server.clone(),
+        (true, false) => cluster_server_by_name(state, &dest.name)?,
+    };
+    rules.check_destination(project, &server, &dest.name, &dest.namespace)?;
+    for (key, value) in &app.metadata.annotations {
+        if key.starts_with("link.argocd.argoproj.io/") {
+            let lower = value.trim().to_ascii_lowercase();
+            if !(lower.starts_with("https://") || lower.starts_with("http://")) {
+                return Err(AppError::InvalidArgument(format!(
+                    "annotation {key}: only http and https links are accepted"
+                )));
+            }
+        }
+    }
+    Ok(Key::new(Kind::Application, &ns, &app.metadata.name))
+}
+
+/// The server URL of the cluster named `name`.
+fn cluster_server_by_name(state: &AppState, name: &str) -> Result<String, AppError> {
+    if name == IN_CLUSTER_NAME {
+        return Ok(IN_CLUSTER_SERVER.to_owned());
+    }
+    let (_, clusters) = state.registry.list(Kind::Cluster);
+    clusters
+        .iter()
+        .find_map(|doc| {
+            let value = doc.value();
+            (value.get("name").and_then(Value::as_str) == Some(name)).then(|| {
+                value
+                    .get("server")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+        })
+        .ok_or_else(|| {
+            AppError::InvalidArgument(format!(
+                "unable to find destination server: there are no clusters with this name: {name}"
+            ))
+        })
+}
+
+/// Removes what callers may not set on create or update: the controller's `status` and,
+/// unless kept from the stored object, the `operation`.
+/// An empty `spec.project` is stored as `default`, the project it means.
+fn client_fields(mut value: Value) -> Value {
+    if let Some(object) = value.as_object_mut() {
+        object.remove("status");
+        object.remove("operation");
+    }
+    if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
+        let empty = spec.get("project").and_then(Value::as_str).is_none_or(str::is_empty);
+        if empty {
+            spec.insert("project".to_owned(), Value::from("default"));
+        }
+    }
+    value
+}
+
+/// `value` with `status` and `operation` taken from the stored object.
+fn keep_server_fields(mut value: Value, stored: &Value) -> Value {
+    if let Some(object) = value.as_object_mut() {
+        for field in ["status", "operation"] {
+            match stored.get(field) {
+                Some(v) => {
+                    object.insert(field.to_owned(), v.clone());
+                }
+                None => {
+                    object.remove(field);
+                }
+            }
+        }
+    }
+    value
+}
+
+pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let value = client_fields(req.application);
+    let app = AppView::read(&value)?;
+    let key = validate(&ctx.state, &app)?;
+    let object = rbac_object(&ctx.state.namespace, app.project(), &key.namespace, &key.name);
+    ctx.state.rbac.enforce(principal, RESOURCE, "create", &object)?;
+    if let Some(existing) = ctx.state.registry.get(&key) {
+        let stored = existing.value();
+        let stored_app = AppView::read(&stored)?;
+        if stored.get("spec") == normalized_spec(&value)?.as_ref()
+            && stored_app.metadata.annotations == app.metadata.annotations
+        {
+            return Ok(Reply::Doc(existing));
+        }
+        if !req.upsert.unwrap_or(false) {
+            return Err(AppError::InvalidArgument(
+                "existing application spec is different, use upsert flag to force update".to_owned(),
+            ));
+        }
+        ctx.state
+            .rbac
+            .enforce(principal, RESOURCE, "update", &doc_object(&ctx.state, &existing))?;
+        ctx.state.rbac.enforce(principal, RESOURCE, "update", &object)?;
+        let value = keep_server_fields(value, &stored);
+        return write(
+            &ctx.state,
+            Change::Update {
+                key,
+                value,
+                expect: None,
+            },
+        )
+        .await;
+    }
+    write(&ctx.state, Change::Create { key, value }).await
+}
+
+/// The spec of `value` as it would be stored (so it compares with a stored spec).
+fn normalized_spec(value: &Value) -> Result<Option<Value>, AppError> {
+    let schema = crate::schema::Schema::get();
+    let desc = schema
+        .message(Kind::Application.message())
+        .map_err(|e| AppError::Internal(e.into()))?;
+    let msg = schema
+        .from_json(&desc, value)
+        .map_err(|e| AppError::InvalidArgument(format!("invalid application: {e}")))?;
+    Ok(schema.to_json(&msg).get("spec").cloned())
+}
+
+async fn write(state: &AppState, change: Change) -> Result<Reply, AppError> {
+    let mut results = state.registry.apply(vec![change]).await?;
+    match results.pop().flatten() {
+        Some(doc) => Ok(Reply::Doc(doc)),
+        None => Ok(Reply::Message(Value::Object(Map::new()))),
+    }
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct UpdateRequest {
+    pub application: Value,
+    pub validate: Option<bool>,
+    pub project: String,
+}
+
+/// Replaces an application (status and operation stay the server's). Checked against the stored
+/// and the resulting object (SEC-15): moving an application to another project needs `update`
+/// in both.
+pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let value = client_fields(req.application);
+    let app = AppView::read(&value)?;
+    let existing = authorized(
+        &ctx.state,
+        principal,
+        &app.metadata.namespace,
+        &app.metadata.name,
+        &req.project,
+        "update",
+    )?;
+    replace(
+        &ctx.state,
+        principal,
+        &existing,
+        value,
+        &app.metadata.resource_version,
+    )
+    .await
+}
+
+async fn replace(
+    state: &AppState,
+    principal: &Principal,
+    existing: &DocRef,
+    value: Value,
+    resource_version: &str,
+) -> Result<Reply, AppError> {
+    let app = AppView::read(&value)?;
+    let key = validate(state, &app)?;
+    if key != existing.key {
+        return Err(AppError::InvalidArgument(
+            "an application's name and namespace cannot change".to_owned(),
+        ));
+    }
+    let object = rbac_object(&state.namespace, app.project(), &key.namespace, &key.name);
+    if !state.rbac.allows(principal, RESOURCE, "update", &object) {
+        return Err(denied());
+    }
+    let value = keep_server_fields(value, &existing.value());
+    let expect = parse_resource_version(resource_version)?;
+    write(state, Change::Update { key, value, expect }).await
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct UpdateSpecRequest {
+    pub name: String,
+    pub spec: Value,
+    pub validate: Option<bool>,
+    pub app_namespace: String,
+    pub project: String,
+}
+
+/// Replaces the spec; answers with the spec as stored.
+pub async fn update_spec(ctx: Ctx, req: UpdateSpecRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let existing = authorized(
+        &ctx.state,
+        principal,
+        &req.app_namespace,
+        &req.name,
+        &req.project,
+        "update",
+    )?;
+    let mut value = existing.value();
+    if let Some(object) = value.as_object_mut() {
+        object.insert("spec".to_owned(), req.spec);
+    }
+    let rv = existing.rv.to_string();
+    let Reply::Doc(doc) = replace(&ctx.state, principal, &existing, value, &rv).await? else {
+        return Err(AppError::Internal(anyhow::anyhow!("update gave no object")));
+    };
+    Ok(Reply::Message(
+        doc.value().get("spec").cloned().unwrap_or(Value::Null),
+    ))
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct PatchRequest {
+    pub name: String,
+    pub patch: String,
+    pub patch_type: String,
+    pub app_namespace: String,
+    pub project: String,
+}
+
+/// A JSON merge patch (`merge`, the default) or a JSON patch (`json`) of the application.
+pub async fn patch(ctx: Ctx, req: PatchRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let existing = authorized(
+        &ctx.state,
+        principal,
+        &req.app_namespace,
+        &req.name,
+        &req.project,
+        "update",
+    )?;
+    let mut value = existing.value();
+    let patch: Value = serde_json::from_str(&req.patch)
+        .map_err(|e| AppError::InvalidArgument(format!("the patch is not valid JSON: {e}")))?;
+    match req.patch_type.as_str() {
+        "" | "merge" => json_patch::merge(&mut value, &patch),
+        "json" => {
+            let ops: json_patch::Patch = serde_json::from_value(patch)
+                .map_err(|e| AppError::InvalidArgument(format!("invalid JSON patch: {e}")))?;
+            json_patch::patch(&mut value, &ops)
+                .map_err(|e| AppError::InvalidArgument(format!("the JSON patch cannot be applied: {e}")))?;
+        }
+        other => {
+            return Err(AppError::InvalidArgument(format!(
+                "unsupported patch type {other:?}: use merge or json"
+            )));
+        }
+    }
+    let rv = existing.rv.to_string();
+    replace(&ctx.state, principal, &existing, client_fields(value), &rv).await
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct DeleteRequest {
+    pub name: String,
+    pub cascade: Option<bool>,
+    pub propagation_policy: String,
+    pub app_namespace: String,
+    pub project: String,
+}
+
+pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let existing = authorized(
+        &ctx.state,
+        principal,
+        &req.app_namespace,
+        &req.name,
+        &req.project,
+        "get",
+    )?;
+    ctx.state
+        .rbac
+        .enforce(principal, RESOURCE, "delete", &doc_object(&ctx.state, &existing))?;
+    ctx.state
+        .registry
+        .apply(vec![Change::Delete {
+            key: existing.key.clone(),
+            expect: Some(existing.rv),
+        }])
+        .await?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct ResourcesQuery {
+    pub application_name: String,
+    pub app_namespace: String,
+    pub project: String,
+}
+
+/// The resource tree: written by a controller; empty until one does.
+pub async fn resource_tree(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    authorized(
+        &ctx.state,
+        principal,
+        &q.app_namespace,
+        &q.application_name,
+        &q.project,
+        "get",
+    )?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SyncWindowsQuery {
+    pub name: String,
+    pub app_namespace: String,
+    pub project: String,
+}
+
+/// The project's sync windows that apply to the application. tiphys records windows but does
+/// not evaluate their schedules, so none is reported active and manual sync is allowed.
+pub async fn sync_windows(ctx: Ctx, q: SyncWindowsQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    authorized(
+        &ctx.state,
+        principal,
+        &q.app_namespace,
+        &q.name,
+        &q.project,
+        "get",
+    )?;
+    Ok(Reply::Message(serde_json::json!({"canSync": true})))
+}
+
+/// The resource tree as a stream: the current (empty) tree, then nothing until a controller
+/// writes one; the stream stays open as the UI expects.
+pub async fn watch_resource_tree(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    authorized(
+        &ctx.state,
+        principal,
+        &q.app_namespace,
+        &q.application_name,
+        &q.project,
+        "get",
+    )?;
+    let first = futures_util::stream::once(async { Ok(StreamItem::Message(Value::Object(Map::new()))) });
+    Ok(Reply::Stream(
+        first.chain(futures_util::stream::pending()).boxed(),
+    ))
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct NamedQuery {
+    pub name: String,
+    pub app_namespace: String,
+    pub project: String,
+}
+
+/// Kubernetes events of the application's resources: none, as tiphys watches no cluster.
+pub async fn list_events(ctx: Ctx, q: NamedQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    authorized(
+        &ctx.state,
+        principal,
+        &q.app_namespace,
+        &q.name,
+        &q.project,
+        "get",
+    )?;
+    Ok(Reply::Message(serde_json::json!({"metadata": {}})))
+}
+
+/// Links configured for applications (argocd-cm `application.links`): none configured.
+pub async fn list_links(ctx: Ctx, q: NamedQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    authorized(
+        &ctx.state,
+        principal,
+        &q.app_namespace,
+        &q.name,
+        &q.project,
+        "get",
+    )?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}

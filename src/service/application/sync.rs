@@ -1,0 +1,184 @@
+//! Sync and TerminateOperation. tiphys records the sync `operation` on the Application, as
+//! argocd-server does; a controller carries it out and reports in `status.operationState`.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::{AppView, authorized, denied, doc_object, validate};
+use crate::error::AppError;
+use crate::registry::Change;
+use crate::rpc::{Ctx, Reply};
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct SyncRequest {
+    pub name: String,
+    pub app_namespace: String,
+    pub project: String,
+    pub revision: String,
+    pub revisions: Vec<String>,
+    pub source_positions: Vec<i64>,
+    pub dry_run: bool,
+    pub prune: bool,
+    pub strategy: Option<Value>,
+    pub resources: Vec<Value>,
+    pub manifests: Vec<String>,
+    pub infos: Vec<Value>,
+    pub retry_strategy: Option<Value>,
+    pub sync_options: Option<SyncOptions>,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct SyncOptions {
+    pub items: Vec<String>,
+}
+
+pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let state = &ctx.state;
+    let existing = authorized(
+        state,
+        principal,
+        &req.app_namespace,
+        &req.name,
+        &req.project,
+        "get",
+    )?;
+    let object = doc_object(state, &existing);
+    if !state.rbac.allows(principal, "applications", "sync", &object) {
+        return Err(denied());
+    }
+    // Local manifests replace what the repository says: they need `override` (SEC-23).
+    if !req.manifests.is_empty() {
+        state
+            .rbac
+            .enforce(principal, "applications", "override", &object)?;
+    }
+    let mut value = existing.value();
+    let app = AppView::read(&value)?;
+    // The project may have changed since the application was written.
+    validate(state, &app)?;
+    if value.get("operation").is_some() {
+        return Err(AppError::FailedPrecondition(
+            "another operation is already in progress".to_owned(),
+        ));
+    }
+    let mut sync = Map::new();
+    let mut put = |key: &str, v: Value, present: bool| {
+        if present {
+            sync.insert(key.to_owned(), v);
+        }
+    };
+    put(
+        "revision",
+        Value::from(req.revision.clone()),
+        !req.revision.is_empty(),
+    );
+    put(
+        "revisions",
+        Value::from(req.revisions.clone()),
+        !req.revisions.is_empty(),
+    );
+    put(
+        "sourcePositions",
+        Value::from(req.source_positions.clone()),
+        !req.source_positions.is_empty(),
+    );
+    put("prune", Value::Bool(true), req.prune);
+    put("dryRun", Value::Bool(true), req.dry_run);
+    put(
+        "syncStrategy",
+        req.strategy.clone().unwrap_or(Value::Null),
+        req.strategy.is_some(),
+    );
+    put(
+        "resources",
+        Value::from(req.resources.clone()),
+        !req.resources.is_empty(),
+    );
+    put(
+        "manifests",
+        Value::from(req.manifests.clone()),
+        !req.manifests.is_empty(),
+    );
+    let options = req.sync_options.map(|o| o.items).unwrap_or_default();
+    put("syncOptions", Value::from(options.clone()), !options.is_empty());
+    let mut operation = Map::new();
+    operation.insert("sync".to_owned(), Value::Object(sync));
+    operation.insert(
+        "initiatedBy".to_owned(),
+        serde_json::json!({"username": principal.subject()}),
+    );
+    if !req.infos.is_empty() {
+        operation.insert("info".to_owned(), Value::from(req.infos));
+    }
+    if let Some(retry) = req.retry_strategy {
+        operation.insert("retry".to_owned(), retry);
+    }
+    if let Some(object) = value.as_object_mut() {
+        object.insert("operation".to_owned(), Value::Object(operation));
+    }
+    let change = Change::Update {
+        key: existing.key.clone(),
+        value,
+        expect: Some(existing.rv),
+    };
+    let doc = state.registry.apply(vec![change]).await?.pop().flatten();
+    doc.map(Reply::Doc)
+        .ok_or_else(|| AppError::Internal(anyhow::anyhow!("sync wrote no object")))
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct TerminateRequest {
+    pub name: String,
+    pub app_namespace: String,
+    pub project: String,
+}
+
+/// Asks the controller to stop the running operation (`phase: Terminating`); an operation no
+/// controller has started yet is simply withdrawn.
+pub async fn terminate_operation(ctx: Ctx, req: TerminateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let state = &ctx.state;
+    let existing = authorized(
+        state,
+        principal,
+        &req.app_namespace,
+        &req.name,
+        &req.project,
+        "get",
+    )?;
+    if !state
+        .rbac
+        .allows(principal, "applications", "sync", &doc_object(state, &existing))
+    {
+        return Err(denied());
+    }
+    let mut value = existing.value();
+    let running = value
+        .pointer("/status/operationState/phase")
+        .and_then(Value::as_str)
+        .is_some_and(|p| p == "Running");
+    if running {
+        if let Some(phase) = value.pointer_mut("/status/operationState/phase") {
+            *phase = Value::from("Terminating");
+        }
+    } else if value.get("operation").is_some() {
+        if let Some(object) = value.as_object_mut() {
+            object.remove("operation");
+        }
+    } else {
+        return Err(AppError::FailedPrecondition(
+            "Unable to terminate operation. No operation is in progress".to_owned(),
+        ));
+    }
+    let change = Change::Update {
+        key: existing.key.clone(),
+        value,
+        expect: Some(existing.rv),
+    };
+    state.registry.apply(vec![change]).await?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}

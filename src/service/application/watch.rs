@@ -1,0 +1,131 @@
+//! Watch: upstream's semantics (without a resourceVersion, or for one named application, an
+//! `ADDED` per matching application first; then live changes), RBAC checked per event with the
+//! policy in force at that moment, and the stream ends when the caller's session does.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use futures_util::stream;
+
+use super::{AppQuery, Filter, doc_object};
+use crate::error::AppError;
+use crate::principal::{Caller, Credentials};
+use crate::registry::{DocRef, EventType, Kind, Subscription, WatchError};
+use crate::rpc::{Ctx, Reply, StreamItem};
+use crate::server::state::AppState;
+use crate::service::resource::parse_resource_version;
+
+/// How often a quiet watch re-checks that the caller's session is still valid.
+const RECHECK: Duration = Duration::from_secs(10);
+
+pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
+    ctx.caller.require()?;
+    let filter = Filter::new(&q)?;
+    let since = parse_resource_version(&q.resource_version)?;
+    let registry = &ctx.state.registry;
+    let (initial, sub) = match since {
+        Some(rv) if q.name.is_empty() => (
+            Vec::new(),
+            registry.watch(Kind::Application, rv).map_err(watch_error)?,
+        ),
+        _ => registry.list_and_watch(Kind::Application).map_err(watch_error)?,
+    };
+    let state = Arc::clone(&ctx.state);
+    let caller = ctx.caller.clone();
+    let visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync> = Arc::new(move |doc: &DocRef| {
+        filter.matches(doc)
+            && state
+                .rbac
+                .allows(&caller.principal, "applications", "get", &doc_object(&state, doc))
+    });
+    let first = {
+        let visible = Arc::clone(&visible);
+        stream::iter(initial).filter_map(move |doc| {
+            let show = visible(&doc);
+            std::future::ready(show.then(|| {
+                Ok(StreamItem::Event {
+                    kind: EventType::Added.as_str(),
+                    field: "application",
+                    doc,
+                })
+            }))
+        })
+    };
+    let live = live_events(Arc::clone(&ctx.state), ctx.caller.clone(), sub, visible);
+    Ok(Reply::Stream(first.chain(live).boxed()))
+}
+
+/// Live events, ending with an error when the session ends or the watch cannot continue.
+fn live_events(
+    state: Arc<AppState>,
+    caller: Caller,
+    sub: Subscription,
+    visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync>,
+) -> impl futures_util::Stream<Item = Result<StreamItem, AppError>> + Send + 'static {
+    let expires = caller.principal.account().and_then(|a| a.expires_at).map(|at| {
+        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        tokio::time::Instant::now() + Duration::from_secs(u64::try_from(at - now).unwrap_or(0))
+    });
+    let init = (sub, false);
+    stream::unfold(init, move |(mut sub, done)| {
+        let state = Arc::clone(&state);
+        let caller = caller.clone();
+        let visible = Arc::clone(&visible);
+        async move {
+            if done {
+                return None;
+            }
+            loop {
+                let expiry = async {
+                    match expires {
+                        Some(at) => tokio::time::sleep_until(at).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    next = sub.next() => match next {
+                        None => return None,
+                        Some(Err(err)) => return Some((Err(watch_error(err)), (sub, true))),
+                        Some(Ok(event)) => {
+                            if let Err(err) = session_valid(&state, &caller) {
+                                return Some((Err(err), (sub, true)));
+                            }
+                            if visible(&event.doc) {
+                                let item = StreamItem::Event { kind: event.kind.as_str(), field: "application", doc: Arc::clone(&event.doc) };
+                                return Some((Ok(item), (sub, false)));
+                            }
+                        }
+                    },
+                    () = expiry => {
+                        return Some((Err(AppError::Unauthenticated("session expired: log in again".to_owned())), (sub, true)));
+                    }
+                    () = tokio::time::sleep(RECHECK) => {
+                        if let Err(err) = session_valid(&state, &caller) {
+                            return Some((Err(err), (sub, true)));
+                        }
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Whether the token the stream was opened with is still good (not expired, not revoked).
+fn session_valid(state: &AppState, caller: &Caller) -> Result<(), AppError> {
+    match &caller.credentials {
+        Credentials::Valid(token) => state
+            .sessions
+            .authenticate(token)
+            .map(|_| ())
+            .map_err(|why| AppError::Unauthenticated(format!("invalid session: {why}"))),
+        _ => Ok(()),
+    }
+}
+
+fn watch_error(err: WatchError) -> AppError {
+    match err {
+        WatchError::TooOld { .. } | WatchError::Lagged => AppError::Aborted(err.to_string()),
+        WatchError::Future { .. } => AppError::InvalidArgument(err.to_string()),
+    }
+}
