@@ -1,1 +1,237 @@
+use std::sync::Arc;
 
+use serde_json::json;
+
+use super::*;
+use crate::store::FileStore;
+
+fn app(name: &str, project: &str) -> Value {
+    json!({"metadata": {"name": name}, "spec": {"project": project, "source": {"repoURL": "https://r"}}})
+}
+
+fn key(name: &str) -> Key {
+    Key::new(Kind::Application, "argocd", name)
+}
+
+async fn open(dir: &std::path::Path) -> Registry {
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir).unwrap());
+    Registry::open(store).await.unwrap()
+}
+
+async fn create(reg: &Registry, name: &str) -> DocRef {
+    reg.apply(vec![Change::Create {
+        key: key(name),
+        value: app(name, "p"),
+    }])
+    .await
+    .unwrap()
+    .pop()
+    .flatten()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn writes_stamp_metadata_and_advance_one_revision() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(dir.path()).await;
+    let a = create(&reg, "a").await;
+    let v = a.value();
+    assert_eq!(a.rv, 1);
+    assert_eq!(v["metadata"]["resourceVersion"], json!("1"));
+    assert_eq!(v["metadata"]["namespace"], json!("argocd"));
+    assert_eq!(v["metadata"]["generation"], json!(1));
+    assert!(v["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
+    assert_eq!(a.summary.project, "p");
+    let b = create(&reg, "b").await;
+    assert_eq!(b.rv, 2);
+    assert_eq!(reg.revision(), 2);
+    let err = reg
+        .apply(vec![Change::Create {
+            key: key("a"),
+            value: app("a", "p"),
+        }])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::AlreadyExists(_)), "{err}");
+}
+
+#[tokio::test]
+async fn a_stale_resource_version_is_a_conflict_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(dir.path()).await;
+    let a = create(&reg, "a").await;
+    let updated = reg
+        .apply(vec![Change::Update {
+            key: key("a"),
+            value: app("a", "q"),
+            expect: Some(a.rv),
+        }])
+        .await
+        .unwrap()
+        .pop()
+        .flatten()
+        .unwrap();
+    assert_eq!(updated.value()["metadata"]["generation"], json!(2));
+    assert_eq!(updated.value()["metadata"]["uid"], a.value()["metadata"]["uid"]);
+    let err = reg
+        .apply(vec![Change::Update {
+            key: key("a"),
+            value: app("a", "z"),
+            expect: Some(a.rv),
+        }])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RegistryError::Conflict {
+                expected: 1,
+                actual: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(reg.get(&key("a")).unwrap().summary.project, "q");
+    let err = reg
+        .apply(vec![Change::Delete {
+            key: key("a"),
+            expect: Some(1),
+        }])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RegistryError::Conflict { .. }), "{err}");
+    assert!(reg.get(&key("a")).is_some());
+}
+
+#[tokio::test]
+async fn invalid_documents_are_refused_with_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(dir.path()).await;
+    let err = reg
+        .apply(vec![Change::Create {
+            key: key("a"),
+            value: json!({"spec": {"destination": {"namespace": ["x"]}}}),
+        }])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("spec.destination.namespace"), "{err}");
+    assert_eq!(reg.revision(), 0);
+}
+
+#[tokio::test]
+async fn objects_and_revision_survive_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let reg = open(dir.path()).await;
+        create(&reg, "a").await;
+        create(&reg, "b").await;
+        reg.apply(vec![Change::Delete {
+            key: key("a"),
+            expect: None,
+        }])
+        .await
+        .unwrap();
+    }
+    let reg = open(dir.path()).await;
+    assert_eq!(reg.revision(), 3);
+    let (rv, docs) = reg.list(Kind::Application);
+    assert_eq!(rv, 3);
+    assert_eq!(
+        docs.iter().map(|d| d.key.name.as_str()).collect::<Vec<_>>(),
+        ["b"]
+    );
+    assert_eq!(docs[0].rv, 2);
+    // History starts at the reopened revision: older versions must relist.
+    assert!(matches!(
+        reg.watch(Kind::Application, 2),
+        Err(WatchError::TooOld { .. })
+    ));
+    assert!(reg.watch(Kind::Application, 3).is_ok());
+    assert!(matches!(
+        reg.watch(Kind::Application, 9),
+        Err(WatchError::Future { .. })
+    ));
+}
+
+#[tokio::test]
+async fn watches_resume_from_a_version_without_gaps_or_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(dir.path()).await;
+    create(&reg, "a").await;
+    let mut first = reg.watch(Kind::Application, 1).unwrap();
+    create(&reg, "b").await;
+    create(&reg, "c").await;
+    let seen = first.next().await.unwrap().unwrap();
+    assert_eq!(
+        (seen.rv, seen.kind, seen.doc.key.name.as_str()),
+        (2, EventType::Added, "b")
+    );
+    drop(first);
+    // Reconnect after the last event seen: exactly what followed.
+    reg.apply(vec![Change::Delete {
+        key: key("a"),
+        expect: None,
+    }])
+    .await
+    .unwrap();
+    let mut resumed = reg.watch(Kind::Application, 2).unwrap();
+    let c = resumed.next().await.unwrap().unwrap();
+    let a = resumed.next().await.unwrap().unwrap();
+    assert_eq!((c.rv, c.doc.key.name.as_str()), (3, "c"));
+    assert_eq!(
+        (a.rv, a.kind, a.doc.key.name.as_str()),
+        (4, EventType::Deleted, "a")
+    );
+    create(&reg, "d").await;
+    let d = resumed.next().await.unwrap().unwrap();
+    assert_eq!((d.rv, d.doc.key.name.as_str()), (5, "d"));
+    // Other kinds are not delivered.
+    reg.apply(vec![Change::Create {
+        key: Key::new(Kind::AppProject, "argocd", "p"),
+        value: json!({"metadata": {"name": "p"}}),
+    }])
+    .await
+    .unwrap();
+    create(&reg, "e").await;
+    let e = resumed.next().await.unwrap().unwrap();
+    assert_eq!((e.rv, e.doc.key.name.as_str()), (7, "e"));
+    assert_eq!(reg.kind_revision(Kind::AppProject), 6);
+}
+
+#[tokio::test]
+async fn list_and_watch_is_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(open(dir.path()).await);
+    create(&reg, "a").await;
+    let (docs, mut sub) = reg.list_and_watch(Kind::Application).unwrap();
+    assert_eq!(docs.len(), 1);
+    create(&reg, "b").await;
+    let event = sub.next().await.unwrap().unwrap();
+    assert_eq!(event.doc.key.name, "b");
+    assert_eq!(sub.last(), 2);
+}
+
+#[tokio::test]
+async fn history_is_bounded_and_old_versions_must_relist() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(dir.path()).await;
+    // Batches keep this quick: one commit per 512 objects.
+    let total = watch::HISTORY + 10;
+    for chunk in (0..total).collect::<Vec<_>>().chunks(512) {
+        let changes = chunk
+            .iter()
+            .map(|i| Change::Create {
+                key: key(&format!("a{i}")),
+                value: app(&format!("a{i}"), "p"),
+            })
+            .collect();
+        reg.apply(changes).await.unwrap();
+    }
+    assert!(matches!(
+        reg.watch(Kind::Application, 1),
+        Err(WatchError::TooOld { .. })
+    ));
+    let oldest = (total - watch::HISTORY) as u64;
+    assert!(reg.watch(Kind::Application, oldest).is_ok());
+}
