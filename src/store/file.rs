@@ -26,6 +26,7 @@ const REVISION: &str = "revision";
 const HEADER: usize = 16;
 
 pub const FILE_NAME: &str = "tiphys.redb";
+const CACHE_BYTES: usize = 16 << 20;
 
 #[derive(Clone)]
 pub struct FileStore {
@@ -58,6 +59,9 @@ impl FileStore {
         // A plain open trusts the file and may panic on one altered outside redb; the check turns
         // that into an error (and costs one read of the file per start).
         builder.set_check_integrity_on_open(true);
+        // Reads are served from the registry's in-memory index, so redb's page cache only
+        // speeds up commits; its default (1 GiB) would mostly hold a second copy of everything.
+        builder.set_cache_size(CACHE_BYTES);
         let db = catch_unwind(AssertUnwindSafe(|| builder.create(&path)))
             .map_err(|_| corrupt(&path, "redb panicked while opening it"))?
             .map_err(|e| open_error(&path, e))?;

@@ -1,0 +1,539 @@
+//! The resources API at scale (issue 6 targets), against the real release binary:
+//!
+//! `cargo run --release --example resources_load -- TIPHYS_BIN [APPS] [WATCHERS]`
+//!
+//! 1. Seeds APPS (default 10,000) applications of about 5 KB straight into a fresh data dir
+//!    (through the registry, in batches), and writes a config dir with a 1,000-line policy in
+//!    which the `bench` account reaches its only `applications, get` grant through one of 50
+//!    roles it is a member of (`g, bench, group-N`: a local account has no token groups, so
+//!    role membership stands in for them).
+//! 2. Starts the server, logs in as `bench`, and times List: REST full body, REST with the
+//!    UI's `fields=`, and gRPC; for REST both the time to the first body byte and to the end.
+//! 3. Opens WATCHERS (default 1,000) watch streams split between SSE, gRPC and gRPC-Web, changes
+//!    one application, and times how long the event takes to reach each stream.
+//! 4. Reads the server's peak RSS, stops it, restarts it on the same data, and times from the
+//!    spawn to the first successful List.
+//!
+//! Every process started here is stopped by its PID.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, bail};
+use bytes::{Buf as _, BufMut as _, Bytes};
+use futures_util::StreamExt as _;
+use http_body_util::{BodyExt as _, Full};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tiphys::registry::{Change, Key, Kind, Registry};
+use tiphys::store::{FileStore, Store};
+
+const FIELDS: &str = "metadata.resourceVersion,items.metadata.name,items.metadata.namespace,items.metadata.annotations,items.metadata.labels,items.metadata.creationTimestamp,items.metadata.deletionTimestamp,items.spec.destination,items.spec.project,items.spec.source,items.spec.sources,items.spec.sourceHydrator,items.spec.syncPolicy,items.operation.sync,items.status.sourceHydrator,items.status.summary,items.status.sync.status,items.status.sync.revision,items.status.health,items.status.operationState.phase,items.status.operationState.startedAt,items.status.operationState.finishedAt";
+const PASSWORD: &str = "bench-password-1";
+const LIST_RUNS: usize = 20;
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(bin: &Path, work: &Path) -> anyhow::Result<(Server, Instant)> {
+    let ready = work.join("ready");
+    let _ = std::fs::remove_file(&ready);
+    let spawned = Instant::now();
+    let child = Command::new(bin)
+        .args(["server", "--insecure", "--address", "127.0.0.1", "--port", "0"])
+        .args(["--metrics-address", "127.0.0.1", "--metrics-port", "0"])
+        .arg("--data-dir")
+        .arg(work.join("data"))
+        .arg("--config-dir")
+        .arg(work.join("config"))
+        .arg("--ready-file")
+        .arg(&ready)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(work.join("server.log"))?)
+        .spawn()
+        .context("cannot start the server")?;
+    let mut server = Server {
+        child,
+        addr: String::new(),
+    };
+    for _ in 0..400 {
+        if let Ok(text) = std::fs::read_to_string(&ready)
+            && let Ok(v) = serde_json::from_str::<Value>(&text)
+        {
+            server.addr = format!("127.0.0.1:{}", v["port"]);
+            return Ok((server, spawned));
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    bail!(
+        "the server did not become ready; see {}",
+        work.join("server.log").display()
+    )
+}
+
+fn app(i: usize) -> Value {
+    // ~5 KB: a Helm values block makes up most of it, as in real applications.
+    let values: String = (0..90)
+        .map(|n| format!("key{n}: value-{i}-{n}-padding-text\n"))
+        .collect();
+    json!({
+        "metadata": {"name": format!("app-{i:05}"),
+                     "labels": {"team": format!("team-{}", i % 20), "tier": "web"},
+                     "annotations": {"note": "benchmark application"}},
+        "spec": {"project": "default",
+                 "destination": {"server": "https://kubernetes.default.svc", "namespace": format!("ns-{}", i % 50)},
+                 "source": {"repoURL": "https://git.example.test/org/apps.git", "path": format!("apps/{i}"),
+                            "targetRevision": "HEAD", "helm": {"values": values}},
+                 "syncPolicy": {"syncOptions": ["CreateNamespace=true"]}}
+    })
+}
+
+async fn seed(work: &Path, apps: usize) -> anyhow::Result<usize> {
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(&work.join("data"))?);
+    let registry = Registry::open(store).await?;
+    let mut bytes = 0;
+    for start in (0..apps).step_by(500) {
+        let changes = (start..(start + 500).min(apps))
+            .map(|i| {
+                let value = app(i);
+                bytes += value.to_string().len();
+                Change::Create {
+                    key: Key::new(Kind::Application, "argocd", &format!("app-{i:05}")),
+                    value,
+                }
+            })
+            .collect();
+        registry.apply(changes).await?;
+    }
+    Ok(bytes / apps.max(1))
+}
+
+fn write_config(work: &Path) -> anyhow::Result<()> {
+    let dir = work.join("config");
+    std::fs::create_dir_all(&dir)?;
+    let mut policy = String::new();
+    for n in 0..50 {
+        policy.push_str(&format!("g, bench, group-{n}\n"));
+    }
+    for n in 0..950 {
+        policy.push_str(&format!(
+            "p, group-{}, clusters, get, https://cluster-{n}.example.test, allow\n",
+            n % 60
+        ));
+    }
+    policy.push_str("p, group-49, applications, get, */*, allow\n");
+    policy.push_str("p, group-49, applications, update, */*, allow\n");
+    let hash = bcrypt::hash(PASSWORD, 4)?;
+    let manifest = |kind: &str, name: &str, key: &str, data: Value| {
+        serde_yaml_ng::to_string(
+            &json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, key: data}),
+        )
+    };
+    std::fs::write(
+        dir.join("argocd-cm.yaml"),
+        manifest(
+            "ConfigMap",
+            "argocd-cm",
+            "data",
+            json!({"accounts.bench": "login"}),
+        )?,
+    )?;
+    std::fs::write(
+        dir.join("argocd-rbac-cm.yaml"),
+        manifest(
+            "ConfigMap",
+            "argocd-rbac-cm",
+            "data",
+            json!({"policy.csv": policy}),
+        )?,
+    )?;
+    std::fs::write(
+        dir.join("argocd-secret.yaml"),
+        manifest(
+            "Secret",
+            "argocd-secret",
+            "stringData",
+            json!({"accounts.bench.password": hash}),
+        )?,
+    )?;
+    Ok(())
+}
+
+type Http1 = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+async fn http1(addr: &str) -> anyhow::Result<Http1> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(conn);
+    Ok(sender)
+}
+
+async fn login(addr: &str) -> anyhow::Result<String> {
+    let mut client = http1(addr).await?;
+    let body = json!({"username": "bench", "password": PASSWORD}).to_string();
+    let req = http::Request::post("/api/v1/session")
+        .header("host", "bench")
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))?;
+    let response = client.send_request(req).await?;
+    let bytes = response.into_body().collect().await?.to_bytes();
+    let value: Value = serde_json::from_slice(&bytes)?;
+    value["token"]
+        .as_str()
+        .map(str::to_owned)
+        .with_context(|| format!("login failed: {value}"))
+}
+
+/// (time to the first body byte, time to the end, body bytes)
+async fn rest_list(
+    client: &mut Http1,
+    token: &str,
+    query: &str,
+) -> anyhow::Result<(Duration, Duration, usize)> {
+    let started = Instant::now();
+    let req = http::Request::get(format!("/api/v1/applications{query}"))
+        .header("host", "bench")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(Bytes::new()))?;
+    let response = client.send_request(req).await?;
+    if !response.status().is_success() {
+        bail!("list answered {}", response.status());
+    }
+    let mut body = response.into_body();
+    let mut first = None;
+    let mut size = 0;
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            first.get_or_insert_with(|| started.elapsed());
+            size += data.len();
+        }
+    }
+    Ok((first.unwrap_or_default(), started.elapsed(), size))
+}
+
+#[derive(Clone, Copy, Default)]
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+    fn encoder(&mut self) -> Self {
+        RawCodec
+    }
+    fn decoder(&mut self) -> Self {
+        RawCodec
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+    fn encode(&mut self, item: Bytes, dst: &mut tonic::codec::EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl tonic::codec::Decoder for RawCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+    fn decode(&mut self, src: &mut tonic::codec::DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+fn grpc_request(token: &str, body: Bytes) -> anyhow::Result<tonic::Request<Bytes>> {
+    let mut req = tonic::Request::new(body);
+    req.metadata_mut().insert("token", token.parse()?);
+    Ok(req)
+}
+
+async fn grpc_channel(addr: &str) -> anyhow::Result<tonic::transport::Channel> {
+    Ok(tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+        .connect()
+        .await?)
+}
+
+async fn grpc_list(channel: &tonic::transport::Channel, token: &str) -> anyhow::Result<(Duration, usize)> {
+    let mut grpc = tonic::client::Grpc::new(channel.clone()).max_decoding_message_size(1 << 30);
+    grpc.ready().await?;
+    let started = Instant::now();
+    let path = http::uri::PathAndQuery::from_static("/application.ApplicationService/List");
+    let reply = grpc
+        .unary(grpc_request(token, Bytes::new())?, path, RawCodec)
+        .await?;
+    Ok((started.elapsed(), reply.into_inner().len()))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+fn summary(name: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    println!(
+        "{name:<34} p50 {:>8.1} ms  p95 {:>8.1} ms  max {:>8.1} ms  (n={})",
+        percentile(&samples, 0.5).as_secs_f64() * 1e3,
+        percentile(&samples, 0.95).as_secs_f64() * 1e3,
+        samples.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
+        samples.len()
+    );
+}
+
+/// Waits on one watch stream for the event that names `marker`; returns when it arrived.
+async fn sse_watcher(
+    addr: String,
+    token: String,
+    marker: String,
+    ready: tokio::sync::mpsc::Sender<()>,
+) -> anyhow::Result<Instant> {
+    let mut client = http1(&addr).await?;
+    let req = http::Request::get("/api/v1/stream/applications?name=app-00000")
+        .header("host", "bench")
+        .header("accept", "text/event-stream")
+        .header("cookie", format!("argocd.token={token}"))
+        .body(Full::new(Bytes::new()))?;
+    let response = client.send_request(req).await?;
+    let mut body = response.into_body();
+    let mut signalled = false;
+    let mut seen = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            if !signalled {
+                signalled = true;
+                let _ = ready.send(()).await;
+            }
+            seen.extend_from_slice(&data);
+            if memfind(&seen, marker.as_bytes()) {
+                return Ok(Instant::now());
+            }
+            if seen.len() > (1 << 20) {
+                seen.drain(..seen.len() - marker.len());
+            }
+        }
+    }
+    bail!("SSE stream ended")
+}
+
+fn memfind(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+async fn grpc_watcher(
+    channel: tonic::transport::Channel,
+    token: String,
+    marker: String,
+    ready: tokio::sync::mpsc::Sender<()>,
+) -> anyhow::Result<Instant> {
+    let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(1 << 26);
+    grpc.ready().await?;
+    // ApplicationQuery.name = 1
+    let mut query = Vec::new();
+    prost::encoding::string::encode(1, &"app-00000".to_owned(), &mut query);
+    let path = http::uri::PathAndQuery::from_static("/application.ApplicationService/Watch");
+    let reply = grpc
+        .server_streaming(grpc_request(&token, Bytes::from(query))?, path, RawCodec)
+        .await?;
+    let mut stream = reply.into_inner();
+    let mut signalled = false;
+    while let Some(message) = stream.next().await {
+        let message = message?;
+        if !signalled {
+            signalled = true;
+            let _ = ready.send(()).await;
+        }
+        if memfind(&message, marker.as_bytes()) {
+            return Ok(Instant::now());
+        }
+    }
+    bail!("gRPC stream ended")
+}
+
+async fn grpc_web_watcher(
+    addr: String,
+    token: String,
+    marker: String,
+    ready: tokio::sync::mpsc::Sender<()>,
+) -> anyhow::Result<Instant> {
+    let mut client = http1(&addr).await?;
+    let mut query = Vec::new();
+    prost::encoding::string::encode(1, &"app-00000".to_owned(), &mut query);
+    let mut framed = vec![0u8];
+    framed.extend_from_slice(&(query.len() as u32).to_be_bytes());
+    framed.extend_from_slice(&query);
+    let req = http::Request::post("/application.ApplicationService/Watch")
+        .header("host", "bench")
+        .header("content-type", "application/grpc-web+proto")
+        .header("token", token)
+        .body(Full::new(Bytes::from(framed)))?;
+    let response = client.send_request(req).await?;
+    let mut body = response.into_body();
+    let mut signalled = false;
+    let mut seen = Vec::new();
+    while let Some(frame) = body.frame().await {
+        if let Ok(data) = frame?.into_data() {
+            if !signalled {
+                signalled = true;
+                let _ = ready.send(()).await;
+            }
+            seen.extend_from_slice(&data);
+            if memfind(&seen, marker.as_bytes()) {
+                return Ok(Instant::now());
+            }
+            if seen.len() > (1 << 20) {
+                seen.drain(..seen.len() - marker.len());
+            }
+        }
+    }
+    bail!("gRPC-Web stream ended")
+}
+
+fn peak_rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let bin = PathBuf::from(
+        args.get(1)
+            .context("usage: resources_load TIPHYS_BIN [APPS] [WATCHERS]")?,
+    );
+    let apps: usize = args.get(2).map_or(Ok(10_000), |a| a.parse())?;
+    let watchers: usize = args.get(3).map_or(Ok(1_000), |a| a.parse())?;
+    let work = tempfile::Builder::new().prefix("tiphys-resources-").tempdir()?;
+    let work = work.path();
+
+    write_config(work)?;
+    let seeding = Instant::now();
+    let size = seed(work, apps).await?;
+    println!(
+        "seeded {apps} applications of ~{size} bytes in {:.1} s",
+        seeding.elapsed().as_secs_f64()
+    );
+
+    let (server, _) = start(&bin, work)?;
+    let token = login(&server.addr).await?;
+    let mut client = http1(&server.addr).await?;
+    let channel = grpc_channel(&server.addr).await?;
+    // Warm-up: first use builds the protobuf encodings and fills the RBAC decision cache.
+    let (_, _, full_size) = rest_list(&mut client, &token, "").await?;
+    let (_, grpc_size) = grpc_list(&channel, &token).await?;
+    println!("list sizes: REST {full_size} bytes, gRPC {grpc_size} bytes");
+    let (mut first, mut total, mut f_first, mut f_total, mut grpc) = (vec![], vec![], vec![], vec![], vec![]);
+    for _ in 0..LIST_RUNS {
+        let (a, b, _) = rest_list(&mut client, &token, "").await?;
+        first.push(a);
+        total.push(b);
+        let (a, b, _) = rest_list(&mut client, &token, &format!("?fields={FIELDS}")).await?;
+        f_first.push(a);
+        f_total.push(b);
+        grpc.push(grpc_list(&channel, &token).await?.0);
+    }
+    summary("REST list, first byte", first);
+    summary("REST list, whole body", total);
+    summary("REST list fields=, first byte", f_first);
+    summary("REST list fields=, whole body", f_total);
+    summary("gRPC list, whole message", grpc);
+
+    // Watch fan-out.
+    let marker = format!("fanout-{}", std::process::id());
+    let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(watchers.max(1));
+    let mut tasks = Vec::with_capacity(watchers);
+    let channels = futures_util::future::try_join_all((0..8).map(|_| grpc_channel(&server.addr))).await?;
+    for i in 0..watchers {
+        let (addr, token, marker, ready) = (
+            server.addr.clone(),
+            token.clone(),
+            marker.clone(),
+            ready_tx.clone(),
+        );
+        let task = match i % 3 {
+            0 => tokio::spawn(sse_watcher(addr, token, marker, ready)),
+            1 => tokio::spawn(grpc_watcher(
+                channels[i % channels.len()].clone(),
+                token,
+                marker,
+                ready,
+            )),
+            _ => tokio::spawn(grpc_web_watcher(addr, token, marker, ready)),
+        };
+        tasks.push(task);
+    }
+    for _ in 0..watchers {
+        tokio::time::timeout(Duration::from_secs(60), ready_rx.recv())
+            .await
+            .context("watchers did not all start within 60 s")?;
+    }
+    let body = json!({"name": "app-00000", "patch": json!({"metadata": {"annotations": {"note": marker}}}).to_string(), "patchType": "merge"});
+    let sent = Instant::now();
+    let req = http::Request::patch("/api/v1/applications/app-00000")
+        .header("host", "bench")
+        .header("content-type", "application/json")
+        .header("authorization", format!("Bearer {token}"))
+        .body(Full::new(Bytes::from(body.to_string())))?;
+    let mut writer = http1(&server.addr).await?;
+    let response = writer.send_request(req).await?;
+    let status = response.status();
+    let _ = response.into_body().collect().await;
+    let acked = sent.elapsed();
+    if !status.is_success() {
+        bail!("the update answered {status}");
+    }
+    let mut delays = Vec::with_capacity(watchers);
+    let mut failed = 0;
+    for task in tasks {
+        match tokio::time::timeout(Duration::from_secs(30), task).await {
+            Ok(Ok(Ok(at))) => delays.push(at.saturating_duration_since(sent)),
+            _ => failed += 1,
+        }
+    }
+    println!(
+        "update acknowledged after {:.1} ms; {failed} of {watchers} streams missed it",
+        acked.as_secs_f64() * 1e3
+    );
+    let mut sorted = delays.clone();
+    sorted.sort();
+    println!(
+        "watch fan-out ({watchers} streams: SSE, gRPC, gRPC-Web): p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms",
+        percentile(&sorted, 0.5).as_secs_f64() * 1e3,
+        percentile(&sorted, 0.99).as_secs_f64() * 1e3,
+        sorted.last().copied().unwrap_or_default().as_secs_f64() * 1e3
+    );
+    let rss = peak_rss_kib(server.child.id()).unwrap_or(0);
+    println!("server peak RSS: {:.1} MiB", rss as f64 / 1024.0);
+    drop(server);
+
+    let (server, spawned) = start(&bin, work)?;
+    let token = login(&server.addr).await?;
+    let mut client = http1(&server.addr).await?;
+    let (_, _, size) = rest_list(&mut client, &token, "").await?;
+    println!(
+        "restart with {apps} applications: first full List answered {:.0} ms after spawn ({size} bytes)",
+        spawned.elapsed().as_secs_f64() * 1e3
+    );
+    drop(server);
+    Ok(())
+}
