@@ -73,6 +73,10 @@ fn start(bin: &Path, work: &Path) -> anyhow::Result<(Server, Instant)> {
             && let Ok(v) = serde_json::from_str::<Value>(&text)
         {
             server.addr = format!("127.0.0.1:{}", v["port"]);
+            println!(
+                "  (server ready {:.0} ms after spawn)",
+                spawned.elapsed().as_secs_f64() * 1e3
+            );
             return Ok((server, spawned));
         }
         std::thread::sleep(Duration::from_millis(25));
@@ -85,7 +89,7 @@ fn start(bin: &Path, work: &Path) -> anyhow::Result<(Server, Instant)> {
 
 fn app(i: usize) -> Value {
     // ~5 KB: a Helm values block makes up most of it, as in real applications.
-    let values: String = (0..90)
+    let values: String = (0..140)
         .map(|n| format!("key{n}: value-{i}-{n}-padding-text\n"))
         .collect();
     json!({
@@ -202,6 +206,7 @@ async fn rest_list(
     token: &str,
     query: &str,
 ) -> anyhow::Result<(Duration, Duration, usize)> {
+    client.ready().await?;
     let started = Instant::now();
     let req = http::Request::get(format!("/api/v1/applications{query}"))
         .header("host", "bench")
@@ -406,11 +411,11 @@ async fn grpc_web_watcher(
     bail!("gRPC-Web stream ended")
 }
 
-fn peak_rss_kib(pid: u32) -> Option<u64> {
+fn rss_kib(pid: u32, field: &str) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
@@ -435,12 +440,20 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let (server, _) = start(&bin, work)?;
+    let pid = server.child.id();
+    let rss = |phase: &str| {
+        let now = rss_kib(pid, "VmRSS:").unwrap_or(0);
+        println!("  (RSS {phase}: {:.1} MiB)", now as f64 / 1024.0);
+    };
+    rss("after start");
     let token = login(&server.addr).await?;
     let mut client = http1(&server.addr).await?;
     let channel = grpc_channel(&server.addr).await?;
     // Warm-up: first use builds the protobuf encodings and fills the RBAC decision cache.
     let (_, _, full_size) = rest_list(&mut client, &token, "").await?;
+    rss("after a REST list");
     let (_, grpc_size) = grpc_list(&channel, &token).await?;
+    rss("after a gRPC list");
     println!("list sizes: REST {full_size} bytes, gRPC {grpc_size} bytes");
     let (mut first, mut total, mut f_first, mut f_total, mut grpc) = (vec![], vec![], vec![], vec![], vec![]);
     for _ in 0..LIST_RUNS {
@@ -502,6 +515,7 @@ async fn main() -> anyhow::Result<()> {
     if !status.is_success() {
         bail!("the update answered {status}");
     }
+    rss("with the watchers");
     let mut delays = Vec::with_capacity(watchers);
     let mut failed = 0;
     for task in tasks {
@@ -522,7 +536,7 @@ async fn main() -> anyhow::Result<()> {
         percentile(&sorted, 0.99).as_secs_f64() * 1e3,
         sorted.last().copied().unwrap_or_default().as_secs_f64() * 1e3
     );
-    let rss = peak_rss_kib(server.child.id()).unwrap_or(0);
+    let rss = rss_kib(server.child.id(), "VmHWM:").unwrap_or(0);
     println!("server peak RSS: {:.1} MiB", rss as f64 / 1024.0);
     drop(server);
 

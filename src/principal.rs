@@ -26,6 +26,35 @@ pub struct AccountPrincipal {
     pub expires_at: Option<i64>,
 }
 
+/// A project role, proven by a token issued through `ProjectService.CreateToken` and still
+/// listed on the role (deleting it from the role revokes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProjectPrincipal {
+    pub project: String,
+    pub role: String,
+    /// `proj:<project>:<role>`: the RBAC subject and the name shown to users.
+    pub subject: String,
+    /// Unix seconds the token was issued at (its `iat`).
+    pub iat: i64,
+    /// The token's id; empty for tokens issued before ids existed (matched by `iat`).
+    pub jti: String,
+    /// Unix seconds; `None` for a token without expiry.
+    pub expires_at: Option<i64>,
+}
+
+impl ProjectPrincipal {
+    pub fn new(project: &str, role: &str, iat: i64, jti: &str, expires_at: Option<i64>) -> Self {
+        Self {
+            project: project.to_owned(),
+            role: role.to_owned(),
+            subject: format!("proj:{project}:{role}"),
+            iat,
+            jti: jti.to_owned(),
+            expires_at,
+        }
+    }
+}
+
 /// The identity a request acts as.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum Principal {
@@ -33,6 +62,8 @@ pub enum Principal {
     #[default]
     Anonymous,
     Account(AccountPrincipal),
+    /// A project role token (`proj:<project>:<role>`): never an account.
+    Project(ProjectPrincipal),
 }
 
 impl Principal {
@@ -46,6 +77,7 @@ impl Principal {
         match self {
             Self::Anonymous => "",
             Self::Account(a) => &a.name,
+            Self::Project(p) => &p.subject,
         }
     }
 
@@ -53,7 +85,7 @@ impl Principal {
     pub fn issuer(&self) -> &str {
         match self {
             Self::Anonymous => "",
-            Self::Account(_) => crate::auth::jwt::ISSUER,
+            Self::Account(_) | Self::Project(_) => crate::auth::jwt::ISSUER,
         }
     }
 
@@ -65,15 +97,37 @@ impl Principal {
 
     /// When the caller's token was issued (RFC 3339), for error messages.
     pub fn issued_at(&self) -> Option<String> {
-        let account = self.account()?;
-        let at = time::OffsetDateTime::from_unix_timestamp(account.issued_at_ms.div_euclid(1000)).ok()?;
+        let seconds = match self {
+            Self::Anonymous => return None,
+            Self::Account(a) => a.issued_at_ms.div_euclid(1000),
+            Self::Project(p) => p.iat,
+        };
+        let at = time::OffsetDateTime::from_unix_timestamp(seconds).ok()?;
         at.format(&time::format_description::well_known::Rfc3339).ok()
     }
 
+    /// When the caller's token expires (Unix seconds); `None` without a token or expiry.
+    pub fn expires_at(&self) -> Option<i64> {
+        match self {
+            Self::Anonymous => None,
+            Self::Account(a) => a.expires_at,
+            Self::Project(p) => p.expires_at,
+        }
+    }
+
+    /// The local account, when the caller is one (not anonymous, not a project token).
     pub fn account(&self) -> Option<&AccountPrincipal> {
         match self {
             Self::Account(a) => Some(a),
-            Self::Anonymous => None,
+            Self::Anonymous | Self::Project(_) => None,
+        }
+    }
+
+    /// The project role, when the caller presented a project token.
+    pub fn project_role(&self) -> Option<&ProjectPrincipal> {
+        match self {
+            Self::Project(p) => Some(p),
+            Self::Anonymous | Self::Account(_) => None,
         }
     }
 }
@@ -143,6 +197,17 @@ mod tests {
         let c = caller(Credentials::Rejected("token is expired".into()), true);
         let err = c.require().unwrap_err();
         assert!(matches!(err, AppError::Unauthenticated(m) if m == "invalid session: token is expired"));
+    }
+
+    #[test]
+    fn project_principal_is_its_role_subject_and_no_account() {
+        let p = Principal::Project(ProjectPrincipal::new("p1", "ci", 1_767_225_600, "id-1", None));
+        assert_eq!(p.subject(), "proj:p1:ci");
+        assert_eq!(p.issuer(), "argocd");
+        assert!(p.is_authenticated());
+        assert!(p.account().is_none());
+        assert_eq!(p.issued_at().as_deref(), Some("2026-01-01T00:00:00Z"));
+        assert_eq!(p.expires_at(), None);
     }
 
     #[test]

@@ -292,25 +292,23 @@ fn list_response(resource_version: u64, items: Vec<DocRef>, fields: Option<Field
     let item_fields = fields.map(|f| f.below("items"));
     let chunk_count = items.len().div_ceil(LIST_CHUNK);
     let body = stream::iter(std::iter::once(Bytes::from(head)))
-        .chain(
-            stream::iter(0..chunk_count).map(move |n| {
-                let chunk = &items[n * LIST_CHUNK..((n + 1) * LIST_CHUNK).min(items.len())];
-                let mut out = Vec::with_capacity(chunk.iter().map(|d| d.json.len() + 1).sum());
-                for (i, doc) in chunk.iter().enumerate() {
-                    if n > 0 || i > 0 {
-                        out.push(b',');
-                    }
-                    match &item_fields {
-                        Some(f) => {
-                            let projected = f.apply(&doc.value());
-                            let _ = serde_json::to_writer(&mut out, &projected);
-                        }
-                        None => out.extend_from_slice(&doc.json),
-                    }
+        .chain(stream::iter(0..chunk_count).map(move |n| {
+            let chunk = &items[n * LIST_CHUNK..((n + 1) * LIST_CHUNK).min(items.len())];
+            let mut out = Vec::with_capacity(chunk.iter().map(|d| d.json.len() + 1).sum());
+            for (i, doc) in chunk.iter().enumerate() {
+                if n > 0 || i > 0 {
+                    out.push(b',');
                 }
-                Bytes::from(out)
-            }),
-        )
+                match &item_fields {
+                    Some(f) => {
+                        let projected = f.apply(&doc.value());
+                        let _ = serde_json::to_writer(&mut out, &projected);
+                    }
+                    None => out.extend_from_slice(&doc.json),
+                }
+            }
+            Bytes::from(out)
+        }))
         .chain(stream::iter(std::iter::once(Bytes::from_static(b"]}"))))
         .map(Ok::<_, Infallible>);
     let mut response = Response::new(Body::from_stream(body));

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
@@ -20,7 +20,7 @@ use super::password::{PasswordPool, PoolError};
 use super::throttle::{Attempt, Failures, LoginGuard, ThrottlePolicy};
 use crate::config::{ConfigWatch, Settings, TokenRecord};
 use crate::error::AppError;
-use crate::principal::{AccountPrincipal, Principal, TokenKind};
+use crate::principal::{AccountPrincipal, Principal, ProjectPrincipal, TokenKind};
 use crate::store::{self, Expect, Op, Store};
 
 const REVOKED_PREFIX: &str = "revoked/";
@@ -69,6 +69,32 @@ struct Snapshot {
     key: Arc<[u8]>,
 }
 
+/// Where project role tokens are looked up when they are presented: the AppProjects, which
+/// the sessions do not own. Given to [`Sessions::set_project_tokens`] once the registry is
+/// open; until then (and in tools without a registry) project tokens are refused.
+pub trait ProjectTokens: Send + Sync {
+    /// Ok when project `project` exists, has role `role`, and that role still lists the token
+    /// (by `jti`, or by `iat` for a token without an id, with the same expiry); else why not.
+    fn check(&self, project: &str, role: &str, claims: &ProjectTokenClaims<'_>) -> Result<(), String>;
+}
+
+/// What of a verified project token the registry check compares.
+#[derive(Clone, Copy, Debug)]
+pub struct ProjectTokenClaims<'a> {
+    pub jti: &'a str,
+    pub iat: i64,
+    pub exp: Option<i64>,
+}
+
+/// A project token just signed, and what the role must record about it.
+#[derive(Clone, Debug)]
+pub struct IssuedProjectToken {
+    pub token: String,
+    pub iat: i64,
+    pub exp: Option<i64>,
+    pub jti: String,
+}
+
 #[derive(Serialize, Deserialize)]
 struct Revoked {
     /// Unix seconds the revoked token expires at; `None` never.
@@ -88,6 +114,8 @@ pub struct Sessions {
     generated_key: String,
     revoked: RwLock<HashMap<String, Option<i64>>>,
     outcomes: LoginOutcomes,
+    /// Checks project tokens against their project; unset: project tokens are refused.
+    project_tokens: OnceLock<Arc<dyn ProjectTokens>>,
 }
 
 /// Counters of password logins, by outcome.
@@ -199,6 +227,7 @@ impl Sessions {
             generated_key,
             revoked: RwLock::new(revoked),
             outcomes: LoginOutcomes::default(),
+            project_tokens: OnceLock::new(),
         };
         sessions.reload_config().await?;
         sessions.ensure_initial_admin().await?;
@@ -316,6 +345,14 @@ impl Sessions {
         }
     }
 
+    /// Lets project role tokens in, checked by `source` (the registry's projects). Set once;
+    /// a second call is ignored.
+    pub fn set_project_tokens(&self, source: Arc<dyn ProjectTokens>) {
+        if self.project_tokens.set(source).is_err() {
+            tracing::warn!("project token source set twice; keeping the first");
+        }
+    }
+
     // ---- tokens ----
 
     /// Checks a token. Returns the principal and, for a login token close to
@@ -349,10 +386,14 @@ impl Sessions {
         if claims.nbf > now_s {
             return Err("token is not valid yet".to_owned());
         }
+        if let Some((project, role)) = crate::rbac::project::project_subject(&claims.sub) {
+            return self
+                .authenticate_project(project, role, &claims)
+                .map(|p| (p, None));
+        }
         let (name, kind) = match claims.sub.split_once(':') {
             Some((name, "login")) => (name, TokenKind::Login),
             Some((name, "apiKey")) => (name, TokenKind::ApiKey),
-            Some(("proj", _)) => return Err("project tokens are not accepted".to_owned()),
             Some(_) => return Err("token subject is invalid".to_owned()),
             None => (claims.sub.as_str(), TokenKind::ApiKey),
         };
@@ -375,6 +416,72 @@ impl Sessions {
             .then(|| self.renewal(&snapshot, &claims, name, now))
             .flatten();
         Ok((Principal::Account(principal), renewed))
+    }
+
+    /// A verified token whose subject is `proj:<project>:<role>`: valid while its project
+    /// lists it on the role (SEC-08: deleting it there revokes it at once, whatever the
+    /// policy would allow). Never renewed.
+    fn authenticate_project(&self, project: &str, role: &str, claims: &Claims) -> Result<Principal, String> {
+        if project.is_empty() || role.is_empty() {
+            return Err("token subject is invalid".to_owned());
+        }
+        let source = self
+            .project_tokens
+            .get()
+            .ok_or_else(|| "project tokens are not accepted".to_owned())?;
+        source.check(
+            project,
+            role,
+            &ProjectTokenClaims {
+                jti: &claims.jti,
+                iat: claims.iat,
+                exp: claims.exp,
+            },
+        )?;
+        if !claims.jti.is_empty() && self.is_revoked(&claims.jti) {
+            return Err("token is revoked".to_owned());
+        }
+        Ok(Principal::Project(ProjectPrincipal::new(
+            project,
+            role,
+            claims.iat,
+            &claims.jti,
+            claims.exp,
+        )))
+    }
+
+    /// Signs a token for role `role` of `project` (`sub: proj:<project>:<role>`), with id `id`
+    /// (a random one when `None`) and no expiry when `expires_in` is zero. Recording it on the
+    /// role is the caller's job: until then the token is not accepted.
+    pub fn issue_project_token(
+        &self,
+        project: &str,
+        role: &str,
+        id: Option<String>,
+        expires_in: Duration,
+    ) -> IssuedProjectToken {
+        let snapshot = self.snapshot.load();
+        let iat = now_ms() / 1000;
+        let exp = (!expires_in.is_zero())
+            .then(|| iat.saturating_add(i64::try_from(expires_in.as_secs()).unwrap_or(i64::MAX)));
+        let jti = id
+            .filter(|i| !i.is_empty())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let claims = Claims {
+            iss: ISSUER.to_owned(),
+            sub: format!("proj:{project}:{role}"),
+            jti: jti.clone(),
+            iat,
+            nbf: iat,
+            exp,
+            iat_ms: None,
+        };
+        IssuedProjectToken {
+            token: jwt::sign(&claims, &snapshot.key),
+            iat,
+            exp,
+            jti,
+        }
     }
 
     fn renewal(&self, snapshot: &Snapshot, claims: &Claims, name: &str, now: i64) -> Option<String> {
@@ -776,4 +883,121 @@ fn issue(
 fn key_bytes(settings: &Settings, generated: &str) -> Arc<[u8]> {
     let key = settings.server_secret_key.as_deref().unwrap_or(generated);
     Arc::from(key.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::store::FileStore;
+
+    /// Project tokens listed by id; everything else refused.
+    #[derive(Default)]
+    struct Listed(Mutex<HashSet<String>>);
+
+    impl ProjectTokens for Listed {
+        fn check(&self, project: &str, role: &str, claims: &ProjectTokenClaims<'_>) -> Result<(), String> {
+            let listed = self.0.lock().map(|l| l.contains(claims.jti)).unwrap_or(false);
+            if project == "p1" && role == "ci" && listed {
+                Ok(())
+            } else {
+                Err(format!("not a token of {project}:{role}"))
+            }
+        }
+    }
+
+    async fn sessions(dir: &std::path::Path) -> Sessions {
+        let store = Arc::new(FileStore::open(dir).unwrap());
+        Sessions::open(
+            store,
+            ConfigWatch::new(None).unwrap(),
+            dir.to_path_buf(),
+            LoginLimits::default(),
+        )
+        .await
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn project_tokens_are_accepted_only_while_their_role_lists_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = sessions(dir.path()).await;
+        let issued = sessions.issue_project_token("p1", "ci", Some("t1".into()), Duration::from_secs(3600));
+        assert_eq!(issued.jti, "t1");
+        assert_eq!(issued.exp, Some(issued.iat + 3600));
+
+        // No source yet: refused.
+        let err = sessions.authenticate(&issued.token).unwrap_err();
+        assert_eq!(err, "project tokens are not accepted");
+
+        let listed = Arc::new(Listed::default());
+        sessions.set_project_tokens(Arc::clone(&listed) as Arc<dyn ProjectTokens>);
+        assert!(
+            sessions
+                .authenticate(&issued.token)
+                .unwrap_err()
+                .contains("not a token")
+        );
+
+        listed.0.lock().unwrap().insert("t1".into());
+        let (principal, renewed) = sessions.authenticate(&issued.token).unwrap();
+        assert!(renewed.is_none(), "project tokens are never renewed");
+        let Principal::Project(p) = principal else {
+            panic!("not a project principal: {principal:?}")
+        };
+        assert_eq!(
+            (
+                p.project.as_str(),
+                p.role.as_str(),
+                p.subject.as_str(),
+                p.jti.as_str()
+            ),
+            ("p1", "ci", "proj:p1:ci", "t1")
+        );
+        assert_eq!((p.iat, p.expires_at), (issued.iat, issued.exp));
+
+        // Revoked by leaving the role's list.
+        listed.0.lock().unwrap().clear();
+        assert!(sessions.authenticate(&issued.token).is_err());
+
+        // A random id when none is given, and no expiry for zero.
+        let other = sessions.issue_project_token("p1", "ci", None, Duration::ZERO);
+        assert_eq!(other.exp, None);
+        assert_eq!(uuid::Uuid::parse_str(&other.jti).map(|_| ()), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn malformed_project_subjects_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = sessions(dir.path()).await;
+        sessions.set_project_tokens(Arc::new(Listed::default()));
+        let key = Arc::clone(&sessions.snapshot.load().key);
+        for sub in ["proj:p1", "proj:p1:ci:extra", "proj:", "proj:p1:"] {
+            let claims = Claims {
+                iss: ISSUER.to_owned(),
+                sub: sub.to_owned(),
+                jti: "x".into(),
+                iat: now_ms() / 1000,
+                nbf: 0,
+                exp: None,
+                iat_ms: None,
+            };
+            let err = sessions.authenticate(&jwt::sign(&claims, &key)).unwrap_err();
+            assert_eq!(err, "token subject is invalid", "{sub}");
+        }
+        // `proj:login` is the login token of an account named `proj`, not a project token.
+        let claims = Claims {
+            iss: ISSUER.to_owned(),
+            sub: "proj:login".to_owned(),
+            jti: "x".into(),
+            iat: now_ms() / 1000,
+            nbf: 0,
+            exp: Some(now_ms() / 1000 + 60),
+            iat_ms: None,
+        };
+        let err = sessions.authenticate(&jwt::sign(&claims, &key)).unwrap_err();
+        assert_eq!(err, "account proj does not exist");
+    }
 }

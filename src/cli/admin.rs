@@ -1,7 +1,7 @@
 //! `tiphys admin …`: commands run beside the server, on its files.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
@@ -15,6 +15,15 @@ pub enum AdminCommand {
     /// Check settings offline, without a server.
     #[command(subcommand)]
     Settings(SettingsCommand),
+    /// Write every project, cluster, repository, credential template and application as
+    /// manifests that `tiphys apply` restores.
+    ///
+    /// Through the API (the default: the server and token of the current context, or the
+    /// connection flags), RBAC applies and credentials are always left out, as the API never
+    /// returns them. With --data-dir the server's store is read directly, which is the only way
+    /// to include credentials (--include-secrets) and needs the server to be stopped: a running
+    /// server holds an exclusive lock on its data directory.
+    Export(super::export::ExportArgs),
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -32,10 +41,20 @@ pub struct InitialPasswordArgs {
 }
 
 /// Runs an admin command; some answer with their exit code (`rbac can`: 1 is No).
-pub fn run(command: AdminCommand, out: &mut dyn Write) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    command: AdminCommand,
+    config: Option<&Path>,
+    out: &mut dyn Write,
+) -> anyhow::Result<ExitCode> {
     match command {
         AdminCommand::InitialPassword(args) => initial_password(args, out).map(|()| ExitCode::SUCCESS),
         AdminCommand::Settings(SettingsCommand::Rbac(command)) => super::rbac::run(command, out),
+        AdminCommand::Export(args) => {
+            let config = super::config::path(config)?;
+            super::export::run(&config, args, out)
+                .await
+                .map(|()| ExitCode::SUCCESS)
+        }
     }
 }
 

@@ -2,15 +2,30 @@
 
 mod account;
 mod admin;
-mod client;
+mod app;
+mod app_view;
+mod apply;
+mod args;
+pub mod call;
+pub mod client;
+mod cluster;
 pub mod config;
 pub mod conn;
 mod context;
+pub mod exit;
+mod export;
+mod kubeconfig;
 mod login;
+mod manifest;
 mod output;
+mod proj;
+mod proj_role;
 mod prompt;
 mod rbac;
+mod repo;
+mod secrets;
 mod version;
+mod view;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -63,6 +78,24 @@ pub enum Command {
     /// Administration commands run beside the server.
     #[command(subcommand)]
     Admin(admin::AdminCommand),
+    /// Manage applications.
+    #[command(subcommand, visible_alias = "application")]
+    App(app::AppCommand),
+    /// Manage projects.
+    #[command(subcommand, visible_alias = "project")]
+    Proj(proj::ProjCommand),
+    /// Manage clusters.
+    #[command(subcommand)]
+    Cluster(cluster::ClusterCommand),
+    /// Manage repositories.
+    #[command(subcommand)]
+    Repo(repo::RepoCommand),
+    /// Manage repository credential templates.
+    #[command(subcommand)]
+    Repocreds(repo::RepoCredsCommand),
+    /// Create or update the objects of manifest files: Applications, AppProjects and Argo CD's
+    /// cluster, repository and repo-creds Secrets.
+    Apply(apply::ApplyArgs),
 }
 
 impl Cli {
@@ -107,8 +140,32 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
             Ok(path) => account::run(&path, command, out).await,
             Err(err) => Err(err),
         },
-        Command::Admin(command) => match admin::run(command, out) {
+        Command::Admin(command) => match admin::run(command, cli.config.as_deref(), out).await {
             Ok(code) => return code,
+            Err(err) => Err(err),
+        },
+        Command::App(command) => match config_path() {
+            Ok(path) => app::run(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Proj(command) => match config_path() {
+            Ok(path) => proj::run(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Cluster(command) => match config_path() {
+            Ok(path) => cluster::run(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Repo(command) => match config_path() {
+            Ok(path) => repo::run_repo(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Repocreds(command) => match config_path() {
+            Ok(path) => repo::run_creds(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Apply(args) => match config_path() {
+            Ok(path) => apply::run(&path, args, out).await,
             Err(err) => Err(err),
         },
     };
@@ -116,7 +173,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
-            ExitCode::FAILURE
+            exit::code(&err)
         }
     }
 }

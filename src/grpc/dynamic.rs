@@ -106,18 +106,17 @@ impl<N: ServiceName> tower::Service<http::Request<tonic::body::Body>> for DynSer
             let Some(method) = Schema::get().method(&path) else {
                 return unimplemented(format!("{path} is not in the schema"));
             };
-            let mut grpc = tonic::server::Grpc::new(RawCodec)
-                .apply_max_message_size_config(Some(this.max_message_bytes), Some(this.max_message_bytes));
             let svc = Call {
                 call,
                 method: method.clone(),
                 state: this.state,
             };
-            Ok(if method.is_server_streaming() {
-                grpc.server_streaming(svc, req).await
-            } else {
-                grpc.unary(svc, req).await
-            })
+            if !method.is_server_streaming() {
+                return Ok(unary(svc, req, this.max_message_bytes).await);
+            }
+            let mut grpc = tonic::server::Grpc::new(RawCodec)
+                .apply_max_message_size_config(Some(this.max_message_bytes), Some(this.max_message_bytes));
+            Ok(grpc.server_streaming(svc, req).await)
         })
     }
 }
@@ -141,37 +140,6 @@ impl Call {
             caller,
         };
         Ok((self.call)(ctx, json).await?)
-    }
-}
-
-impl tonic::server::UnaryService<Bytes> for Call {
-    type Response = Bytes;
-    type Future = BoxFuture<'static, Result<Response<Bytes>, Status>>;
-
-    fn call(&mut self, request: Request<Bytes>) -> Self::Future {
-        let this = Call {
-            call: Arc::clone(&self.call),
-            method: self.method.clone(),
-            state: Arc::clone(&self.state),
-        };
-        Box::pin(async move {
-            let output = this.method.output();
-            let bytes = match this.run(request).await? {
-                Reply::Message(json) => Schema::get()
-                    .encode(&output, &json)
-                    .map_err(|e| AppError::Internal(e.into()))?
-                    .into(),
-                Reply::Doc(doc) => doc.proto().map_err(|e| AppError::Internal(e.into()))?,
-                Reply::List {
-                    resource_version,
-                    items,
-                } => encode_list(resource_version, &items)?.into(),
-                Reply::Stream(_) => {
-                    return Err(AppError::Internal(anyhow::anyhow!("a stream from a unary method")).into());
-                }
-            };
-            Ok(Response::new(bytes))
-        })
     }
 }
 
@@ -204,6 +172,176 @@ impl tonic::server::ServerStreamingService<Bytes> for Call {
             Ok(Response::new(stream.boxed()))
         })
     }
+}
+
+/// A unary call, answered by this adapter rather than tonic so that a large reply (a List of
+/// thousands of objects) is written as it is produced: the message's length is known up front
+/// (every object's encoding is cached), so its frame header goes first and the objects follow
+/// in chunks, without the whole message ever being assembled in memory.
+async fn unary(
+    call: Call,
+    req: http::Request<tonic::body::Body>,
+    max: usize,
+) -> http::Response<tonic::body::Body> {
+    let (parts, body) = req.into_parts();
+    let message = match read_message(body, max).await {
+        Ok(message) => message,
+        Err(status) => return status.into_http(),
+    };
+    let output = call.method.output();
+    let request = Request::from_parts(
+        tonic::metadata::MetadataMap::from_headers(parts.headers),
+        parts.extensions,
+        message,
+    );
+    let reply = match call.run(request).await {
+        Ok(reply) => reply,
+        Err(status) => return status.into_http(),
+    };
+    let parts: ReplyParts = match reply {
+        Reply::Message(json) => match Schema::get().encode(&output, &json) {
+            Ok(bytes) => ReplyParts::One(bytes.into()),
+            Err(e) => return Status::from(AppError::Internal(e.into())).into_http(),
+        },
+        Reply::Doc(doc) => match doc.proto() {
+            Ok(bytes) => ReplyParts::One(bytes),
+            Err(e) => return Status::from(AppError::Internal(e.into())).into_http(),
+        },
+        Reply::List {
+            resource_version,
+            items,
+        } => match list_parts(resource_version, items) {
+            Ok(parts) => parts,
+            Err(err) => return Status::from(err).into_http(),
+        },
+        Reply::Stream(_) => {
+            return Status::from(AppError::Internal(anyhow::anyhow!(
+                "a stream from a unary method"
+            )))
+            .into_http();
+        }
+    };
+    let len = parts.len();
+    if len > max {
+        return Status::resource_exhausted(format!(
+            "the reply is {len} bytes, more than the limit of {max} (--grpc-max-message-bytes)"
+        ))
+        .into_http();
+    }
+    let Ok(len32) = u32::try_from(len) else {
+        return Status::resource_exhausted("the reply is too large for one gRPC message").into_http();
+    };
+    let mut header = Vec::with_capacity(5);
+    header.push(0);
+    header.extend_from_slice(&len32.to_be_bytes());
+    let mut trailers = http::HeaderMap::new();
+    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+    let frames = futures_util::stream::once(async move { Bytes::from(header) })
+        .chain(parts.into_stream())
+        .map(|chunk| Ok::<_, Status>(http_body::Frame::data(chunk)))
+        .chain(futures_util::stream::once(async move {
+            Ok(http_body::Frame::trailers(trailers))
+        }));
+    let mut response = http::Response::new(tonic::body::Body::new(http_body_util::StreamBody::new(frames)));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/grpc"),
+    );
+    response
+}
+
+/// Reads the one message of a unary request (uncompressed; at most `max` bytes).
+async fn read_message(body: tonic::body::Body, max: usize) -> Result<Bytes, Status> {
+    use http_body_util::BodyExt as _;
+    let limited = http_body_util::Limited::new(body, max.saturating_add(5));
+    let mut bytes = match limited.collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(err) if err.is::<http_body_util::LengthLimitError>() => {
+            return Err(Status::resource_exhausted(format!(
+                "the request is larger than the limit of {max} bytes (--grpc-max-message-bytes)"
+            )));
+        }
+        Err(err) => return Err(Status::cancelled(format!("cannot read the request: {err}"))),
+    };
+    if bytes.is_empty() {
+        return Ok(bytes);
+    }
+    if bytes.len() < 5 {
+        return Err(Status::invalid_argument("truncated gRPC message frame"));
+    }
+    let compressed = bytes[0];
+    let len = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
+    if compressed != 0 {
+        return Err(Status::unimplemented("compressed messages are not supported"));
+    }
+    if bytes.len() != 5 + len {
+        return Err(Status::invalid_argument(
+            "a unary call carries exactly one message",
+        ));
+    }
+    bytes.advance(5);
+    Ok(bytes)
+}
+
+/// An encoded reply, as parts that are written in turn.
+enum ReplyParts {
+    One(Bytes),
+    /// The list's header bytes, then per object its field prefix and cached encoding.
+    List {
+        head: Bytes,
+        items: Vec<(Bytes, Bytes)>,
+    },
+}
+
+impl ReplyParts {
+    fn len(&self) -> usize {
+        match self {
+            ReplyParts::One(bytes) => bytes.len(),
+            ReplyParts::List { head, items } => {
+                head.len() + items.iter().map(|(p, b)| p.len() + b.len()).sum::<usize>()
+            }
+        }
+    }
+
+    /// Chunks of about [`CHUNK`] bytes.
+    fn into_stream(self) -> BoxStream<'static, Bytes> {
+        const CHUNK: usize = 256 << 10;
+        match self {
+            ReplyParts::One(bytes) => futures_util::stream::once(async move { bytes }).boxed(),
+            ReplyParts::List { head, items } => {
+                let mut items = items.into_iter().peekable();
+                let mut head = Some(head);
+                futures_util::stream::iter(std::iter::from_fn(move || {
+                    let mut chunk = bytes::BytesMut::with_capacity(CHUNK);
+                    if let Some(head) = head.take() {
+                        chunk.extend_from_slice(&head);
+                    }
+                    while chunk.len() < CHUNK {
+                        let Some((prefix, body)) = items.next() else {
+                            break;
+                        };
+                        chunk.extend_from_slice(&prefix);
+                        chunk.extend_from_slice(&body);
+                    }
+                    (!chunk.is_empty()).then(|| chunk.freeze())
+                }))
+                .boxed()
+            }
+        }
+    }
+}
+
+fn list_parts(resource_version: u64, items: Vec<crate::registry::DocRef>) -> Result<ReplyParts, AppError> {
+    let head = Bytes::from(encode_list(resource_version, &[])?);
+    let mut parts = Vec::with_capacity(items.len());
+    for doc in items {
+        let body = doc.proto().map_err(|e| AppError::Internal(e.into()))?;
+        let mut prefix = Vec::with_capacity(6);
+        prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut prefix);
+        prost::encoding::encode_varint(body.len() as u64, &mut prefix);
+        parts.push((Bytes::from(prefix), body));
+    }
+    Ok(ReplyParts::List { head, items: parts })
 }
 
 /// Bytes in, bytes out: messages are converted by the schema, not by generated types.

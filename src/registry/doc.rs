@@ -47,9 +47,11 @@ pub struct Summary {
 
 impl Doc {
     pub(crate) fn new(key: Key, rv: u64, json: Bytes) -> Result<Self, SchemaError> {
-        let value: Value = serde_json::from_slice(&json)
+        // Reading the few summary fields straight from the bytes (skipping the rest) is several
+        // times faster than building a Value, which matters when a restart loads every object.
+        let view: View = serde_json::from_slice(&json)
             .map_err(|e| SchemaError::new("", format!("stored JSON is unreadable: {e}")))?;
-        let summary = summarize(key.kind, &value);
+        let summary = summarize(key.kind, view);
         Ok(Self {
             key,
             rv,
@@ -117,8 +119,7 @@ struct DestView {
     name: String,
 }
 
-fn summarize(kind: Kind, value: &Value) -> Summary {
-    let view = View::deserialize(value).unwrap_or_default();
+fn summarize(kind: Kind, view: View) -> Summary {
     match kind {
         Kind::Application => Summary {
             labels: view.metadata.labels,

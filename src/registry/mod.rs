@@ -95,17 +95,13 @@ impl Registry {
                 .ok_or_else(|| StoreError::Corrupt(format!("{REVISION_KEY} is not a number")))?,
             None => 0,
         };
+        let entries = store.list(kind::PREFIX).await?;
         let mut docs: HashMap<Kind, BTreeMap<(String, String), DocRef>> = HashMap::new();
-        for entry in store.list(kind::PREFIX).await? {
-            let key = Key::from_store_key(&entry.key)
-                .ok_or_else(|| StoreError::Corrupt(format!("unexpected key {:?}", entry.key)))?;
-            let (doc_rv, json) = split_stored(&entry.value)
-                .ok_or_else(|| StoreError::Corrupt(format!("{key}: unreadable stored record")))?;
-            let doc = Doc::new(key.clone(), doc_rv, Bytes::copy_from_slice(json))
-                .map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))?;
+        for doc in load_docs(entries).await? {
+            let key = doc.key.clone();
             docs.entry(key.kind)
                 .or_default()
-                .insert((key.namespace, key.name), Arc::new(doc));
+                .insert((key.namespace, key.name), doc);
         }
         Ok(Self {
             store,
@@ -287,7 +283,7 @@ impl Registry {
             }
             Change::Delete { key, expect } => {
                 let current = check(&key, expect)?;
-                Ok((key, None, Some(current)))
+                Ok((key, None, Some(tombstone(&current, rv)?)))
             }
         }
     }
@@ -309,6 +305,25 @@ fn build(key: &Key, value: Value, rv: u64, previous: Option<&DocRef>) -> Result<
     }
     let json = serde_json::to_vec(&value).map_err(|e| invalid(SchemaError::new("", e.to_string())))?;
     Doc::new(key.clone(), rv, Bytes::from(json))
+        .map(Arc::new)
+        .map_err(invalid)
+}
+
+/// The last state of a deleted object as its DELETED event carries it: at the deletion's
+/// revision, so a watch resumed from that event's version does not see it again.
+fn tombstone(current: &DocRef, rv: u64) -> Result<DocRef, RegistryError> {
+    let mut value = current.value();
+    if current.key.kind.has_metadata()
+        && let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert("resourceVersion".to_owned(), Value::String(rv.to_string()));
+    }
+    let invalid = |err| RegistryError::Invalid {
+        key: current.key.clone(),
+        err,
+    };
+    let json = serde_json::to_vec(&value).map_err(|e| invalid(SchemaError::new("", e.to_string())))?;
+    Doc::new(current.key.clone(), rv, Bytes::from(json))
         .map(Arc::new)
         .map_err(invalid)
 }
@@ -348,6 +363,53 @@ fn stamp_metadata(key: &Key, value: &mut Value, rv: u64, previous: Option<&Value
         generation.max(1)
     };
     meta.insert("generation".to_owned(), Value::from(generation));
+}
+
+/// Parses stored entries into documents, on every core (a restart reads every object).
+async fn load_docs(entries: Vec<crate::store::Entry>) -> Result<Vec<DocRef>, RegistryError> {
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let per_thread = entries.len().div_ceil(threads).max(1);
+    let mut chunks = Vec::new();
+    let mut rest = entries;
+    while rest.len() > per_thread {
+        let tail = rest.split_off(per_thread);
+        chunks.push(rest);
+        rest = tail;
+    }
+    chunks.push(rest);
+    let parsed = tokio::task::spawn_blocking(move || {
+        std::thread::scope(|scope| {
+            // Every thread is started before the first is joined.
+            #[allow(clippy::needless_collect)]
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|chunk| {
+                    scope.spawn(move || chunk.into_iter().map(load_doc).collect::<Result<Vec<_>, _>>())
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(StoreError::Corrupt("a loader thread panicked".to_owned())))
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+    })
+    .await
+    .map_err(|e| StoreError::Unavailable(format!("loading the registry failed: {e}")))??;
+    Ok(parsed.into_iter().flatten().collect())
+}
+
+fn load_doc(entry: crate::store::Entry) -> Result<DocRef, StoreError> {
+    let key = Key::from_store_key(&entry.key)
+        .ok_or_else(|| StoreError::Corrupt(format!("unexpected key {:?}", entry.key)))?;
+    let doc_rv = split_stored(&entry.value)
+        .map(|(rv, _)| rv)
+        .ok_or_else(|| StoreError::Corrupt(format!("{key}: unreadable stored record")))?;
+    let json = Bytes::from(entry.value).slice(8..);
+    let doc = Doc::new(key.clone(), doc_rv, json).map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))?;
+    Ok(Arc::new(doc))
 }
 
 /// Stored record: the document's revision as 8 bytes (LE), then its JSON.

@@ -92,7 +92,11 @@ fn copy_path(from: &Value, to: &mut Value, path: &[String]) {
                     let slot = to_map.entry(head.clone()).or_insert(Value::Null);
                     copy_path(child, slot, rest);
                 }
-                None if rest.is_empty() => {}
+                // A requested field the object does not have is null, as upstream's
+                // projection of an unset field is.
+                None if rest.is_empty() => {
+                    to_map.entry(head.clone()).or_insert(Value::Null);
+                }
                 None => {}
             }
         }
@@ -152,6 +156,13 @@ mod tests {
         );
         let below = fields.below("items");
         assert_eq!(below.apply(&list["items"][0]), json!({"metadata": {"name": "a"}}));
+        let missing = Fields::parse("items.metadata.annotations")
+            .unwrap()
+            .below("items");
+        assert_eq!(
+            missing.apply(&list["items"][1]),
+            json!({"metadata": {"annotations": null}})
+        );
     }
 
     #[test]

@@ -112,6 +112,11 @@ impl Server {
             );
         }
         crate::config::log_policy(&config_watch.current());
+        // Project role tokens are checked against the projects they name.
+        sessions.set_project_tokens(Arc::new(crate::service::project::RegistryTokens::new(
+            Arc::clone(&registry),
+            &config.namespace,
+        )));
         let projects = crate::registry::RegistryProjects::new(Arc::clone(&registry), &config.namespace);
         let rbac = Rbac::new(Arc::clone(&config_watch), Arc::new(projects));
         let state = Arc::new(AppState::new(

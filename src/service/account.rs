@@ -89,6 +89,18 @@ fn ensure(rbac: &Rbac, principal: &Principal, action: &str, name: &str) -> Resul
     rbac.enforce(principal, "accounts", action, name)
 }
 
+/// The caller's own account, for requests that leave the account name empty. A project
+/// token has none.
+fn own_account(principal: &Principal) -> Result<&str, AppError> {
+    match principal {
+        Principal::Project(p) => Err(AppError::InvalidArgument(format!(
+            "{} is a project token, not an account: name the account",
+            p.subject
+        ))),
+        other => Ok(other.subject()),
+    }
+}
+
 fn find(sessions: &Sessions, name: &str) -> Result<Account, AppError> {
     sessions
         .account(name)
@@ -139,9 +151,13 @@ pub async fn update_password(
 ) -> Result<(), AppError> {
     let principal = caller.require()?;
     let Some(me) = principal.account() else {
-        return Err(AppError::Unauthenticated(
-            "only a logged-in account can change a password".to_owned(),
-        ));
+        return Err(match principal {
+            Principal::Project(p) => AppError::PermissionDenied(format!(
+                "{} is a project token, not an account: it has no password to change",
+                p.subject
+            )),
+            _ => AppError::Unauthenticated("only a logged-in account can change a password".to_owned()),
+        });
     };
     let name = if req.name.is_empty() {
         me.name.clone()
@@ -195,7 +211,7 @@ pub async fn create_token(
 ) -> Result<String, AppError> {
     let principal = caller.require()?;
     let name = if req.name.is_empty() {
-        principal.subject().to_owned()
+        own_account(principal)?.to_owned()
     } else {
         req.name
     };
@@ -230,7 +246,7 @@ pub async fn delete_token(
 ) -> Result<(), AppError> {
     let principal = caller.require()?;
     let name = if name.is_empty() {
-        principal.subject()
+        own_account(principal)?
     } else {
         name
     };

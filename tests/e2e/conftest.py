@@ -355,3 +355,20 @@ def require_tool(name):
     if not path:
         pytest.fail(f"{name} is not installed (bash .ci/test-all installs it)")
     return path
+
+
+@pytest.fixture(scope="session")
+def app_pb(tmp_path_factory):
+    """Python stubs of our application protos, compiled with grpcio-tools for this session
+    (appkit.compile_stubs): .app (application_pb2), .grpc (its _grpc), .v1 (v1alpha1), .meta."""
+    from appkit import compile_stubs  # noqa: PLC0415 (appkit imports this module)
+    return compile_stubs(tmp_path_factory.mktemp("app-stubs"))
+
+
+@pytest.fixture
+def watches():
+    """Collects watch readers (appkit.RestWatch/GrpcWatch) and closes them at teardown."""
+    from appkit import Watches  # noqa: PLC0415
+    opened = Watches()
+    yield opened
+    opened.close_all()

@@ -140,7 +140,13 @@ fn authorized(
     action: &str,
 ) -> Result<DocRef, AppError> {
     let ns = namespace_of(state, app_ns);
-    match state.registry.get(&Key::new(Kind::Application, &ns, name)) {
+    // An application outside the project the caller named is answered as missing: the answer
+    // must not depend on whether a same-named application exists elsewhere (SEC-13).
+    let found = state
+        .registry
+        .get(&Key::new(Kind::Application, &ns, name))
+        .filter(|doc| project_hint.is_empty() || doc.summary.project == project_hint);
+    match found {
         Some(doc) => {
             if state
                 .rbac
@@ -334,13 +340,23 @@ fn client_fields(mut value: Value) -> Value {
         object.remove("status");
         object.remove("operation");
     }
+    default_project(&mut value);
+    value
+}
+
+/// An empty or missing `spec.project` means `default`; a value of the wrong type is left for
+/// the schema to refuse.
+fn default_project(value: &mut Value) {
     if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
-        let empty = spec.get("project").and_then(Value::as_str).is_none_or(str::is_empty);
+        let empty = match spec.get("project") {
+            None | Some(Value::Null) => true,
+            Some(Value::String(p)) => p.is_empty(),
+            Some(_) => false,
+        };
         if empty {
             spec.insert("project".to_owned(), Value::from("default"));
         }
     }
-    value
 }
 
 /// `value` with `status` and `operation` taken from the stored object.
@@ -364,9 +380,11 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let value = client_fields(req.application);
     let app = AppView::read(&value)?;
-    let key = validate(&ctx.state, &app)?;
-    let object = rbac_object(&ctx.state.namespace, app.project(), &key.namespace, &key.name);
+    // RBAC first: whether a project exists is not told to a caller who may not create in it.
+    let ns = namespace_of(&ctx.state, &app.metadata.namespace);
+    let object = rbac_object(&ctx.state.namespace, app.project(), &ns, &app.metadata.name);
     ctx.state.rbac.enforce(principal, RESOURCE, "create", &object)?;
+    let key = validate(&ctx.state, &app)?;
     if let Some(existing) = ctx.state.registry.get(&key) {
         let stored = existing.value();
         let stored_app = AppView::read(&stored)?;
@@ -499,6 +517,7 @@ pub async fn update_spec(ctx: Ctx, req: UpdateSpecRequest) -> Result<Reply, AppE
     if let Some(object) = value.as_object_mut() {
         object.insert("spec".to_owned(), req.spec);
     }
+    default_project(&mut value);
     let rv = existing.rv.to_string();
     let Reply::Doc(doc) = replace(&ctx.state, principal, &existing, value, &rv).await? else {
         return Err(AppError::Internal(anyhow::anyhow!("update gave no object")));

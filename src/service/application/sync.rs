@@ -59,6 +59,7 @@ pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
     let app = AppView::read(&value)?;
     // The project may have changed since the application was written.
     validate(state, &app)?;
+    check_auto_sync(&value, &req)?;
     if value.get("operation").is_some() {
         return Err(AppError::FailedPrecondition(
             "another operation is already in progress".to_owned(),
@@ -181,4 +182,32 @@ pub async fn terminate_operation(ctx: Ctx, req: TerminateRequest) -> Result<Repl
     };
     state.registry.apply(vec![change]).await?;
     Ok(Reply::Message(Value::Object(Map::new())))
+}
+
+/// With automated sync on, only a dry run may use local manifests or another revision than the
+/// one the application tracks: anything else would be undone by the next automatic sync.
+fn check_auto_sync(app: &Value, req: &SyncRequest) -> Result<(), AppError> {
+    let Some(automated) = app.pointer("/spec/syncPolicy/automated") else {
+        return Ok(());
+    };
+    if automated.get("enabled").and_then(Value::as_bool) == Some(false) || req.dry_run {
+        return Ok(());
+    }
+    if !req.manifests.is_empty() {
+        return Err(AppError::FailedPrecondition(
+            "cannot use local sync when Automatic Sync Policy is enabled unless for dry run".to_owned(),
+        ));
+    }
+    let tracked = app
+        .pointer("/spec/source/targetRevision")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !req.revision.is_empty() && req.revision != tracked {
+        let tracked = if tracked.is_empty() { "HEAD" } else { tracked };
+        return Err(AppError::FailedPrecondition(format!(
+            "Cannot sync to {}: auto-sync currently set to {tracked}",
+            req.revision
+        )));
+    }
+    Ok(())
 }

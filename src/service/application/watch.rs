@@ -63,7 +63,7 @@ fn live_events(
     sub: Subscription,
     visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync>,
 ) -> impl futures_util::Stream<Item = Result<StreamItem, AppError>> + Send + 'static {
-    let expires = caller.principal.account().and_then(|a| a.expires_at).map(|at| {
+    let expires = caller.principal.expires_at().map(|at| {
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
         tokio::time::Instant::now() + Duration::from_secs(u64::try_from(at - now).unwrap_or(0))
     });

@@ -1,0 +1,360 @@
+//! `tiphys apply -f FILE|DIR`: creates or updates Applications, AppProjects and Argo CD's
+//! cluster, repository and repo-creds Secrets through the API, one report line per object.
+//! A document that fails (malformed, or refused by the server) is reported with its file and
+//! document number, and the others are still applied.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, anyhow};
+use serde_json::{Value, json};
+
+use super::call::{self, str_at};
+use super::client::Client;
+use super::conn::ClientOpts;
+use super::exit;
+use super::manifest::{self, API_VERSION};
+use super::secrets::{self, FromSecret, SecretType};
+use crate::registry::Kind;
+
+#[derive(clap::Args, Debug)]
+pub struct ApplyArgs {
+    /// A manifest file (YAML or JSON, several documents allowed), a directory of them
+    /// (*.yaml, *.yml, *.json), or `-` for stdin; repeatable. Documents are numbered from 1
+    /// in reports.
+    #[arg(short = 'f', long = "filename", required = true, value_name = "FILE|DIR")]
+    pub files: Vec<PathBuf>,
+    /// Also read the subdirectories of a directory.
+    #[arg(short = 'R', long)]
+    pub recursive: bool,
+    #[command(flatten)]
+    pub conn: ClientOpts,
+}
+
+/// One object to apply, and where it came from.
+struct Item {
+    source: String,
+    object: Target,
+}
+
+enum Target {
+    Application(Value),
+    Project(Value),
+    Secret {
+        kind: SecretType,
+        name: String,
+        read: FromSecret,
+        omitted: bool,
+    },
+}
+
+impl Target {
+    /// Apply order: projects first (applications name them), then clusters and
+    /// repositories, then applications.
+    fn rank(&self) -> u8 {
+        match self {
+            Target::Project(_) => 0,
+            Target::Secret { .. } => 1,
+            Target::Application(_) => 2,
+        }
+    }
+
+    fn display(&self) -> String {
+        match self {
+            Target::Application(app) => format!("application.argoproj.io/{}", manifest::name_of(app)),
+            Target::Project(project) => format!("appproject.argoproj.io/{}", manifest::name_of(project)),
+            Target::Secret { name, .. } => format!("secret/{name}"),
+        }
+    }
+}
+
+/// The files to read: each file given, and the manifests in each directory given (sorted).
+fn collect(paths: &[PathBuf], recursive: bool) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.as_os_str() == "-" {
+            files.push(path.clone());
+            continue;
+        }
+        let meta = std::fs::metadata(path).map_err(|e| exit::invalid(format!("{}: {e}", path.display())))?;
+        if meta.is_dir() {
+            walk(path, recursive, 0, &mut files)?;
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+fn walk(dir: &Path, recursive: bool, depth: usize, files: &mut Vec<PathBuf>) -> anyhow::Result<()> {
+    if depth > 32 {
+        return Err(exit::invalid(format!(
+            "{}: directories nested too deep",
+            dir.display()
+        )));
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read the directory {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            if recursive {
+                walk(&path, recursive, depth + 1, files)?;
+            }
+        } else if path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        {
+            files.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// What a document is, or why it cannot be applied; warnings go to stderr.
+fn classify(object: &Value) -> Result<Target, String> {
+    let api_version = str_at(object, "/apiVersion");
+    let kind = str_at(object, "/kind");
+    if kind.is_empty() || api_version.is_empty() {
+        return Err("the object has no apiVersion or kind".to_owned());
+    }
+    let needs_name = |what: &str| {
+        if manifest::name_of(object).is_empty() {
+            Err(format!("the {what} has no metadata.name"))
+        } else {
+            Ok(())
+        }
+    };
+    match (api_version, kind) {
+        (API_VERSION, "Application") => {
+            needs_name("application")?;
+            Ok(Target::Application(manifest::client_part(object)))
+        }
+        (API_VERSION, "AppProject") => {
+            needs_name("project")?;
+            Ok(Target::Project(manifest::client_part(object)))
+        }
+        ("v1", "Secret") => {
+            let kind = SecretType::of(object)?;
+            let read = match kind {
+                SecretType::Cluster => secrets::cluster_from_secret(object)?,
+                SecretType::Repository => secrets::repo_from_secret(object, Kind::Repository)?,
+                SecretType::RepoCreds => secrets::repo_from_secret(object, Kind::RepoCreds)?,
+            };
+            let url = match kind {
+                SecretType::Cluster => str_at(&read.object, "/server"),
+                SecretType::Repository => str_at(&read.object, "/repo"),
+                SecretType::RepoCreds => str_at(&read.object, "/url"),
+            };
+            let name = match manifest::name_of(object) {
+                "" => secrets::secret_name(kind, url),
+                name => name.to_owned(),
+            };
+            let omitted = object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(secrets::CREDENTIALS_OMITTED))
+                .is_some();
+            Ok(Target::Secret {
+                kind,
+                name,
+                read,
+                omitted,
+            })
+        }
+        _ => Err(format!(
+            "unsupported kind {kind} ({api_version}): tiphys applies {API_VERSION} Application and AppProject, \
+             and v1 Secrets labelled {}",
+            secrets::SECRET_TYPE_LABEL
+        )),
+    }
+}
+
+/// Reads every document; the malformed ones come back as report lines.
+fn read_all(files: &[PathBuf]) -> (Vec<Item>, Vec<String>) {
+    let mut items = Vec::new();
+    let mut errors = Vec::new();
+    for file in files {
+        let stdin = file.as_os_str() == "-";
+        let name = if stdin {
+            "<stdin>".to_owned()
+        } else {
+            file.display().to_string()
+        };
+        let read = if stdin {
+            std::io::read_to_string(std::io::stdin())
+        } else {
+            std::fs::read_to_string(file)
+        };
+        let text = match read {
+            Ok(text) => text,
+            Err(err) => {
+                errors.push(format!("{name}: {err}"));
+                continue;
+            }
+        };
+        for doc in manifest::split_documents(&text) {
+            let source = format!("{name}:{}", doc.index);
+            match manifest::parse_document(&doc.text).and_then(|o| classify(&o)) {
+                Ok(object) => {
+                    if let Target::Secret { read, .. } = &object {
+                        for warning in &read.warnings {
+                            eprintln!("warning: {source}: {warning}");
+                        }
+                    }
+                    items.push(Item { source, object });
+                }
+                Err(reason) => errors.push(format!("{source}: {reason}")),
+            }
+        }
+    }
+    (items, errors)
+}
+
+pub async fn run(config: &Path, args: ApplyArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let files = collect(&args.files, args.recursive)?;
+    let (mut items, errors) = read_all(&files);
+    for error in &errors {
+        eprintln!("error: {error}");
+    }
+    let total = items.len() + errors.len();
+    if total == 0 {
+        return Err(exit::invalid("no objects found in the files given"));
+    }
+    let mut failed = errors.len();
+    if !items.is_empty() {
+        items.sort_by_key(|item| item.object.rank());
+        let client = Client::connect(config, &args.conn, None).await?;
+        for item in &items {
+            let display = item.object.display();
+            match apply_one(&client, &item.object, &display).await {
+                Ok(action) => writeln!(out, "{display} {action}")?,
+                Err(err) => {
+                    failed += 1;
+                    eprintln!("error: {}: {err:#}", item.source);
+                }
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(anyhow!("{failed} of {total} objects were not applied"));
+    }
+    Ok(())
+}
+
+fn by_version(before: Option<&Value>, after: &Value) -> &'static str {
+    match before {
+        None => "created",
+        Some(b) if b.pointer("/metadata/resourceVersion") == after.pointer("/metadata/resourceVersion") => {
+            "unchanged"
+        }
+        Some(_) => "configured",
+    }
+}
+
+/// Without a resourceVersion: the visible state compared, ignoring what a controller reports.
+/// Credentials are never shown back, so a manifest holding some counts as a change.
+fn by_content(before: Option<&Value>, after: &Value, has_credentials: bool) -> &'static str {
+    let visible = |v: &Value| {
+        let mut v = v.clone();
+        if let Some(map) = v.as_object_mut() {
+            for key in ["connectionState", "info", "serverVersion", "refreshRequestedAt"] {
+                map.remove(key);
+            }
+        }
+        v
+    };
+    match before {
+        None => "created",
+        Some(b) if !has_credentials && visible(b) == visible(after) => "unchanged",
+        Some(_) => "configured",
+    }
+}
+
+async fn apply_one(client: &Client, target: &Target, what: &str) -> anyhow::Result<String> {
+    match target {
+        Target::Application(app) => {
+            let query = json!({
+                "name": manifest::name_of(app),
+                "appNamespace": str_at(app, "/metadata/namespace"),
+            });
+            let svc = "/application.ApplicationService";
+            // Whatever keeps it from being read, the write answers for itself.
+            let old = call::unary(client, what, &format!("{svc}/Get"), &query)
+                .await
+                .ok();
+            let request = json!({"application": app, "upsert": true});
+            let new = call::unary(client, what, &format!("{svc}/Create"), &request).await?;
+            Ok(by_version(old.as_ref(), &new).to_owned())
+        }
+        Target::Project(project) => {
+            let query = json!({"name": manifest::name_of(project)});
+            let svc = "/project.ProjectService";
+            // Whatever keeps it from being read, the write answers for itself.
+            let old = call::unary(client, what, &format!("{svc}/Get"), &query)
+                .await
+                .ok();
+            let request = json!({"project": project, "upsert": true});
+            let new = call::unary(client, what, &format!("{svc}/Create"), &request).await?;
+            Ok(by_version(old.as_ref(), &new).to_owned())
+        }
+        Target::Secret {
+            kind, read, omitted, ..
+        } => apply_secret(client, *kind, read, *omitted, what).await,
+    }
+}
+
+async fn apply_secret(
+    client: &Client,
+    kind: SecretType,
+    read: &FromSecret,
+    omitted: bool,
+    what: &str,
+) -> anyhow::Result<String> {
+    let object = &read.object;
+    let (get, query, create, field) = match kind {
+        SecretType::Cluster => (
+            "/cluster.ClusterService/Get",
+            json!({"server": str_at(object, "/server")}),
+            "/cluster.ClusterService/Create",
+            "cluster",
+        ),
+        SecretType::Repository => (
+            "/repository.RepositoryService/Get",
+            json!({"repo": str_at(object, "/repo")}),
+            "/repository.RepositoryService/CreateRepository",
+            "repo",
+        ),
+        SecretType::RepoCreds => (
+            "/repocreds.RepoCredsService/ListRepositoryCredentials",
+            json!({"url": str_at(object, "/url")}),
+            "/repocreds.RepoCredsService/CreateRepositoryCredentials",
+            "creds",
+        ),
+    };
+    let found = call::unary(client, what, get, &query).await;
+    let old = match kind {
+        SecretType::RepoCreds => found.ok().and_then(|list| {
+            call::items(&list)
+                .into_iter()
+                .find(|c| str_at(c, "/url") == str_at(object, "/url"))
+        }),
+        _ => found.ok(),
+    };
+    if omitted && old.is_some() {
+        return Ok(
+            "unchanged (its credentials were left out of the manifest; the stored ones are kept)".to_owned(),
+        );
+    }
+    let request = json!({field: object, "upsert": true});
+    let new = call::unary(client, what, create, &request).await?;
+    let action = by_content(old.as_ref(), &new, read.has_credentials);
+    if omitted {
+        return Ok(format!(
+            "{action} (without credentials: they were left out of the manifest)"
+        ));
+    }
+    Ok(action.to_owned())
+}

@@ -1,0 +1,177 @@
+//! Calls to the resource APIs (applications, projects, clusters, repositories, credential
+//! templates), which have no generated Rust types: a request given as JSON is encoded by the
+//! schema (`crate::schema`), sent as raw bytes over the command's connection (native gRPC or
+//! gRPC-Web, with its token), and the answer decoded back to Go-style JSON.
+
+use anyhow::{Context as _, anyhow};
+use bytes::{Buf as _, BufMut as _, Bytes};
+use http::uri::PathAndQuery;
+use prost_reflect::MethodDescriptor;
+use serde_json::Value;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+
+use super::client::{Client, call_error};
+use super::exit;
+use crate::schema::Schema;
+
+/// Answers larger than this are refused (lists of many objects can be large).
+const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
+/// Bytes out, bytes in: the schema converts, not generated types (the client-side twin of
+/// `grpc::dynamic`'s codec).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RawCodec;
+
+impl Codec for RawCodec {
+    type Encode = Bytes;
+    type Decode = Bytes;
+    type Encoder = RawCodec;
+    type Decoder = RawCodec;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        RawCodec
+    }
+}
+
+impl Encoder for RawCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        dst.put(item);
+        Ok(())
+    }
+}
+
+impl Decoder for RawCodec {
+    type Item = Bytes;
+    type Error = tonic::Status;
+
+    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
+        Ok(Some(src.copy_to_bytes(src.remaining())))
+    }
+}
+
+/// A method of the resource APIs, looked up in the schema.
+fn method(path: &str) -> anyhow::Result<(MethodDescriptor, PathAndQuery)> {
+    let method = Schema::get()
+        .method(path)
+        .ok_or_else(|| anyhow!("{path} is not a method of the resource APIs"))?;
+    let path = PathAndQuery::try_from(path).map_err(|e| anyhow!("invalid method path {path:?}: {e}"))?;
+    Ok((method, path))
+}
+
+fn encode(method: &MethodDescriptor, request: &Value) -> anyhow::Result<Bytes> {
+    Schema::get()
+        .encode(&method.input(), request)
+        .map(Bytes::from)
+        .map_err(|e| exit::invalid(format!("invalid {}: {e}", method.input().name())))
+}
+
+fn decode(method: &MethodDescriptor, bytes: &[u8]) -> anyhow::Result<Value> {
+    Schema::get()
+        .decode(&method.output(), bytes)
+        .with_context(|| format!("cannot read the server's {} answer", method.name()))
+}
+
+async fn grpc(client: &Client) -> anyhow::Result<tonic::client::Grpc<super::conn::GrpcTransport>> {
+    let mut grpc =
+        tonic::client::Grpc::with_origin(client.conn.transport.clone(), client.conn.origin.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    grpc.ready()
+        .await
+        .map_err(|e| anyhow!("cannot reach the server: {e}"))?;
+    Ok(grpc)
+}
+
+/// The answer of a call (a renewed token saved, a failure worded by [`Client::finish`]), with
+/// the exit code of the failure's status attached.
+fn finish<T>(
+    client: &Client,
+    what: &str,
+    result: Result<tonic::Response<T>, tonic::Status>,
+) -> anyhow::Result<T> {
+    let code = result.as_ref().err().map(tonic::Status::code);
+    client.finish(what, result).map_err(|err| with_kind(err, code))
+}
+
+fn with_kind(err: anyhow::Error, code: Option<tonic::Code>) -> anyhow::Error {
+    match code.and_then(exit::Kind::of_status) {
+        Some(kind) => anyhow::Error::new(exit::Failure {
+            kind,
+            message: err.to_string(),
+        }),
+        None => err,
+    }
+}
+
+/// A unary call: `request` in the method's input JSON, the answer in its output JSON. A
+/// failure is worded as `{what}: <the server's message>` and carries its exit code.
+pub async fn unary(client: &Client, what: &str, path: &str, request: &Value) -> anyhow::Result<Value> {
+    let (method, path) = method(path)?;
+    let body = encode(&method, request)?;
+    let mut grpc = grpc(client).await?;
+    let result = grpc.unary(tonic::Request::new(body), path, RawCodec).await;
+    let bytes = finish(client, what, result)?;
+    decode(&method, &bytes)
+}
+
+/// A server stream of messages in the method's output JSON.
+pub struct JsonStream {
+    method: MethodDescriptor,
+    inner: tonic::Streaming<Bytes>,
+    what: String,
+}
+
+impl JsonStream {
+    /// The next message; `None` when the server ended the stream.
+    pub async fn next(&mut self) -> anyhow::Result<Option<Value>> {
+        match self.inner.message().await {
+            Ok(Some(bytes)) => decode(&self.method, &bytes).map(Some),
+            Ok(None) => Ok(None),
+            Err(status) => Err(with_kind(call_error(&self.what, &status), Some(status.code()))),
+        }
+    }
+}
+
+/// A server-streaming call (such as `/application.ApplicationService/Watch`).
+pub async fn stream(client: &Client, what: &str, path: &str, request: &Value) -> anyhow::Result<JsonStream> {
+    let (method, path) = method(path)?;
+    if !method.is_server_streaming() {
+        return Err(anyhow!("{path} is not a server-streaming method"));
+    }
+    let body = encode(&method, request)?;
+    let mut grpc = grpc(client).await?;
+    let result = grpc
+        .server_streaming(tonic::Request::new(body), path, RawCodec)
+        .await;
+    let inner = finish(client, what, result)?;
+    Ok(JsonStream {
+        method,
+        inner,
+        what: what.to_owned(),
+    })
+}
+
+/// A string field of a JSON object (empty when absent).
+pub fn str_at<'a>(value: &'a Value, pointer: &str) -> &'a str {
+    value.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The `items` of a list answer.
+pub fn items(list: &Value) -> Vec<Value> {
+    list.get("items")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Whether an error is a "not found" answer.
+pub fn is_not_found(err: &anyhow::Error) -> bool {
+    exit::kind_of(err) == Some(exit::Kind::NotFound)
+}

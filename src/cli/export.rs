@@ -1,0 +1,202 @@
+//! `tiphys admin export`: everything the store holds, as manifests `tiphys apply` (or
+//! kubectl, for Argo CD) restores: AppProjects, cluster, repo-creds and repository Secrets,
+//! then Applications.
+//!
+//! Two sources: the API, with the caller's token (RBAC applies, and the API never returns
+//! credentials, as upstream's); or, with `--data-dir`, the server's store read directly, which
+//! is the only way to export credentials and works only while the server is stopped.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, anyhow};
+use serde_json::{Value, json};
+
+use super::call;
+use super::client::Client;
+use super::conn::ClientOpts;
+use super::exit;
+use super::manifest;
+use super::secrets::{self, CREDENTIALS_OMITTED, ToSecret};
+use crate::registry::{Kind, Registry};
+use crate::store::{FileStore, StoreError, file::FILE_NAME};
+
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// Write to this file (mode 0600) [default: stdout].
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Include credentials (passwords, tokens, private keys). Needs --data-dir: the API never
+    /// returns them.
+    #[arg(long, requires = "data_dir")]
+    pub include_secrets: bool,
+    /// Read the server's data directory directly instead of asking the API. Only while the
+    /// server is stopped: a running server holds an exclusive lock on its data directory.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub conn: ClientOpts,
+}
+
+/// What was read, per kind, as the API (or the store) gives it.
+#[derive(Default)]
+struct Contents {
+    projects: Vec<Value>,
+    clusters: Vec<Value>,
+    creds: Vec<Value>,
+    repos: Vec<Value>,
+    apps: Vec<Value>,
+}
+
+pub async fn run(config: &Path, args: ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let (contents, source) = match &args.data_dir {
+        Some(dir) => (from_store(dir).await?, format!("data dir {}", dir.display())),
+        None => {
+            let client = Client::connect(config, &args.conn, None).await?;
+            let server = client.target.opts.server.clone().unwrap_or_default();
+            (from_api(&client).await?, format!("server {server}"))
+        }
+    };
+    let with_credentials = args.include_secrets && args.data_dir.is_some();
+    let text = render(&contents, &source, with_credentials, args.data_dir.is_some())?;
+    match &args.out {
+        Some(path) => {
+            crate::fsutil::write_private(path, text.as_bytes())
+                .with_context(|| format!("cannot write {}", path.display()))?;
+            eprintln!("exported to {}", path.display());
+        }
+        None => out.write_all(text.as_bytes())?,
+    }
+    Ok(())
+}
+
+async fn from_api(client: &Client) -> anyhow::Result<Contents> {
+    let list = |path: &'static str| async move {
+        let reply = call::unary(client, "admin export failed", path, &json!({})).await?;
+        Ok::<_, anyhow::Error>(call::items(&reply))
+    };
+    Ok(Contents {
+        projects: list("/project.ProjectService/List").await?,
+        clusters: list("/cluster.ClusterService/List").await?,
+        creds: list("/repocreds.RepoCredsService/ListRepositoryCredentials").await?,
+        repos: list("/repository.RepositoryService/ListRepositories").await?,
+        apps: list("/application.ApplicationService/List").await?,
+    })
+}
+
+async fn from_store(dir: &Path) -> anyhow::Result<Contents> {
+    let file = dir.join(FILE_NAME);
+    if !file.is_file() {
+        return Err(exit::invalid(format!(
+            "no tiphys store in {} ({FILE_NAME} is missing): pass the server's --data-dir",
+            dir.display()
+        )));
+    }
+    let owned = dir.to_path_buf();
+    let store = tokio::task::spawn_blocking(move || FileStore::open(&owned))
+        .await
+        .map_err(|e| anyhow!("cannot open the store: {e}"))?
+        .map_err(|e| match e {
+            StoreError::Unavailable(why) => anyhow!(
+                "{why}. A running server holds an exclusive lock on its data dir: stop it before \
+                 `admin export --data-dir`, or export through the API instead (without --data-dir; \
+                 credentials are then left out)"
+            ),
+            other => anyhow::Error::new(other).context("cannot open the store"),
+        })?;
+    let registry = Registry::open(Arc::new(store))
+        .await
+        .context("cannot read the store")?;
+    let all = |kind: Kind| -> Vec<Value> { registry.list(kind).1.iter().map(|d| d.value()).collect() };
+    Ok(Contents {
+        projects: all(Kind::AppProject),
+        clusters: all(Kind::Cluster),
+        creds: all(Kind::RepoCreds),
+        repos: all(Kind::Repository),
+        apps: all(Kind::Application),
+    })
+}
+
+/// One YAML document, with comment lines before it.
+fn document(text: &mut String, comments: &[String], value: &Value) -> anyhow::Result<()> {
+    text.push_str("---\n");
+    for comment in comments {
+        text.push_str(&format!("# {comment}\n"));
+    }
+    text.push_str(&serde_yaml_ng::to_string(value)?);
+    Ok(())
+}
+
+/// A Secret as exported: marked when its credentials are not in it.
+fn secret_doc(
+    text: &mut String,
+    made: ToSecret,
+    with_credentials: bool,
+    offline: bool,
+) -> anyhow::Result<()> {
+    let ToSecret { mut secret, dropped } = made;
+    let mut comments = Vec::new();
+    let omitted = if with_credentials {
+        None
+    } else if offline {
+        (!dropped.is_empty()).then(|| dropped.join(","))
+    } else {
+        Some("all".to_owned())
+    };
+    if let Some(omitted) = omitted {
+        comments.push(if offline {
+            format!("credentials left out: {omitted}")
+        } else {
+            "credentials left out: the API never returns them".to_owned()
+        });
+        if let Some(annotations) = secret
+            .pointer_mut("/metadata/annotations")
+            .and_then(Value::as_object_mut)
+        {
+            annotations.insert(CREDENTIALS_OMITTED.to_owned(), Value::from(omitted));
+        }
+    }
+    document(text, &comments, &secret)
+}
+
+fn render(c: &Contents, source: &str, with_credentials: bool, offline: bool) -> anyhow::Result<String> {
+    let mut text = format!(
+        "# tiphys admin export from {source} at {}: {} projects, {} clusters, {} repository credential \
+         templates, {} repositories, {} applications.\n",
+        crate::schema::time::now_string(),
+        c.projects.len(),
+        c.clusters.len(),
+        c.creds.len(),
+        c.repos.len(),
+        c.apps.len(),
+    );
+    text.push_str(if with_credentials {
+        "# This file holds credentials: keep it private. Restore with `tiphys apply -f FILE`.\n"
+    } else {
+        "# Credentials (passwords, tokens, private keys) are left out; `tiphys apply` keeps the stored ones\n\
+         # of objects that exist. Export with --data-dir DIR --include-secrets (server stopped) to include them.\n\
+         # Restore with `tiphys apply -f FILE`.\n"
+    });
+    for project in &c.projects {
+        document(&mut text, &[], &manifest::as_manifest("AppProject", project))?;
+    }
+    for cluster in &c.clusters {
+        secret_doc(
+            &mut text,
+            secrets::cluster_to_secret(cluster, with_credentials),
+            with_credentials,
+            offline,
+        )?;
+    }
+    for (list, kind) in [(&c.creds, Kind::RepoCreds), (&c.repos, Kind::Repository)] {
+        for object in list {
+            let made = secrets::repo_to_secret(object, kind, with_credentials);
+            secret_doc(&mut text, made, with_credentials, offline)?;
+        }
+    }
+    for app in &c.apps {
+        document(&mut text, &[], &manifest::as_manifest("Application", app))?;
+    }
+    Ok(text)
+}

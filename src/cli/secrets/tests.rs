@@ -1,0 +1,142 @@
+use serde_json::json;
+
+use super::*;
+
+fn labelled(kind: &str, string_data: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s", "labels": {SECRET_TYPE_LABEL: kind, "team": "a"},
+                     "annotations": {"managed-by": "argocd.argoproj.io", "note": "x"}},
+        "stringData": string_data,
+    })
+}
+
+#[test]
+fn cluster_secrets_read_upstream_keys() {
+    let secret = json!({
+        "metadata": {"labels": {SECRET_TYPE_LABEL: "cluster"}},
+        "data": {"server": base64::engine::general_purpose::STANDARD.encode("https://k8s:6443")},
+        "stringData": {
+            "name": "prod",
+            "config": "{\"bearerToken\":\"t\",\"tlsClientConfig\":{\"insecure\":false,\"caData\":\"Q0E=\"}}",
+            "namespaces": "a, b,",
+            "clusterResources": "true",
+            "shard": "2",
+            "surprise": "x"
+        }
+    });
+    assert_eq!(SecretType::of(&secret), Ok(SecretType::Cluster));
+    let read = cluster_from_secret(&secret).unwrap();
+    assert_eq!(
+        read.object,
+        json!({
+            "server": "https://k8s:6443", "name": "prod", "namespaces": ["a", "b"],
+            "clusterResources": true, "shard": 2,
+            "config": {"bearerToken": "t", "tlsClientConfig": {"insecure": false, "caData": "Q0E="}}
+        })
+    );
+    assert!(read.has_credentials);
+    assert_eq!(read.warnings.len(), 1, "{:?}", read.warnings);
+}
+
+#[test]
+fn malformed_cluster_secrets_say_why() {
+    let no_server = labelled("cluster", json!({"name": "x"}));
+    assert!(cluster_from_secret(&no_server).unwrap_err().contains("server"));
+    let bad_config = labelled("cluster", json!({"server": "https://a", "config": "{"}));
+    assert!(cluster_from_secret(&bad_config).unwrap_err().contains("config"));
+    let bad_bool = labelled(
+        "cluster",
+        json!({"server": "https://a", "clusterResources": "yes"}),
+    );
+    assert!(cluster_from_secret(&bad_bool).unwrap_err().contains("boolean"));
+    let bad_b64 = json!({"metadata": {"labels": {SECRET_TYPE_LABEL: "cluster"}}, "data": {"server": "%%"}});
+    assert!(cluster_from_secret(&bad_b64).unwrap_err().contains("base64"));
+    assert!(SecretType::of(&json!({"metadata": {}})).is_err());
+    assert!(SecretType::of(&labelled("other", json!({}))).is_err());
+}
+
+#[test]
+fn clusters_round_trip_through_secrets() {
+    let cluster = json!({
+        "server": "https://k8s.example:6443", "name": "prod", "project": "p",
+        "namespaces": ["a", "b"], "clusterResources": true, "labels": {"team": "a"},
+        "config": {"password": "pw", "username": "u", "tlsClientConfig": {"insecure": true, "keyData": "S0VZ"}}
+    });
+    let full = cluster_to_secret(&cluster, true);
+    assert!(full.dropped.is_empty());
+    assert_eq!(
+        full.secret.pointer("/metadata/name").and_then(Value::as_str),
+        Some(secret_name(SecretType::Cluster, "https://k8s.example:6443").as_str())
+    );
+    assert!(secret_name(SecretType::Cluster, "https://k8s.example:6443").starts_with("cluster-k8s.example-"));
+    let back = cluster_from_secret(&full.secret).unwrap();
+    assert_eq!(back.object, cluster);
+    assert!(back.warnings.is_empty());
+
+    let redacted = cluster_to_secret(&cluster, false);
+    assert_eq!(
+        redacted.dropped,
+        ["config.password", "config.tlsClientConfig.keyData"]
+    );
+    let back = cluster_from_secret(&redacted.secret).unwrap();
+    assert_eq!(
+        back.object["config"],
+        json!({"username": "u", "tlsClientConfig": {"insecure": true}})
+    );
+}
+
+#[test]
+fn repositories_round_trip_with_typed_fields() {
+    let repo = json!({
+        "repo": "https://git.example/r.git", "type": "git", "name": "r", "project": "p",
+        "username": "u", "password": "pw", "insecure": true, "depth": 5,
+        "connectionState": {"status": "Successful"}
+    });
+    let full = repo_to_secret(&repo, Kind::Repository, true);
+    assert_eq!(full.secret["stringData"]["url"], "https://git.example/r.git");
+    assert_eq!(full.secret["stringData"]["insecure"], "true");
+    assert_eq!(full.secret["stringData"]["depth"], "5");
+    let back = repo_from_secret(&full.secret, Kind::Repository).unwrap();
+    let mut expected = repo.clone();
+    expected.as_object_mut().unwrap().remove("connectionState");
+    assert_eq!(back.object, expected);
+    assert!(back.has_credentials);
+
+    let redacted = repo_to_secret(&repo, Kind::Repository, false);
+    assert_eq!(redacted.dropped, ["password"]);
+    assert!(redacted.secret["stringData"].get("password").is_none());
+}
+
+#[test]
+fn repo_creds_use_url_and_refuse_bad_values() {
+    let secret = labelled(
+        "repo-creds",
+        json!({"url": "https://git.example/", "sshPrivateKey": "k"}),
+    );
+    let read = repo_from_secret(&secret, Kind::RepoCreds).unwrap();
+    assert_eq!(
+        read.object,
+        json!({"url": "https://git.example/", "sshPrivateKey": "k"})
+    );
+    let bad = labelled("repository", json!({"url": "https://a", "depth": "deep"}));
+    assert!(
+        repo_from_secret(&bad, Kind::Repository)
+            .unwrap_err()
+            .contains("depth")
+    );
+    let missing = labelled("repository", json!({"name": "x"}));
+    assert!(
+        repo_from_secret(&missing, Kind::Repository)
+            .unwrap_err()
+            .contains("url")
+    );
+    let unknown = labelled("repository", json!({"url": "https://a", "color": "red"}));
+    assert_eq!(
+        repo_from_secret(&unknown, Kind::Repository)
+            .unwrap()
+            .warnings
+            .len(),
+        1
+    );
+}

@@ -1,0 +1,469 @@
+//! `cluster.ClusterService`: the clusters applications deploy to, stored in the registry under
+//! their server URL, authorised with upstream's RBAC objects (`<server>`, or
+//! `<project>/<server>` for a project-scoped cluster; a name is never an object).
+//!
+//! Clusters hold credentials: answers are built from the stored JSON with the credentials
+//! removed (`crate::service::redact::cluster`), never sent as stored, and no message or log
+//! line carries a cluster's configuration. A missing cluster and one the caller may not see
+//! give the same answer (SEC-14): "not found" only to a caller allowed on the object
+//! wherever it could live, the fixed "permission denied" to everyone else.
+//!
+//! tiphys does not connect to clusters: the connection state is always `Unknown`, saying so,
+//! and RotateAuth (which rotates a service-account token inside the cluster) is not served.
+
+mod lookup;
+
+use std::sync::Arc;
+
+use http::Method;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use self::lookup::{AppCounts, ClusterView, Entry, normalize_server};
+pub use self::lookup::{ClusterId, Lookup, in_cluster_enabled, rbac_object};
+use super::project_rules::IN_CLUSTER_SERVER;
+use super::redact;
+use super::sensitive::{
+    CLUSTER, CLUSTER_LIST, canonical, check_no_password, denied, list, missing, object_mut, unknown_state,
+    write,
+};
+use crate::error::AppError;
+use crate::principal::Principal;
+use crate::registry::{Change, Key, Kind};
+use crate::rpc::{Body, Ctx, Handler, Reply, Rpc, call, route};
+use crate::server::state::AppState;
+
+const RESOURCE: &str = "clusters";
+const WHAT: &str = "cluster";
+
+const NO_CONNECTION: &str = "tiphys does not connect to clusters; the connection state is not checked";
+const NO_ROTATE_AUTH: &str = "tiphys does not connect to clusters, so it cannot rotate a service-account token \
+     inside one: create a new token and update the cluster's config.bearerToken";
+
+/// Fields callers may name in `updatedFields`, as upstream (plus `shard` and `config`).
+const UPDATABLE: &[&str] = &[
+    "name",
+    "namespaces",
+    "clusterResources",
+    "labels",
+    "annotations",
+    "project",
+    "shard",
+    "config",
+];
+
+/// What the server owns in a cluster: never taken from a caller, never stored.
+const SERVER_FIELDS: &[&str] = &["info", "connectionState", "serverVersion", "refreshRequestedAt"];
+
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+pub fn rpcs() -> Vec<Arc<Rpc>> {
+    let rpc = |path, rest, handler| Arc::new(Rpc { path, rest, handler });
+    vec![
+        rpc(
+            "/cluster.ClusterService/List",
+            vec![route(Method::GET, "/api/v1/clusters", Body::None)],
+            call(list_clusters),
+        ),
+        rpc(
+            "/cluster.ClusterService/Create",
+            vec![route(Method::POST, "/api/v1/clusters", Body::Field("cluster"))],
+            call(create),
+        ),
+        rpc(
+            "/cluster.ClusterService/Get",
+            vec![route(Method::GET, "/api/v1/clusters/{id.value}", Body::None)],
+            call(get),
+        ),
+        rpc(
+            "/cluster.ClusterService/Update",
+            vec![route(
+                Method::PUT,
+                "/api/v1/clusters/{id.value}",
+                Body::Field("cluster"),
+            )],
+            call(update),
+        ),
+        rpc(
+            "/cluster.ClusterService/Delete",
+            vec![route(Method::DELETE, "/api/v1/clusters/{id.value}", Body::None)],
+            call(delete),
+        ),
+        rpc(
+            "/cluster.ClusterService/RotateAuth",
+            vec![route(
+                Method::POST,
+                "/api/v1/clusters/{id.value}/rotate-auth",
+                Body::None,
+            )],
+            Handler::Unimplemented(NO_ROTATE_AUTH),
+        ),
+        rpc(
+            "/cluster.ClusterService/InvalidateCache",
+            vec![route(
+                Method::POST,
+                "/api/v1/clusters/{id.value}/invalidate-cache",
+                Body::None,
+            )],
+            call(invalidate_cache),
+        ),
+    ]
+}
+
+/// `ClusterQuery` (List, Get, Delete, RotateAuth, InvalidateCache).
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct ClusterQuery {
+    pub server: String,
+    pub name: String,
+    pub id: Option<ClusterId>,
+    pub selector: String,
+}
+
+impl ClusterQuery {
+    fn lookup(&self) -> Result<Lookup, AppError> {
+        Lookup::from_parts(self.id.as_ref(), &self.server, &self.name)?
+            .ok_or_else(|| AppError::InvalidArgument("name the cluster by server, name or id".to_owned()))
+    }
+}
+
+/// The cluster `lookup` names if the caller may perform `action` on it; see the module
+/// comment for what a missing or hidden cluster answers.
+fn authorized(
+    state: &AppState,
+    principal: &Principal,
+    lookup: &Lookup,
+    action: &str,
+) -> Result<Entry, AppError> {
+    let allows = |object: &str| state.rbac.allows(principal, RESOURCE, action, object);
+    match lookup::find(state, lookup) {
+        Some(entry) if allows(&entry.rbac_object()) => Ok(entry),
+        Some(_) => Err(denied()),
+        None => {
+            let knowable = match lookup {
+                Lookup::Server(server) => allows(server) && allows(&format!("*/{server}")),
+                Lookup::Name(_) => allows("*") && allows("*/*"),
+            };
+            Err(missing(knowable, lookup.describe()))
+        }
+    }
+}
+
+/// A cluster as answered: credentials removed, connection state and application count added.
+fn answer(entry: &Entry, counts: &AppCounts) -> Result<Value, AppError> {
+    let mut value = entry.value.clone();
+    redact::cluster(&mut value);
+    if let Some(object) = value.as_object_mut() {
+        for field in SERVER_FIELDS {
+            object.remove(*field);
+        }
+        let state = unknown_state(NO_CONNECTION);
+        object.insert("connectionState".to_owned(), state.clone());
+        object.insert(
+            "info".to_owned(),
+            serde_json::json!({
+                "connectionState": state,
+                "applicationsCount": counts.count(entry),
+            }),
+        );
+    }
+    canonical(CLUSTER, &value)
+}
+
+fn answer_one(state: &AppState, entry: &Entry) -> Result<Reply, AppError> {
+    Ok(Reply::Message(answer(entry, &AppCounts::load(state))?))
+}
+
+/// List: every cluster the caller may `get`, narrowed by the query's id, server and name.
+pub async fn list_clusters(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let by_id = match q.id.as_ref().filter(|id| !id.value.is_empty()) {
+        Some(id) => Some(Lookup::from_id(id)?),
+        None => None,
+    };
+    let server = normalize_server(&q.server);
+    let (resource_version, entries) = lookup::all(&ctx.state);
+    let counts = AppCounts::load(&ctx.state);
+    let items = entries
+        .iter()
+        .filter(|e| by_id.as_ref().is_none_or(|l| l.matches(e)))
+        .filter(|e| server.is_empty() || e.server == server)
+        .filter(|e| q.name.is_empty() || e.name == q.name)
+        .filter(|e| {
+            ctx.state
+                .rbac
+                .allows(principal, RESOURCE, "get", &e.rbac_object())
+        })
+        .map(|e| answer(e, &counts))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Reply::Message(list(CLUSTER_LIST, resource_version, items)?))
+}
+
+pub async fn get(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let entry = authorized(&ctx.state, principal, &q.lookup()?, "get")?;
+    answer_one(&ctx.state, &entry)
+}
+
+/// InvalidateCache: tiphys keeps no cluster cache, so there is nothing to drop; answers the
+/// cluster, as upstream does, to a caller allowed to `update` it.
+pub async fn invalidate_cache(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let entry = authorized(&ctx.state, principal, &q.lookup()?, "update")?;
+    answer_one(&ctx.state, &entry)
+}
+
+/// What a caller sends, without what the server owns; the server URL without a trailing
+/// slash; no `last-applied-configuration` (a full copy of the object, credentials included).
+fn client_fields(mut value: Value) -> Value {
+    if let Some(object) = object_mut(&mut value) {
+        for field in SERVER_FIELDS {
+            object.remove(*field);
+        }
+        if let Some(Value::String(server)) = object.get_mut("server") {
+            *server = normalize_server(server);
+        }
+        if let Some(annotations) = object.get_mut("annotations").and_then(Value::as_object_mut) {
+            annotations.remove(LAST_APPLIED);
+        }
+    }
+    value
+}
+
+/// A cluster's server must be an http(s) URL without a password, and its name non-empty.
+fn validate(state: &AppState, view: &ClusterView) -> Result<(), AppError> {
+    let server = &view.server;
+    if server.is_empty() {
+        return Err(AppError::InvalidArgument("cluster server is required".to_owned()));
+    }
+    check_no_password("cluster server", server)?;
+    let lower = server.to_ascii_lowercase();
+    let host = lower
+        .strip_prefix("https://")
+        .or_else(|| lower.strip_prefix("http://"))
+        .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
+    let clean = !server.chars().any(|c| c.is_whitespace() || c.is_control());
+    if !clean || host.is_none_or(str::is_empty) {
+        return Err(AppError::InvalidArgument(format!(
+            "invalid cluster server {server:?}: it must be an http or https URL"
+        )));
+    }
+    if view.name.trim().is_empty() {
+        return Err(AppError::InvalidArgument("cluster name is required".to_owned()));
+    }
+    if view.name.chars().any(char::is_control) {
+        return Err(AppError::InvalidArgument(
+            "cluster name must not contain control characters".to_owned(),
+        ));
+    }
+    if server == IN_CLUSTER_SERVER && !in_cluster_enabled(state) {
+        return Err(AppError::FailedPrecondition(
+            "the in-cluster destination is disabled (argocd-cm cluster.inClusterEnabled is \"false\")"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+/// Names pick a cluster for applications, so two clusters cannot share one.
+fn check_name_free(entries: &[Entry], view: &ClusterView) -> Result<(), AppError> {
+    if entries
+        .iter()
+        .any(|e| e.name == view.name && e.server != view.server)
+    {
+        Err(AppError::AlreadyExists(format!(
+            "another cluster is named {:?}",
+            view.name
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+/// The change that stores `value` for `entry`'s server: an update of the stored cluster, or
+/// the first write of the built-in one.
+fn store(entry: &Entry, value: Value) -> Change {
+    let key = Key::new(Kind::Cluster, "", &entry.server);
+    match &entry.stored {
+        Some(doc) => Change::Update {
+            key,
+            value,
+            expect: Some(doc.rv),
+        },
+        None => Change::Create { key, value },
+    }
+}
+
+async fn save(state: &AppState, change: Change) -> Result<Reply, AppError> {
+    let doc = write(state, WHAT, change).await?;
+    let Some(doc) = doc else {
+        return Ok(Reply::Message(Value::Object(Map::new())));
+    };
+    let entry = Entry::from_doc(doc);
+    answer_one(state, &entry)
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct CreateRequest {
+    pub cluster: Value,
+    pub upsert: bool,
+}
+
+/// Create (`clusters, create`). An identical cluster is answered as is; a different one
+/// needs `upsert` and `update` on both the stored and the new object.
+pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let value = client_fields(req.cluster);
+    let view = ClusterView::read(&value);
+    validate(&ctx.state, &view)?;
+    let allows = |action: &str, object: &str| ctx.state.rbac.allows(principal, RESOURCE, action, object);
+    let object = rbac_object(&view.project, &view.server);
+    if !allows("create", &object) {
+        return Err(denied());
+    }
+    let (_, entries) = lookup::all(&ctx.state);
+    check_name_free(&entries, &view)?;
+    let existing = entries.into_iter().find(|e| e.server == view.server);
+    let Some(existing) = existing else {
+        let key = Key::new(Kind::Cluster, "", &view.server);
+        return save(&ctx.state, Change::Create { key, value }).await;
+    };
+    if canonical(CLUSTER, &existing.value)? == canonical(CLUSTER, &value)? {
+        return answer_one(&ctx.state, &existing);
+    }
+    if !req.upsert {
+        return Err(AppError::InvalidArgument(
+            "existing cluster spec is different; use upsert flag to force update".to_owned(),
+        ));
+    }
+    if !allows("update", &existing.rbac_object()) || !allows("update", &object) {
+        return Err(denied());
+    }
+    save(&ctx.state, store(&existing, value)).await
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct UpdateRequest {
+    pub cluster: Value,
+    pub updated_fields: Vec<String>,
+    pub id: Option<ClusterId>,
+}
+
+/// Update: the cluster the id (else the body's server, else its name) names, replaced by the
+/// body, or only in `updatedFields` when given. Checked on the stored object and on the
+/// resulting one (SEC-15): a body naming another server, or moving the cluster to another
+/// project, needs `update` there too, and a server URL never changes.
+pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let body = client_fields(req.cluster);
+    let body_view = ClusterView::read(&body);
+    let lookup = Lookup::from_parts(req.id.as_ref(), &body_view.server, &body_view.name)?
+        .ok_or_else(|| AppError::InvalidArgument("name the cluster by server, name or id".to_owned()))?;
+    let existing = authorized(&ctx.state, principal, &lookup, "update")?;
+    let allows = |object: &str| ctx.state.rbac.allows(principal, RESOURCE, "update", object);
+
+    let mut value = if req.updated_fields.is_empty() {
+        body
+    } else {
+        partial(&existing.value, &body, &req.updated_fields)?
+    };
+    if let Some(object) = object_mut(&mut value) {
+        object.insert("server".to_owned(), Value::from(existing.server.clone()));
+    }
+    let view = ClusterView::read(&value);
+    if !allows(&rbac_object(&view.project, &view.server)) {
+        return Err(denied());
+    }
+    if !body_view.server.is_empty() && body_view.server != existing.server {
+        if !allows(&rbac_object(&body_view.project, &body_view.server)) {
+            return Err(denied());
+        }
+        return Err(AppError::InvalidArgument(
+            "a cluster's server URL cannot change: the body names another server than the cluster updated"
+                .to_owned(),
+        ));
+    }
+    validate(&ctx.state, &view)?;
+    let (_, entries) = lookup::all(&ctx.state);
+    check_name_free(&entries, &view)?;
+    save(&ctx.state, store(&existing, value)).await
+}
+
+/// The stored cluster with `fields` taken from `body` (a field absent there is cleared).
+fn partial(stored: &Value, body: &Value, fields: &[String]) -> Result<Value, AppError> {
+    let mut value = stored.clone();
+    let Some(object) = object_mut(&mut value) else {
+        return Ok(value);
+    };
+    for field in fields {
+        if !UPDATABLE.contains(&field.as_str()) {
+            return Err(AppError::InvalidArgument(format!(
+                "updatedFields: {field:?} cannot be updated (one of {})",
+                UPDATABLE.join(", ")
+            )));
+        }
+        match body.get(field) {
+            Some(v) => {
+                object.insert(field.clone(), v.clone());
+            }
+            None => {
+                object.remove(field);
+            }
+        }
+    }
+    Ok(value)
+}
+
+/// Delete (`clusters, delete` on the stored object). The built-in in-cluster destination is
+/// not stored: it is turned off in argocd-cm, not deleted.
+pub async fn delete(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let entry = authorized(&ctx.state, principal, &q.lookup()?, "delete")?;
+    let Some(doc) = entry.stored else {
+        return Err(AppError::FailedPrecondition(
+            "the in-cluster destination is built in: set cluster.inClusterEnabled: \"false\" in argocd-cm to remove it"
+                .to_owned(),
+        ));
+    };
+    write(
+        &ctx.state,
+        WHAT,
+        Change::Delete {
+            key: doc.key.clone(),
+            expect: Some(doc.rv),
+        },
+    )
+    .await?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn partial_updates_take_only_the_named_fields() {
+        let stored = json!({"server": "https://x", "name": "a", "project": "p", "labels": {"k": "v"},
+            "config": {"bearerToken": "t"}});
+        let body = json!({"server": "https://other", "name": "b", "project": "q"});
+        let value = partial(&stored, &body, &["name".to_owned(), "labels".to_owned()]).unwrap();
+        assert_eq!(
+            value,
+            json!({"server": "https://x", "name": "b", "project": "p", "config": {"bearerToken": "t"}})
+        );
+        assert!(partial(&stored, &body, &["server".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn client_fields_drop_server_state_and_last_applied() {
+        let value = client_fields(json!({
+            "server": "https://x/", "info": {"applicationsCount": 9}, "connectionState": {"status": "Successful"},
+            "annotations": {LAST_APPLIED: "{}", "a": "b"}
+        }));
+        assert_eq!(value, json!({"server": "https://x", "annotations": {"a": "b"}}));
+    }
+}

@@ -1,9 +1,0 @@
-//! Placeholder filled in by the project use cases.
-
-use std::sync::Arc;
-
-use crate::rpc::Rpc;
-
-pub fn rpcs() -> Vec<Arc<Rpc>> {
-    Vec::new()
-}

@@ -1,0 +1,543 @@
+//! `project.ProjectService`: AppProjects in the registry, authorised by `projects, <action>,
+//! <name>`, and the tokens of their roles ([`tokens`]).
+//!
+//! Every use case checks the caller's permission on the requested name before looking the
+//! project up, so a caller who may not see a project gets the same denial whether it exists or
+//! not (SEC-13); only a caller who may see it learns that it is missing.
+
+mod tokens;
+mod validate;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use http::Method;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+pub use self::tokens::RegistryTokens;
+use self::tokens::{carry_tokens, create_token, delete_token, strip_tokens};
+use self::validate::{check_project, normalize_policies};
+use super::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER, ProjectRules};
+use super::redact;
+use super::resource::{check_object_name, parse_resource_version};
+use crate::error::AppError;
+use crate::principal::Principal;
+use crate::registry::{Change, DocRef, Key, Kind};
+use crate::rpc::{Body, Ctx, Handler, Reply, Route, Rpc, call, route};
+use crate::server::state::AppState;
+
+const RESOURCE: &str = "projects";
+/// The project every server has; it cannot be deleted (upstream reserves the name).
+const DEFAULT_PROJECT: &str = "default";
+
+fn rpc(path: &'static str, rest: Vec<Route>, handler: Handler) -> Arc<Rpc> {
+    Arc::new(Rpc { path, rest, handler })
+}
+
+/// Every rpc of `project.ProjectService`, with upstream's REST mappings.
+pub fn rpcs() -> Vec<Arc<Rpc>> {
+    vec![
+        rpc(
+            "/project.ProjectService/CreateToken",
+            vec![route(
+                Method::POST,
+                "/api/v1/projects/{project}/roles/{role}/token",
+                Body::All,
+            )],
+            call(create_token),
+        ),
+        rpc(
+            "/project.ProjectService/DeleteToken",
+            vec![route(
+                Method::DELETE,
+                "/api/v1/projects/{project}/roles/{role}/token/{iat}",
+                Body::None,
+            )],
+            call(delete_token),
+        ),
+        rpc(
+            "/project.ProjectService/Create",
+            vec![route(Method::POST, "/api/v1/projects", Body::All)],
+            call(create),
+        ),
+        rpc(
+            "/project.ProjectService/List",
+            vec![route(Method::GET, "/api/v1/projects", Body::None)],
+            call(list),
+        ),
+        rpc(
+            "/project.ProjectService/GetDetailedProject",
+            vec![route(Method::GET, "/api/v1/projects/{name}/detailed", Body::None)],
+            call(get_detailed),
+        ),
+        rpc(
+            "/project.ProjectService/Get",
+            vec![route(Method::GET, "/api/v1/projects/{name}", Body::None)],
+            call(get),
+        ),
+        rpc(
+            "/project.ProjectService/GetGlobalProjects",
+            vec![route(
+                Method::GET,
+                "/api/v1/projects/{name}/globalprojects",
+                Body::None,
+            )],
+            call(global_projects),
+        ),
+        rpc(
+            "/project.ProjectService/Update",
+            vec![route(
+                Method::PUT,
+                "/api/v1/projects/{project.metadata.name}",
+                Body::All,
+            )],
+            call(update),
+        ),
+        rpc(
+            "/project.ProjectService/Delete",
+            vec![route(Method::DELETE, "/api/v1/projects/{name}", Body::None)],
+            call(delete),
+        ),
+        rpc(
+            "/project.ProjectService/ListEvents",
+            vec![route(Method::GET, "/api/v1/projects/{name}/events", Body::None)],
+            call(list_events),
+        ),
+        rpc(
+            "/project.ProjectService/GetSyncWindowsState",
+            vec![route(
+                Method::GET,
+                "/api/v1/projects/{name}/syncwindows",
+                Body::None,
+            )],
+            call(sync_windows_state),
+        ),
+        rpc(
+            "/project.ProjectService/ListLinks",
+            vec![route(Method::GET, "/api/v1/projects/{name}/links", Body::None)],
+            call(list_links),
+        ),
+    ]
+}
+
+fn project_key(state: &AppState, name: &str) -> Key {
+    Key::new(Kind::AppProject, &state.namespace, name)
+}
+
+fn not_found(name: &str) -> AppError {
+    AppError::NotFound(format!("appprojects.argoproj.io {name:?} not found"))
+}
+
+/// Project `name` if the caller may perform `action` on it. The permission is decided first,
+/// on the requested name alone (see the module comment).
+fn authorized(state: &AppState, principal: &Principal, name: &str, action: &str) -> Result<DocRef, AppError> {
+    state.rbac.enforce(principal, RESOURCE, action, name)?;
+    state
+        .registry
+        .get(&project_key(state, name))
+        .ok_or_else(|| not_found(name))
+}
+
+/// `ProjectQuery`, `SyncWindowsQuery`, `ListProjectLinksRequest`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct ProjectQuery {
+    pub name: String,
+}
+
+/// The projects the caller may `get`.
+pub async fn list(ctx: Ctx, _q: ProjectQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let (resource_version, docs) = ctx.state.registry.list(Kind::AppProject);
+    let items = docs
+        .into_iter()
+        .filter(|doc| ctx.state.rbac.allows(principal, RESOURCE, "get", &doc.key.name))
+        .collect();
+    Ok(Reply::List {
+        resource_version,
+        items,
+    })
+}
+
+pub async fn get(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    authorized(&ctx.state, principal, &q.name, "get").map(Reply::Doc)
+}
+
+/// The project with the repositories and clusters scoped to it, their credentials removed
+/// (SEC-17). tiphys has no global projects (argocd-cm `globalProjects`), so none is listed.
+pub async fn get_detailed(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let doc = authorized(&ctx.state, principal, &q.name, "get")?;
+    let scoped = |kind: Kind, clean: fn(&mut Value)| -> Vec<Value> {
+        let (_, docs) = ctx.state.registry.list(kind);
+        docs.iter()
+            .filter(|d| d.summary.project == q.name)
+            .map(|d| {
+                let mut value = d.value();
+                clean(&mut value);
+                value
+            })
+            .collect()
+    };
+    let repositories = scoped(Kind::Repository, redact::repository);
+    let clusters = scoped(Kind::Cluster, redact::cluster);
+    let mut out = Map::new();
+    out.insert("project".to_owned(), doc.value());
+    if !repositories.is_empty() {
+        out.insert("repositories".to_owned(), Value::Array(repositories));
+    }
+    if !clusters.is_empty() {
+        out.insert("clusters".to_owned(), Value::Array(clusters));
+    }
+    Ok(Reply::Message(Value::Object(out)))
+}
+
+/// Global projects (argocd-cm `globalProjects`) are not supported: none.
+pub async fn global_projects(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    authorized(&ctx.state, principal, &q.name, "get")?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}
+
+/// Kubernetes events about the project: none, as tiphys watches no cluster.
+pub async fn list_events(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    authorized(&ctx.state, principal, &q.name, "get")?;
+    Ok(Reply::Message(serde_json::json!({"metadata": {}})))
+}
+
+/// Deep links for projects (argocd-cm `project.links`): none configured.
+pub async fn list_links(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    authorized(&ctx.state, principal, &q.name, "get")?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}
+
+/// The project's sync windows. Upstream answers the windows active now; tiphys records
+/// windows but does not evaluate their schedules, so it answers every window of the project
+/// (and never blocks a sync because of one).
+pub async fn sync_windows_state(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let doc = authorized(&ctx.state, principal, &q.name, "get")?;
+    let windows = doc
+        .value()
+        .pointer("/spec/syncWindows")
+        .cloned()
+        .filter(|w| w.as_array().is_some_and(|a| !a.is_empty()));
+    let mut out = Map::new();
+    if let Some(windows) = windows {
+        out.insert("windows".to_owned(), windows);
+    }
+    Ok(Reply::Message(Value::Object(out)))
+}
+
+// ---- writes ----
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+struct MetaView {
+    name: String,
+    resource_version: String,
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+struct NameView {
+    metadata: MetaView,
+}
+
+/// The project a client sent, as the use cases store it: in the server's namespace, with
+/// normalized policy lines.
+fn client_project(state: &AppState, project: Option<Value>) -> Result<(Value, MetaView), AppError> {
+    let mut value = match project {
+        Some(v @ Value::Object(_)) => v,
+        _ => {
+            return Err(AppError::InvalidArgument("the request has no project".to_owned()));
+        }
+    };
+    let meta = NameView::deserialize(&value)
+        .map_err(|e| AppError::InvalidArgument(format!("invalid project: {e}")))?
+        .metadata;
+    if let Some(object) = value.as_object_mut() {
+        let metadata = object
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            metadata.insert("namespace".to_owned(), Value::String(state.namespace.clone()));
+        }
+    }
+    normalize_policies(&mut value);
+    Ok((value, meta))
+}
+
+/// The spec as it is stored, without the tokens (which the server keeps), for comparisons.
+fn comparable_spec(value: &Value) -> Result<Value, AppError> {
+    let schema = crate::schema::Schema::get();
+    let desc = schema
+        .message(Kind::AppProject.message())
+        .map_err(|e| AppError::Internal(e.into()))?;
+    let msg = schema
+        .from_json(&desc, value)
+        .map_err(|e| AppError::InvalidArgument(format!("invalid project: {e}")))?;
+    let mut canonical = schema.to_json(&msg);
+    strip_tokens(&mut canonical);
+    Ok(canonical.get("spec").cloned().unwrap_or(Value::Null))
+}
+
+async fn write(state: &AppState, change: Change) -> Result<Reply, AppError> {
+    let mut results = state.registry.apply(vec![change]).await?;
+    match results.pop().flatten() {
+        Some(doc) => Ok(Reply::Doc(doc)),
+        None => Ok(Reply::Message(Value::Object(Map::new()))),
+    }
+}
+
+/// `ProjectCreateRequest`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct CreateRequest {
+    pub project: Option<Value>,
+    pub upsert: bool,
+}
+
+/// Creates a project (`projects, create`). An existing project with the same spec is
+/// answered as it is; a different one is replaced only with `upsert`, which also needs
+/// `projects, update` (its tokens stay for the roles it keeps).
+pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let state = &ctx.state;
+    let (mut value, meta) = client_project(state, req.project)?;
+    check_object_name("project", &meta.name)?;
+    state.rbac.enforce(principal, RESOURCE, "create", &meta.name)?;
+    strip_tokens(&mut value);
+    check_project(&meta.name, &value)?;
+    let key = project_key(state, &meta.name);
+    let Some(existing) = state.registry.get(&key) else {
+        return write(state, Change::Create { key, value }).await;
+    };
+    let stored = existing.value();
+    if comparable_spec(&stored)? == comparable_spec(&value)? {
+        return Ok(Reply::Doc(existing));
+    }
+    if !req.upsert {
+        return Err(AppError::InvalidArgument(format!(
+            "project {:?} already exists with a different spec; use upsert to replace it",
+            meta.name
+        )));
+    }
+    state.rbac.enforce(principal, RESOURCE, "update", &meta.name)?;
+    let mut replaced = stored.clone();
+    if let Some(object) = replaced.as_object_mut() {
+        object.insert(
+            "spec".to_owned(),
+            value.get("spec").cloned().unwrap_or(Value::Null),
+        );
+    }
+    carry_tokens(&mut replaced, &stored, None);
+    write(
+        state,
+        Change::Update {
+            key,
+            value: replaced,
+            expect: Some(existing.rv),
+        },
+    )
+    .await
+}
+
+/// `ProjectUpdateRequest`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct UpdateRequest {
+    pub project: Option<Value>,
+}
+
+/// Replaces a project (`projects, update`). As upstream, adding or removing a destination
+/// needs `clusters, update` on its server, adding or removing a source repository needs
+/// `repositories, update` on its URL, and changing the resource allow/deny lists needs
+/// `clusters, update` on every destination. An update that would make existing applications
+/// of the project invalid is refused. `metadata.resourceVersion`, when given, must be the
+/// stored one (else ABORTED). Tokens may be dropped, never added.
+pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let state = &ctx.state;
+    let (mut value, meta) = client_project(state, req.project)?;
+    if meta.name.is_empty() {
+        return Err(AppError::InvalidArgument(
+            "the project has no metadata.name".to_owned(),
+        ));
+    }
+    let existing = authorized(state, principal, &meta.name, "update")?;
+    let stored = existing.value();
+    let listed = value.clone();
+    carry_tokens(&mut value, &stored, Some(&listed));
+    check_project(&meta.name, &value)?;
+    let old_spec = stored.get("spec").cloned().unwrap_or(Value::Null);
+    let new_spec = value.get("spec").cloned().unwrap_or(Value::Null);
+    let (old_clusters, new_clusters) = (destination_clusters(&old_spec), destination_clusters(&new_spec));
+    for cluster in old_clusters.symmetric_difference(&new_clusters) {
+        state.rbac.enforce(principal, "clusters", "update", cluster)?;
+    }
+    let (old_repos, new_repos) = (
+        strings(&old_spec, "sourceRepos"),
+        strings(&new_spec, "sourceRepos"),
+    );
+    for repo in old_repos.symmetric_difference(&new_repos) {
+        state.rbac.enforce(principal, "repositories", "update", repo)?;
+    }
+    let lists_changed = [
+        "clusterResourceWhitelist",
+        "clusterResourceBlacklist",
+        "namespaceResourceBlacklist",
+        "namespaceResourceWhitelist",
+    ]
+    .iter()
+    .any(|field| comparable_field(&old_spec, field) != comparable_field(&new_spec, field));
+    if lists_changed {
+        for cluster in &new_clusters {
+            state.rbac.enforce(principal, "clusters", "update", cluster)?;
+        }
+    }
+    check_applications_stay_valid(state, &meta.name, &old_spec, &new_spec)?;
+    let expect = parse_resource_version(&meta.resource_version)?;
+    write(
+        state,
+        Change::Update {
+            key: existing.key.clone(),
+            value,
+            expect,
+        },
+    )
+    .await
+}
+
+/// The cluster each destination names: its server URL, or its name when it has no server.
+fn destination_clusters(spec: &Value) -> BTreeSet<String> {
+    spec.get("destinations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|d| {
+            let field = |f: &str| d.get(f).and_then(Value::as_str).filter(|s| !s.is_empty());
+            field("server").or_else(|| field("name")).map(str::to_owned)
+        })
+        .collect()
+}
+
+fn strings(spec: &Value, field: &str) -> BTreeSet<String> {
+    spec.get(field)
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A list field, with absent and empty alike.
+fn comparable_field<'a>(spec: &'a Value, field: &str) -> Option<&'a Value> {
+    spec.get(field)
+        .filter(|v| v.as_array().is_none_or(|a| !a.is_empty()))
+}
+
+/// Refuses an update after which applications of the project that its old rules permitted
+/// would no longer be permitted (their sources or destinations), as upstream does.
+fn check_applications_stay_valid(
+    state: &AppState,
+    project: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), AppError> {
+    let rules = |spec: &Value| ProjectRules::deserialize(spec).unwrap_or_default();
+    let (old_rules, new_rules) = (rules(old), rules(new));
+    let (_, apps) = state.registry.list(Kind::Application);
+    let (_, clusters) = state.registry.list(Kind::Cluster);
+    let server_of = |name: &str| -> Option<String> {
+        if name == IN_CLUSTER_NAME {
+            return Some(IN_CLUSTER_SERVER.to_owned());
+        }
+        clusters.iter().find_map(|c| {
+            let v = c.value();
+            (v.get("name").and_then(Value::as_str) == Some(name)).then(|| {
+                v.get("server")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+        })
+    };
+    let (mut bad_sources, mut bad_destinations) = (0, 0);
+    for app in apps.iter().filter(|a| a.summary.project == project) {
+        let s = &app.summary;
+        let permits = |r: &ProjectRules| s.repos.iter().all(|repo| r.check_source(project, repo).is_ok());
+        if !s.repos.is_empty() && permits(&old_rules) && !permits(&new_rules) {
+            bad_sources += 1;
+        }
+        let server = if s.dest_server.is_empty() {
+            match server_of(&s.dest_name) {
+                Some(server) => server,
+                None => continue,
+            }
+        } else {
+            s.dest_server.clone()
+        };
+        let namespace = app
+            .value()
+            .pointer("/spec/destination/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let permits = |r: &ProjectRules| {
+            r.check_destination(project, &server, &s.dest_name, &namespace)
+                .is_ok()
+        };
+        if permits(&old_rules) && !permits(&new_rules) {
+            bad_destinations += 1;
+        }
+    }
+    let mut parts = Vec::new();
+    if bad_sources > 0 {
+        parts.push(format!("the source of {bad_sources} application(s)"));
+    }
+    if bad_destinations > 0 {
+        parts.push(format!("the destination of {bad_destinations} application(s)"));
+    }
+    if parts.is_empty() {
+        Ok(())
+    } else {
+        Err(AppError::InvalidArgument(format!(
+            "the update would make {} of project {project:?} invalid",
+            parts.join(" and ")
+        )))
+    }
+}
+
+/// Deletes a project no application uses (`projects, delete`). `default` cannot be deleted.
+pub async fn delete(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let state = &ctx.state;
+    if q.name == DEFAULT_PROJECT {
+        return Err(AppError::InvalidArgument(
+            "the default project cannot be deleted".to_owned(),
+        ));
+    }
+    let existing = authorized(state, principal, &q.name, "delete")?;
+    let (_, apps) = state.registry.list(Kind::Application);
+    let users = apps.iter().filter(|a| a.summary.project == q.name).count();
+    if users > 0 {
+        return Err(AppError::FailedPrecondition(format!(
+            "project {:?} is used by {users} application(s); delete them or move them to another project first",
+            q.name
+        )));
+    }
+    state
+        .registry
+        .apply(vec![Change::Delete {
+            key: existing.key.clone(),
+            expect: Some(existing.rv),
+        }])
+        .await?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}

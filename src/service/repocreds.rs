@@ -1,0 +1,340 @@
+//! `repocreds.RepoCredsService`: credential templates, stored in the registry under their URL
+//! and used by every repository whose URL they prefix and that has no credentials of its own
+//! (the longest prefix wins; see `repository::templates`). Authorised as repositories are,
+//! with the URL prefix as the object and no project: `repositories, <action>, <url>`.
+//!
+//! Templates are credentials: answers never carry a secret (`redact::repo_creds`), and a
+//! missing template and one the caller may not see give the same answer (SEC-14).
+
+use std::sync::Arc;
+
+use http::Method;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::redact;
+use super::repository::templates::Templates;
+use super::repository::{RESOURCE, check_url};
+use super::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, denied, list, missing, object_mut, write};
+use crate::error::AppError;
+use crate::principal::Principal;
+use crate::registry::{Change, DocRef, Key, Kind};
+use crate::rpc::{Body, Ctx, Handler, Reply, Rpc, call, route};
+use crate::server::state::AppState;
+
+const WHAT: &str = "repository credentials";
+
+/// Template types upstream knows (empty means git).
+const TYPES: &[&str] = &["", "git", "helm", "oci"];
+
+/// The methods of RepoCredsService; the write-credential ones answer `no_write`, except the
+/// list, which is empty since none can be created.
+pub fn rpcs(no_write: &'static str) -> Vec<Arc<Rpc>> {
+    let rpc = |path, rest, handler| Arc::new(Rpc { path, rest, handler });
+    vec![
+        rpc(
+            "/repocreds.RepoCredsService/ListRepositoryCredentials",
+            vec![route(Method::GET, "/api/v1/repocreds", Body::None)],
+            call(list_creds),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/CreateRepositoryCredentials",
+            vec![route(Method::POST, "/api/v1/repocreds", Body::Field("creds"))],
+            call(create),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/UpdateRepositoryCredentials",
+            vec![route(
+                Method::PUT,
+                "/api/v1/repocreds/{creds.url}",
+                Body::Field("creds"),
+            )],
+            call(update),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/DeleteRepositoryCredentials",
+            vec![route(Method::DELETE, "/api/v1/repocreds/{url}", Body::None)],
+            call(delete),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/ListWriteRepositoryCredentials",
+            vec![route(Method::GET, "/api/v1/write-repocreds", Body::None)],
+            call(list_write_creds),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/CreateWriteRepositoryCredentials",
+            vec![route(
+                Method::POST,
+                "/api/v1/write-repocreds",
+                Body::Field("creds"),
+            )],
+            Handler::Unimplemented(no_write),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/UpdateWriteRepositoryCredentials",
+            vec![route(
+                Method::PUT,
+                "/api/v1/write-repocreds/{creds.url}",
+                Body::Field("creds"),
+            )],
+            Handler::Unimplemented(no_write),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/DeleteWriteRepositoryCredentials",
+            vec![route(Method::DELETE, "/api/v1/write-repocreds/{url}", Body::None)],
+            Handler::Unimplemented(no_write),
+        ),
+    ]
+}
+
+/// A template as answered: no secret.
+fn answer(value: &Value) -> Result<Value, AppError> {
+    let mut out = value.clone();
+    redact::repo_creds(&mut out);
+    canonical(REPO_CREDS, &out)
+}
+
+/// What the use cases read of a template.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default)]
+struct CredsView {
+    url: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+impl CredsView {
+    fn read(value: &Value) -> Self {
+        // Request values are canonical (typed by the schema): only a non-object fails here.
+        Self::deserialize(value).unwrap_or_default()
+    }
+}
+
+fn validate(view: &CredsView) -> Result<(), AppError> {
+    check_url(WHAT, &view.url)?;
+    if !TYPES.contains(&view.kind.as_str()) {
+        return Err(AppError::InvalidArgument(format!(
+            "unknown repository type {:?}: use git, helm or oci",
+            view.kind
+        )));
+    }
+    Ok(())
+}
+
+/// The stored template for `url`, if the caller may perform `action` on it; a missing one
+/// answers "not found" only to a caller who would be allowed on it.
+fn authorized(state: &AppState, principal: &Principal, url: &str, action: &str) -> Result<DocRef, AppError> {
+    if url.is_empty() {
+        return Err(AppError::InvalidArgument(format!("{WHAT} URL is required")));
+    }
+    let allowed = state.rbac.allows(principal, RESOURCE, action, url);
+    match state.registry.get(&Key::new(Kind::RepoCreds, "", url)) {
+        Some(doc) if allowed => Ok(doc),
+        Some(_) => Err(denied()),
+        None => Err(missing(allowed, format!("{WHAT} for {:?}", redact::url(url)))),
+    }
+}
+
+/// `RepoCredsQuery`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct RepoCredsQuery {
+    pub url: String,
+}
+
+/// ListRepositoryCredentials: every template the caller may `get`, or only the one for `url`.
+pub async fn list_creds(ctx: Ctx, q: RepoCredsQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let (resource_version, docs) = ctx.state.registry.list(Kind::RepoCreds);
+    let items = docs
+        .iter()
+        .filter(|doc| q.url.is_empty() || doc.key.name == q.url)
+        .filter(|doc| ctx.state.rbac.allows(principal, RESOURCE, "get", &doc.key.name))
+        .map(|doc| answer(&doc.value()))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Reply::Message(list(REPO_CREDS_LIST, resource_version, items)?))
+}
+
+/// ListWriteRepositoryCredentials: tiphys keeps no write credentials, so there are none.
+pub async fn list_write_creds(ctx: Ctx, _q: RepoCredsQuery) -> Result<Reply, AppError> {
+    ctx.caller.require()?;
+    let resource_version = ctx.state.registry.revision();
+    Ok(Reply::Message(list(
+        REPO_CREDS_LIST,
+        resource_version,
+        Vec::new(),
+    )?))
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct CreateRequest {
+    pub creds: Value,
+    pub upsert: bool,
+}
+
+pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let doc = put(&ctx.state, principal, req.creds, req.upsert).await?;
+    Ok(Reply::Message(answer(&doc.value())?))
+}
+
+/// Stores a template (`repositories, create`; replacing a different one needs `upsert` and
+/// `update`); an identical one is left as is.
+async fn put(
+    state: &AppState,
+    principal: &Principal,
+    value: Value,
+    upsert: bool,
+) -> Result<DocRef, AppError> {
+    let view = CredsView::read(&value);
+    validate(&view)?;
+    let allows = |action: &str| state.rbac.allows(principal, RESOURCE, action, &view.url);
+    if !allows("create") {
+        return Err(denied());
+    }
+    let key = Key::new(Kind::RepoCreds, "", &view.url);
+    let change = match state.registry.get(&key) {
+        None => Change::Create { key, value },
+        Some(existing) => {
+            if canonical(REPO_CREDS, &existing.value())? == canonical(REPO_CREDS, &value)? {
+                return Ok(existing);
+            }
+            if !upsert {
+                return Err(AppError::InvalidArgument(
+                    "existing repository credentials spec is different; use upsert flag to force update"
+                        .to_owned(),
+                ));
+            }
+            if !allows("update") {
+                return Err(denied());
+            }
+            Change::Update {
+                key,
+                value,
+                expect: Some(existing.rv),
+            }
+        }
+    };
+    stored(write(state, WHAT, change).await?)
+}
+
+fn stored(doc: Option<DocRef>) -> Result<DocRef, AppError> {
+    doc.ok_or_else(|| {
+        AppError::Internal(anyhow::anyhow!(
+            "a write of repository credentials gave no object"
+        ))
+    })
+}
+
+/// `CreateRepository` with `credsOnly`: the repository's credentials become the template for
+/// its URL. Templates belong to no project, so a project-scoped request is refused. Answers
+/// the template in the shape of a Repository (its output type), without secrets.
+pub async fn create_from_repository(
+    ctx: &Ctx,
+    principal: &Principal,
+    mut repo: Value,
+    upsert: bool,
+) -> Result<Reply, AppError> {
+    let Some(object) = object_mut(&mut repo) else {
+        return Err(AppError::InvalidArgument("a repository is required".to_owned()));
+    };
+    if object
+        .get("project")
+        .and_then(Value::as_str)
+        .is_some_and(|p| !p.is_empty())
+    {
+        return Err(AppError::InvalidArgument(
+            "credsOnly stores a credential template, and templates are not project-scoped: remove the project"
+                .to_owned(),
+        ));
+    }
+    let url = object.remove("repo").unwrap_or(Value::Null);
+    object.insert("url".to_owned(), url);
+    // Fields a template does not have (name, insecure, …) are dropped by the schema.
+    let doc = put(&ctx.state, principal, repo, upsert).await?;
+    let mut as_repo = doc.value();
+    if let Some(object) = object_mut(&mut as_repo) {
+        let url = object.remove("url").unwrap_or(Value::Null);
+        object.insert("repo".to_owned(), url);
+    }
+    let no_templates = Templates::from_items(Vec::new());
+    Ok(Reply::Message(super::repository::answer(
+        &as_repo,
+        &no_templates,
+    )?))
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct UpdateRequest {
+    pub creds: Value,
+}
+
+/// UpdateRepositoryCredentials: replaces the template for the body's URL (`repositories,
+/// update`).
+pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let view = CredsView::read(&req.creds);
+    let existing = authorized(&ctx.state, principal, &view.url, "update")?;
+    validate(&view)?;
+    let change = Change::Update {
+        key: existing.key.clone(),
+        value: req.creds,
+        expect: Some(existing.rv),
+    };
+    let doc = stored(write(&ctx.state, WHAT, change).await?)?;
+    Ok(Reply::Message(answer(&doc.value())?))
+}
+
+/// `RepoCredsDeleteRequest`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct DeleteRequest {
+    pub url: String,
+}
+
+pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let doc = authorized(&ctx.state, principal, &req.url, "delete")?;
+    let change = Change::Delete {
+        key: doc.key.clone(),
+        expect: Some(doc.rv),
+    };
+    write(&ctx.state, WHAT, change).await?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn answers_carry_no_secret() {
+        let value = json!({
+            "url": "https://git.example/", "username": "bot", "password": "s3cr3t",
+            "sshPrivateKey": "s3cr3t", "githubAppPrivateKey": "s3cr3t", "githubAppID": 3
+        });
+        let out = answer(&value).unwrap();
+        assert!(!out.to_string().contains("s3cr3t"), "{out}");
+        assert_eq!(out["url"], "https://git.example/");
+        assert_eq!(out["username"], "bot");
+        assert_eq!(out["githubAppID"], 3);
+    }
+
+    #[test]
+    fn template_urls_and_types_are_checked() {
+        let ok = |url: &str, kind: &str| {
+            validate(&CredsView {
+                url: url.to_owned(),
+                kind: kind.to_owned(),
+            })
+        };
+        assert!(ok("https://git.example/", "").is_ok());
+        assert!(ok("git@git.example:team/", "git").is_ok());
+        assert!(ok("javascript:alert(1)", "").is_err());
+        assert!(ok("https://git.example/", "svn").is_err());
+    }
+}

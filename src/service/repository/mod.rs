@@ -1,0 +1,517 @@
+//! `repository.RepositoryService`: Git, Helm and OCI repositories, stored in the registry under
+//! their URL and authorised with upstream's RBAC objects (`<url>`, or `<project>/<url>` for a
+//! project-scoped repository). The credential templates of `repocreds.RepoCredsService` are
+//! served from here too (`super::repocreds`).
+//!
+//! Repositories hold credentials: answers are built without them (`redact::repository`),
+//! never sent as stored, and a repository that borrows a template's credentials says
+//! `inheritedCreds: true`, never what they are. A missing repository and one the caller may
+//! not see give the same answer (SEC-14). Only https, http, ssh and git URLs (and the
+//! scp-like `user@host:path`) are accepted (SEC-25), and none with a password in it.
+//!
+//! tiphys does not contact repositories: the connection state is `Unknown`, access is not
+//! validated, and what needs a repo server (refs, apps, chart lists, app details) is not
+//! served. Nothing writes to repositories either, so there are no write credentials.
+
+pub mod templates;
+
+use std::sync::Arc;
+
+use http::Method;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use self::templates::{Templates, has_credentials};
+use super::redact;
+use super::resource::check_repo_url;
+use super::sensitive::{
+    REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, denied, list, missing, object_mut,
+    unknown_state, write,
+};
+use crate::error::AppError;
+use crate::principal::Principal;
+use crate::registry::{Change, DocRef, Key, Kind};
+use crate::rpc::{Body, Ctx, Handler, Reply, Rpc, call, route};
+use crate::server::state::AppState;
+
+/// The RBAC resource of repositories and of credential templates.
+pub const RESOURCE: &str = "repositories";
+const WHAT: &str = "repository";
+
+const NO_CONNECTION: &str = "tiphys does not connect to repositories; the connection state is not checked";
+const NO_REPO_SERVER: &str = "tiphys does not run a repo server: refs, tags, apps, Helm charts and \
+     application details come from one";
+const NO_VALIDATION: &str = "tiphys does not contact repositories, so it cannot check access: add the repository \
+     without validation (CreateRepository, POST /api/v1/repositories); its connection state shows Unknown";
+const NO_WRITE: &str = "tiphys has no source hydrator, so it keeps no write credentials and write repositories \
+     cannot be created, read, changed or validated";
+
+/// Repository types upstream knows (empty means git).
+const TYPES: &[&str] = &["", "git", "helm", "oci"];
+
+/// What the server owns in a repository: never taken from a caller, never stored.
+const SERVER_FIELDS: &[&str] = &["connectionState", "inheritedCreds"];
+
+fn rpc(path: &'static str, rest: Vec<crate::rpc::Route>, handler: Handler) -> Arc<Rpc> {
+    Arc::new(Rpc { path, rest, handler })
+}
+
+/// RepositoryService, then RepoCredsService. The deprecated twins (`List`, `Create`, `Update`,
+/// `Delete`) share their REST paths with the current methods, which serve them over REST.
+pub fn rpcs() -> Vec<Arc<Rpc>> {
+    let get = |path| route(Method::GET, path, Body::None);
+    let mut rpcs = vec![
+        rpc(
+            "/repository.RepositoryService/List",
+            vec![],
+            call(list_repositories),
+        ),
+        rpc(
+            "/repository.RepositoryService/ListRepositories",
+            vec![get("/api/v1/repositories")],
+            call(list_repositories),
+        ),
+        rpc(
+            "/repository.RepositoryService/Get",
+            vec![get("/api/v1/repositories/{repo}")],
+            call(get_repository),
+        ),
+        rpc("/repository.RepositoryService/Create", vec![], call(create)),
+        rpc(
+            "/repository.RepositoryService/CreateRepository",
+            vec![route(Method::POST, "/api/v1/repositories", Body::Field("repo"))],
+            call(create),
+        ),
+        rpc("/repository.RepositoryService/Update", vec![], call(update)),
+        rpc(
+            "/repository.RepositoryService/UpdateRepository",
+            vec![route(
+                Method::PUT,
+                "/api/v1/repositories/{repo.repo}",
+                Body::Field("repo"),
+            )],
+            call(update),
+        ),
+        rpc("/repository.RepositoryService/Delete", vec![], call(delete)),
+        rpc(
+            "/repository.RepositoryService/DeleteRepository",
+            vec![route(Method::DELETE, "/api/v1/repositories/{repo}", Body::None)],
+            call(delete),
+        ),
+        rpc(
+            "/repository.RepositoryService/ValidateAccess",
+            vec![route(
+                Method::POST,
+                "/api/v1/repositories/{repo}/validate",
+                Body::Field("repo"),
+            )],
+            Handler::Unimplemented(NO_VALIDATION),
+        ),
+        rpc(
+            "/repository.RepositoryService/ListRefs",
+            vec![get("/api/v1/repositories/{repo}/refs")],
+            Handler::Unimplemented(NO_REPO_SERVER),
+        ),
+        rpc(
+            "/repository.RepositoryService/ListOCITags",
+            vec![get("/api/v1/repositories/{repo}/oci-tags")],
+            Handler::Unimplemented(NO_REPO_SERVER),
+        ),
+        rpc(
+            "/repository.RepositoryService/ListApps",
+            vec![get("/api/v1/repositories/{repo}/apps")],
+            Handler::Unimplemented(NO_REPO_SERVER),
+        ),
+        rpc(
+            "/repository.RepositoryService/GetAppDetails",
+            vec![route(
+                Method::POST,
+                "/api/v1/repositories/{source.repoURL}/appdetails",
+                Body::All,
+            )],
+            Handler::Unimplemented(NO_REPO_SERVER),
+        ),
+        rpc(
+            "/repository.RepositoryService/GetHelmCharts",
+            vec![get("/api/v1/repositories/{repo}/helmcharts")],
+            Handler::Unimplemented(NO_REPO_SERVER),
+        ),
+        // Write repositories: none can exist, so the list is empty; the rest is not served.
+        rpc(
+            "/repository.RepositoryService/ListWriteRepositories",
+            vec![get("/api/v1/write-repositories")],
+            call(list_write_repositories),
+        ),
+        rpc(
+            "/repository.RepositoryService/GetWrite",
+            vec![get("/api/v1/write-repositories/{repo}")],
+            Handler::Unimplemented(NO_WRITE),
+        ),
+        rpc(
+            "/repository.RepositoryService/CreateWriteRepository",
+            vec![route(
+                Method::POST,
+                "/api/v1/write-repositories",
+                Body::Field("repo"),
+            )],
+            Handler::Unimplemented(NO_WRITE),
+        ),
+        rpc(
+            "/repository.RepositoryService/UpdateWriteRepository",
+            vec![route(
+                Method::PUT,
+                "/api/v1/write-repositories/{repo.repo}",
+                Body::Field("repo"),
+            )],
+            Handler::Unimplemented(NO_WRITE),
+        ),
+        rpc(
+            "/repository.RepositoryService/DeleteWriteRepository",
+            vec![route(
+                Method::DELETE,
+                "/api/v1/write-repositories/{repo}",
+                Body::None,
+            )],
+            Handler::Unimplemented(NO_WRITE),
+        ),
+        rpc(
+            "/repository.RepositoryService/ValidateWriteAccess",
+            vec![route(
+                Method::POST,
+                "/api/v1/write-repositories/{repo}/validate",
+                Body::Field("repo"),
+            )],
+            Handler::Unimplemented(NO_WRITE),
+        ),
+    ];
+    rpcs.extend(super::repocreds::rpcs(NO_WRITE));
+    rpcs
+}
+
+/// The RBAC object of a repository: `<url>`, or `<project>/<url>` for a project-scoped one.
+pub fn rbac_object(project: &str, url: &str) -> String {
+    if project.is_empty() {
+        url.to_owned()
+    } else {
+        format!("{project}/{url}")
+    }
+}
+
+/// What the use cases read of a repository.
+#[derive(Deserialize, Default, Debug, Clone)]
+#[serde(default)]
+struct RepoView {
+    repo: String,
+    project: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+impl RepoView {
+    fn read(value: &Value) -> Self {
+        // Request values are canonical (typed by the schema): only a non-object fails here.
+        Self::deserialize(value).unwrap_or_default()
+    }
+
+    fn rbac_object(&self) -> String {
+        rbac_object(&self.project, &self.repo)
+    }
+}
+
+/// A repository URL as accepted on write: no password in it (checked first, so no message
+/// below ever quotes one), and an allowed scheme (SEC-25).
+pub fn check_url(what: &str, url: &str) -> Result<(), AppError> {
+    if url.is_empty() {
+        return Err(AppError::InvalidArgument(format!("{what} URL is required")));
+    }
+    check_no_password(what, url)?;
+    check_repo_url(url)
+}
+
+/// A repository as answered: credentials removed, `inheritedCreds` when a template supplies
+/// them, the default type, and the connection state.
+pub fn answer(value: &Value, templates: &Templates) -> Result<Value, AppError> {
+    let mut out = value.clone();
+    let view = RepoView::read(value);
+    if let Some(object) = object_mut(&mut out) {
+        for field in SERVER_FIELDS {
+            object.remove(*field);
+        }
+        if !has_credentials(value)
+            && let Some(template) = templates.for_repo(&view.repo)
+        {
+            object.insert("inheritedCreds".to_owned(), Value::Bool(true));
+            if let Some(username) = template
+                .get("username")
+                .filter(|u| u.as_str().is_some_and(|s| !s.is_empty()))
+            {
+                object.insert("username".to_owned(), username.clone());
+            }
+        }
+        if view.kind.is_empty() {
+            object.insert("type".to_owned(), Value::from("git"));
+        }
+        object.insert("connectionState".to_owned(), unknown_state(NO_CONNECTION));
+    }
+    redact::repository(&mut out);
+    canonical(REPOSITORY, &out)
+}
+
+/// The stored repository with URL `url`, if the caller may perform `action` on it; see the
+/// module comment for what a missing or hidden one answers.
+fn authorized(state: &AppState, principal: &Principal, url: &str, action: &str) -> Result<DocRef, AppError> {
+    let allows = |object: &str| state.rbac.allows(principal, RESOURCE, action, object);
+    if url.is_empty() {
+        return Err(AppError::InvalidArgument("repository URL is required".to_owned()));
+    }
+    match state.registry.get(&Key::new(Kind::Repository, "", url)) {
+        Some(doc) if allows(&rbac_object(&doc.summary.project, url)) => Ok(doc),
+        Some(_) => Err(denied()),
+        None => {
+            let knowable = allows(url) && allows(&format!("*/{url}"));
+            Err(missing(knowable, format!("repository {:?}", redact::url(url))))
+        }
+    }
+}
+
+/// `RepoQuery` (List, Get, Delete).
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RepoQuery {
+    pub repo: String,
+    pub force_refresh: bool,
+    pub app_project: String,
+}
+
+/// ListRepositories (and List): every repository the caller may `get`, narrowed to the
+/// query's URL and project.
+pub async fn list_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let (resource_version, docs) = ctx.state.registry.list(Kind::Repository);
+    let templates = Templates::load(&ctx.state);
+    let items = docs
+        .iter()
+        .filter(|doc| q.repo.is_empty() || doc.key.name == q.repo)
+        .filter(|doc| q.app_project.is_empty() || doc.summary.project == q.app_project)
+        .filter(|doc| {
+            ctx.state.rbac.allows(
+                principal,
+                RESOURCE,
+                "get",
+                &rbac_object(&doc.summary.project, &doc.key.name),
+            )
+        })
+        .map(|doc| answer(&doc.value(), &templates))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Reply::Message(list(REPOSITORY_LIST, resource_version, items)?))
+}
+
+/// ListWriteRepositories: tiphys keeps no write credentials, so there are none.
+pub async fn list_write_repositories(ctx: Ctx, _q: RepoQuery) -> Result<Reply, AppError> {
+    ctx.caller.require()?;
+    let resource_version = ctx.state.registry.revision();
+    Ok(Reply::Message(list(
+        REPOSITORY_LIST,
+        resource_version,
+        Vec::new(),
+    )?))
+}
+
+pub async fn get_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let doc = authorized(&ctx.state, principal, &q.repo, "get")?;
+    Ok(Reply::Message(answer(
+        &doc.value(),
+        &Templates::load(&ctx.state),
+    )?))
+}
+
+/// What a caller sends, without what the server owns.
+fn client_fields(mut value: Value) -> Value {
+    if let Some(object) = object_mut(&mut value) {
+        for field in SERVER_FIELDS {
+            object.remove(*field);
+        }
+    }
+    value
+}
+
+fn validate(view: &RepoView) -> Result<(), AppError> {
+    check_url(WHAT, &view.repo)?;
+    if !TYPES.contains(&view.kind.as_str()) {
+        return Err(AppError::InvalidArgument(format!(
+            "unknown repository type {:?}: use git, helm or oci",
+            view.kind
+        )));
+    }
+    Ok(())
+}
+
+async fn save(state: &AppState, change: Change) -> Result<Reply, AppError> {
+    match write(state, WHAT, change).await? {
+        Some(doc) => Ok(Reply::Message(answer(&doc.value(), &Templates::load(state))?)),
+        None => Ok(Reply::Message(Value::Object(Map::new()))),
+    }
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct CreateRequest {
+    pub repo: Value,
+    pub upsert: bool,
+    pub creds_only: bool,
+}
+
+/// CreateRepository (and Create), `repositories, create`. An identical repository is
+/// answered as is; a different one needs `upsert` and `update` on the stored and the new
+/// object. With `credsOnly` the credentials are stored as a credential template for the URL
+/// instead (upstream's "operate on the credential set instead of the repository").
+pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    if req.creds_only {
+        return super::repocreds::create_from_repository(&ctx, principal, req.repo, req.upsert).await;
+    }
+    let value = client_fields(req.repo);
+    let view = RepoView::read(&value);
+    validate(&view)?;
+    let allows = |action: &str, object: &str| ctx.state.rbac.allows(principal, RESOURCE, action, object);
+    if !allows("create", &view.rbac_object()) {
+        return Err(denied());
+    }
+    let key = Key::new(Kind::Repository, "", &view.repo);
+    let Some(existing) = ctx.state.registry.get(&key) else {
+        return save(&ctx.state, Change::Create { key, value }).await;
+    };
+    let stored = existing.value();
+    if canonical(REPOSITORY, &stored)? == canonical(REPOSITORY, &value)? {
+        return Ok(Reply::Message(answer(&stored, &Templates::load(&ctx.state))?));
+    }
+    if !req.upsert {
+        return Err(AppError::InvalidArgument(
+            "existing repository spec is different; use upsert flag to force update".to_owned(),
+        ));
+    }
+    if !allows("update", &rbac_object(&existing.summary.project, &view.repo))
+        || !allows("update", &view.rbac_object())
+    {
+        return Err(denied());
+    }
+    let change = Change::Update {
+        key,
+        value,
+        expect: Some(existing.rv),
+    };
+    save(&ctx.state, change).await
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct UpdateRequest {
+    pub repo: Value,
+}
+
+/// UpdateRepository (and Update): replaces the repository, credentials included, as
+/// upstream. Needs `update` on the stored object and on the resulting one (a project change
+/// needs both projects).
+pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let value = client_fields(req.repo);
+    let view = RepoView::read(&value);
+    let existing = authorized(&ctx.state, principal, &view.repo, "update")?;
+    validate(&view)?;
+    if !ctx
+        .state
+        .rbac
+        .allows(principal, RESOURCE, "update", &view.rbac_object())
+    {
+        return Err(denied());
+    }
+    let change = Change::Update {
+        key: existing.key.clone(),
+        value,
+        expect: Some(existing.rv),
+    };
+    save(&ctx.state, change).await
+}
+
+/// DeleteRepository (and Delete), `repositories, delete` on the stored object.
+pub async fn delete(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let doc = authorized(&ctx.state, principal, &q.repo, "delete")?;
+    let change = Change::Delete {
+        key: doc.key.clone(),
+        expect: Some(doc.rv),
+    };
+    write(&ctx.state, WHAT, change).await?;
+    Ok(Reply::Message(Value::Object(Map::new())))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn templates(items: &[(&str, Value)]) -> Templates {
+        Templates::from_items(items.iter().map(|(u, v)| ((*u).to_owned(), v.clone())).collect())
+    }
+
+    #[test]
+    fn answers_show_inherited_credentials_but_never_the_secret() {
+        let t = templates(&[
+            (
+                "https://git.example/",
+                json!({"url": "https://git.example/", "username": "bot", "password": "s3cr3t"}),
+            ),
+            (
+                "https://git.example/team/",
+                json!({"url": "https://git.example/team/", "password": "s3cr3t-2"}),
+            ),
+        ]);
+        let own = answer(
+            &json!({"repo": "https://git.example/a", "password": "s3cr3t-3"}),
+            &t,
+        )
+        .unwrap();
+        assert!(own.get("inheritedCreds").is_none(), "{own}");
+        let inherited = answer(&json!({"repo": "https://git.example/a"}), &t).unwrap();
+        assert_eq!(inherited["inheritedCreds"], true);
+        assert_eq!(inherited["username"], "bot");
+        assert_eq!(inherited["type"], "git");
+        assert_eq!(inherited["connectionState"]["status"], "Unknown");
+        let team = answer(&json!({"repo": "https://git.example/team/x", "type": "helm"}), &t).unwrap();
+        assert_eq!(team["inheritedCreds"], true);
+        assert!(
+            team.get("username").is_none(),
+            "the longest prefix has no username: {team}"
+        );
+        assert_eq!(team["type"], "helm");
+        let none = answer(&json!({"repo": "https://other.example/a"}), &t).unwrap();
+        assert!(none.get("inheritedCreds").is_none());
+        for v in [own, inherited, team, none] {
+            assert!(!v.to_string().contains("s3cr3t"), "{v}");
+        }
+    }
+
+    #[test]
+    fn urls_are_checked_without_quoting_passwords() {
+        assert!(check_url(WHAT, "https://git.example/a.git").is_ok());
+        assert!(check_url(WHAT, "git@github.com:a/b.git").is_ok());
+        for bad in [
+            "",
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "https://u:hunter2@h/x",
+        ] {
+            let err = check_url(WHAT, bad).unwrap_err();
+            assert!(matches!(err, AppError::InvalidArgument(_)), "{bad}");
+            assert!(!err.to_string().contains("hunter2"));
+        }
+    }
+
+    #[test]
+    fn rbac_objects() {
+        assert_eq!(rbac_object("", "https://x"), "https://x");
+        assert_eq!(rbac_object("p", "https://x"), "p/https://x");
+    }
+}
