@@ -4,57 +4,18 @@
 //! gRPC-Web, with its token), and the answer decoded back to Go-style JSON.
 
 use anyhow::{Context as _, anyhow};
-use bytes::{Buf as _, BufMut as _, Bytes};
+use bytes::Bytes;
 use http::uri::PathAndQuery;
 use prost_reflect::MethodDescriptor;
 use serde_json::Value;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 
 use super::client::{Client, call_error};
 use super::exit;
+use crate::rpc::codec::RawCodec;
 use crate::schema::Schema;
 
 /// Answers larger than this are refused (lists of many objects can be large).
 const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
-
-/// Bytes out, bytes in: the schema converts, not generated types (the client-side twin of
-/// `grpc::dynamic`'s codec).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct RawCodec;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        RawCodec
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Bytes;
-    type Error = tonic::Status;
-
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = Bytes;
-    type Error = tonic::Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, tonic::Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
-}
 
 /// A method of the resource APIs, looked up in the schema.
 fn method(path: &str) -> anyhow::Result<(MethodDescriptor, PathAndQuery)> {

@@ -20,16 +20,9 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// existing object it would erase them, so `apply` leaves such an object as it is.
 pub const CREDENTIALS_OMITTED: &str = "tiphys.io/credentials-omitted";
 
-/// Credential keys of a repository or credential template Secret.
-pub const REPO_SECRET_KEYS: [&str; 7] = [
-    "password",
-    "sshPrivateKey",
-    "tlsClientCertKey",
-    "githubAppPrivateKey",
-    "gcpServiceAccountKey",
-    "bearerToken",
-    "azureServicePrincipalClientSecret",
-];
+/// Credential keys of a repository or credential template Secret: the fields the server
+/// never shows.
+pub use crate::service::redact::REPOSITORY_SECRETS as REPO_SECRET_KEYS;
 
 /// Credential fields of a cluster's `config`, as JSON pointers (what the server never shows:
 /// an exec plugin's environment and arguments carry secrets as often as not).

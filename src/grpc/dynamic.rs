@@ -7,16 +7,16 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use bytes::{Buf as _, BufMut as _, Bytes};
+use bytes::{Buf as _, Bytes};
 use futures_util::StreamExt as _;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use prost_reflect::MethodDescriptor;
-use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use crate::error::AppError;
+use crate::rpc::codec::RawCodec;
 use crate::rpc::{Ctx, Handler, Reply, Rpc, StreamItem, encode_event, encode_list};
 use crate::schema::Schema;
 use crate::server::state::AppState;
@@ -342,42 +342,4 @@ fn list_parts(resource_version: u64, items: Vec<crate::registry::DocRef>) -> Res
         parts.push((Bytes::from(prefix), body));
     }
     Ok(ReplyParts::List { head, items: parts })
-}
-
-/// Bytes in, bytes out: messages are converted by the schema, not by generated types.
-#[derive(Clone, Copy, Default)]
-struct RawCodec;
-
-impl Codec for RawCodec {
-    type Encode = Bytes;
-    type Decode = Bytes;
-    type Encoder = RawCodec;
-    type Decoder = RawCodec;
-
-    fn encoder(&mut self) -> Self::Encoder {
-        RawCodec
-    }
-
-    fn decoder(&mut self) -> Self::Decoder {
-        RawCodec
-    }
-}
-
-impl Encoder for RawCodec {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn encode(&mut self, item: Bytes, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        dst.put(item);
-        Ok(())
-    }
-}
-
-impl Decoder for RawCodec {
-    type Item = Bytes;
-    type Error = Status;
-
-    fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<Bytes>, Status> {
-        Ok(Some(src.copy_to_bytes(src.remaining())))
-    }
 }

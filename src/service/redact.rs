@@ -10,7 +10,7 @@
 use serde_json::{Map, Value};
 
 /// Secret fields of a Repository and of a RepoCreds (the same names in both messages).
-const REPOSITORY_SECRETS: &[&str] = &[
+pub const REPOSITORY_SECRETS: &[&str] = &[
     "password",
     "sshPrivateKey",
     "tlsClientCertKey",

@@ -6,8 +6,10 @@ use serde_json::{Map, Value};
 
 use super::{AppView, authorized, denied, doc_object, validate};
 use crate::error::AppError;
-use crate::registry::Change;
+use crate::principal::Principal;
+use crate::registry::{Change, DocRef};
 use crate::rpc::{Ctx, Reply};
+use crate::server::state::AppState;
 
 #[derive(Deserialize, Default, Debug)]
 #[serde(default, rename_all = "camelCase")]
@@ -37,18 +39,7 @@ pub struct SyncOptions {
 pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let state = &ctx.state;
-    let existing = authorized(
-        state,
-        principal,
-        &req.app_namespace,
-        &req.name,
-        &req.project,
-        "get",
-    )?;
-    let object = doc_object(state, &existing);
-    if !state.rbac.allows(principal, "applications", "sync", &object) {
-        return Err(denied());
-    }
+    let (existing, object) = may_sync(state, principal, &req.app_namespace, &req.name, &req.project)?;
     // Local manifests replace what the repository says: they need `override` (SEC-23).
     if !req.manifests.is_empty() {
         state
@@ -143,20 +134,7 @@ pub struct TerminateRequest {
 pub async fn terminate_operation(ctx: Ctx, req: TerminateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let state = &ctx.state;
-    let existing = authorized(
-        state,
-        principal,
-        &req.app_namespace,
-        &req.name,
-        &req.project,
-        "get",
-    )?;
-    if !state
-        .rbac
-        .allows(principal, "applications", "sync", &doc_object(state, &existing))
-    {
-        return Err(denied());
-    }
+    let (existing, _) = may_sync(state, principal, &req.app_namespace, &req.name, &req.project)?;
     let mut value = existing.value();
     let running = value
         .pointer("/status/operationState/phase")
@@ -210,4 +188,22 @@ fn check_auto_sync(app: &Value, req: &SyncRequest) -> Result<(), AppError> {
         )));
     }
     Ok(())
+}
+
+/// The application if the caller may see it and `sync` it, with its RBAC object; the same
+/// fixed denial as a missing one otherwise.
+fn may_sync(
+    state: &AppState,
+    principal: &Principal,
+    app_ns: &str,
+    name: &str,
+    project: &str,
+) -> Result<(DocRef, String), AppError> {
+    let existing = authorized(state, principal, app_ns, name, project, "get")?;
+    let object = doc_object(state, &existing);
+    if state.rbac.allows(principal, "applications", "sync", &object) {
+        Ok((existing, object))
+    } else {
+        Err(denied())
+    }
 }
