@@ -241,7 +241,15 @@ struct DestView {
 }
 
 impl AppView {
+    /// Checks `value` against the schema first, so that a wrong type is reported with its field.
     fn read(value: &Value) -> Result<Self, AppError> {
+        let schema = crate::schema::Schema::get();
+        let desc = schema
+            .message(Kind::Application.message())
+            .map_err(|e| AppError::Internal(e.into()))?;
+        schema
+            .from_json(&desc, value)
+            .map_err(|e| AppError::InvalidArgument(format!("invalid application: {e}")))?;
         Self::deserialize(value).map_err(|e| AppError::InvalidArgument(format!("invalid application: {e}")))
     }
 
