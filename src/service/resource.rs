@@ -76,16 +76,18 @@ pub fn check_repo_url(url: &str) -> Result<(), AppError> {
     // An OCI or Helm repository given without a scheme (`registry.example/charts`) is a host
     // name followed by a path: no colon before the first slash.
     let bare_host = !lower.contains(':') && lower.split('/').next().is_some_and(|h| h.contains('.'));
+    // Messages show the URL with any password masked.
+    let shown = super::redact::url(url);
     if url.trim() != url || url.is_empty() || url.chars().any(char::is_control) {
         return Err(AppError::InvalidArgument(format!(
-            "invalid repository URL {url:?}"
+            "invalid repository URL {shown:?}"
         )));
     }
     if allowed_scheme || scp_like || bare_host {
         Ok(())
     } else {
         Err(AppError::InvalidArgument(format!(
-            "invalid repository URL {url:?}: only https, http, ssh and git URLs are accepted"
+            "invalid repository URL {shown:?}: only https, http, ssh and git URLs are accepted"
         )))
     }
 }

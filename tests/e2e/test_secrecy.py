@@ -1,35 +1,45 @@
 """The secrecy scanner (SEC-16, SEC-17, SEC-18): credentials put into the server never come back.
 
-One plaintext server with RUST_LOG=debug, six callers (admin; `reader` bound to role:readonly;
-`ops`, a custom role: get/update on clusters and repositories, get on the applications and the
-project `team`; `nobody`, with no grant; anonymous, no token, with anonymous access on; a
-`proj:team:ci` project-role token). As admin the test stores a unique marker
+One plaintext server with RUST_LOG=debug and six callers: admin; `reader` (role:readonly); `ops`
+(a custom role: get/update on clusters and repositories, get on the applications and the project
+`team`); `nobody` (no grant); anonymous (no token, anonymous access on); and a `proj:team:ci`
+project-role token (CreateToken over REST). As admin the test stores a unique marker
 (`S3CR3T-<field>-<uuid>`) in every credential field of clusters (global and project-scoped:
-password, bearer token, TLS key as base64, exec plugin args and env, a password in the proxy URL,
-and the `kubectl.kubernetes.io/last-applied-configuration` annotation, SEC-16), repositories
-(every secret field of the message, passwords in the proxy and GitHub Enterprise URLs), credential
-templates (the same, also through `credsOnly`), and a few more secrets: the server key and a
+password, bearer token, TLS key (base64), exec plugin args and env, a password in the proxy URL,
+and a `kubectl.kubernetes.io/last-applied-configuration` annotation holding a token, SEC-16), of
+repositories (every secret field of the message, passwords in the proxy and GitHub Enterprise
+URLs; global, project-scoped, scp-like, one inheriting a template) and of credential templates
+(the same, also through CreateRepository `credsOnly`); more secrets are the server key and a
 webhook secret in argocd-secret, the account passwords and their bcrypt hashes.
 
-Then every caller calls every REST route of the resource APIs (the method table of
-src/rpc/table.rs and the `rpcs()` of src/service/{project,cluster,repository,repocreds}), the
-account, session and settings routes, and the error paths: bad and password-bearing ids, wrong
-verbs, malformed JSON and wrongly typed fields next to a secret, URLs with a password, upsert
-conflicts, mismatched bodies, permission denials, unserved methods; the application watch streams
-(SSE and NDJSON, read briefly); native gRPC (stubs compiled at test time) for the List/Get of
-clusters, repositories and templates and GetDetailedProject, including a refused URL and a
-malformed protobuf message; gRPC-Web (binary and text) for a few calls.
+Then every caller calls every REST route (the method table of src/rpc/table.rs with the `rpcs()` of
+src/service/{project,cluster,repository,repocreds}, and the fixed routes of src/api/mod.rs;
+`test_every_rest_route_was_called` reads those sources and fails when a route was never called),
+with the error paths: bad ids, ids that are URLs with a password, wrong verbs, malformed JSON and
+wrongly typed fields next to a secret, URLs with a password, upsert conflicts, a body naming
+another cluster than the path, permission denials, unserved methods; the application watch
+streams (SSE and NDJSON, read for 1 s); native gRPC (stubs compiled at test time) for List/Get of
+clusters, repositories and templates and GetDetailedProject, with a refused URL, a conflict, a bad
+update and a malformed protobuf message carrying a secret; gRPC-Web (binary, and text) for four
+calls. Last, argocd-secret is edited: a rotated secret (accepted), then broken files carrying
+secrets (invalid YAML twice, `data` that is not base64 or not UTF-8, a plain password where a
+bcrypt hash belongs), each refused and logged.
 
-Every status line, header and body, every gRPC message, metadata and status detail, and finally
-the server's whole log, is searched for each marker: as is (any case), in base64 (standard and
-URL alphabets, at every alignment, as inside a base64-encoded JSON document), hex, and as Rust's
-debug form of a byte list.
+Every status, header and body, every gRPC message, metadata and status detail, the metrics, and
+the server's whole log are searched for every marker: as is (any case), in base64 (standard and
+URL alphabets, at each of the three alignments, as inside a base64-encoded document), in hex, and
+as Rust's debug form of a byte list.
 
-The scan can fail, and the test proves it every run: canaries (`C4N4RY-…`) stored in fields the
-API does return (usernames, a label) must be found in REST, gRPC, gRPC-Web and watch answers; and
-the store, exported with `tiphys admin export --data-dir --include-secrets` once the server is
-stopped, must contain every stored marker, the TLS key found only through its base64 form.
-Run with `pytest -s` to see the table of calls per caller.
+The scan is shown to be able to fail on every run: canaries (`C4N4RY-…`) stored in fields the API
+does return (usernames, a label) must be found in REST, gRPC, gRPC-Web and watch answers; the
+store, exported with `tiphys admin export --data-dir --include-secrets` once the server is
+stopped, must hold every stored marker, and the same scanner must find each of them there (the TLS
+key only through a base64 form). `pytest -s` prints the calls per caller; every call (request,
+status, headers, body) is written to `secrecy-calls.jsonl` next to the server's data dir.
+
+`test_passwords_in_application_and_project_urls_are_not_shown` probes URLs with a password in
+Applications (source, sources, destination) and AppProjects (sourceRepos, destinations), which the
+server accepts and shows to every reader, where it refuses them for repositories and clusters.
 """
 
 import base64
@@ -43,7 +53,7 @@ import sys
 import time
 import uuid
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from urllib.parse import quote
@@ -137,7 +147,6 @@ class Call:
     status: str
     headers: list
     body: bytes
-    notes: list = field(default_factory=list)
 
     def blob(self):
         head = "".join(f"{k}: {v}\n" for k, v in self.headers)
@@ -161,7 +170,7 @@ class Recorder:
 
     # -- REST
 
-    def rest(self, caller, method, path, body=None, raw=False, headers=None):
+    def rest(self, caller, method, path, body=None, headers=None):
         """One REST call; `body`: a dict (JSON), or bytes/str sent as they are (raw JSON)."""
         token = self.tokens[caller]
         hdrs = {**(bearer(token) if token else {}), **(headers or {})}
@@ -252,7 +261,7 @@ class Recorder:
 
 CALLERS = ["anonymous", "nobody", "reader", "projtoken", "ops", "admin"]  # admin last: it deletes
 
-OPS_POLICY = [
+POLICY = [
     "g, reader, role:readonly",
     "p, ops, clusters, get, *, allow",
     "p, ops, clusters, update, *, allow",
@@ -376,7 +385,7 @@ def env(module_servers, module_config, tmp_path_factory):
                 "accounts.reader.password": HASHES[ALICE_PW], "accounts.ops.password": HASHES[BOB_PW],
                 "accounts.nobody.password": HASHES[CAROL_PW], "webhook.github.secret": webhook},
         standard=False)
-    write_rbac(cfg, OPS_POLICY)
+    write_rbac(cfg, POLICY)
     mp = pytest.MonkeyPatch()
     mp.setenv("RUST_LOG", "debug")
     try:
@@ -451,7 +460,7 @@ def inject(env):
             **repo_secret_fields(s, "repo2")}
     c.r3 = {"repo": "https://git.example.com/team/inherits.git", "project": PROJECT}
     for body in (c.r1, c.r2, c.r3, c.r_tmp):
-        got = ok(rec.rest("admin", "POST", "/api/v1/repositories", body))
+        ok(rec.rest("admin", "POST", "/api/v1/repositories", body))
     c.r_ssh = {"repo": "git@github.com:team/ssh.git", "sshPrivateKey": s.new("repo-scp-sshPrivateKey"),
                "project": PROJECT}
     ok(rec.rest("admin", "POST", "/api/v1/repositories", c.r_ssh))
@@ -460,9 +469,12 @@ def inject(env):
 
     # an application of the project, deployed to the scoped cluster from the scoped repository
     c.app = f"secrecy-{uuid.uuid4().hex[:8]}"
-    ok(rec.rest("admin", "POST", "/api/v1/applications",
-                app_body(c.app, project=PROJECT, repo=c.r2["repo"], server=c.c2["server"],
-                         labels={"canary": c.canary_app})))
+    c.app_body = app_body(c.app, project=PROJECT, repo=c.r2["repo"], server=c.c2["server"],
+                          labels={"canary": c.canary_app})
+    ok(rec.rest("admin", "POST", "/api/v1/applications", c.app_body))
+    c.app_tmp = f"secrecy-tmp-{uuid.uuid4().hex[:8]}"
+    ok(rec.rest("admin", "POST", "/api/v1/applications", app_body(c.app_tmp, project=PROJECT)))
+
     # applications and a project whose URLs hold a password (refused, as a repository's or a
     # cluster's would be, or at least never shown)
     def url(what, host):
@@ -558,7 +570,8 @@ def rest_matrix(env, c, caller):
     for cid in (enc(bad_server), "nope?id.type=name", "x?id.type=bogus"):
         call("GET", f"/api/v1/clusters/{cid}")
     call("DELETE", f"/api/v1/clusters/{enc(bad_server)}")
-    call("PUT", f"/api/v1/clusters/{enc(bad_server)}", {"server": bad_server, "config": {"password": s.new("put-missing", False)}})
+    call("PUT", f"/api/v1/clusters/{enc(bad_server)}",
+         {"server": bad_server, "config": {"password": s.new("put-missing", False)}})
     # wrong verbs (a body with a secret)
     call("PATCH", f"/api/v1/clusters/{c1}", {"config": {"password": s.new("patch-cluster", False)}})
     call("PUT", "/api/v1/clusters", {"config": {"password": s.new("put-clusters", False)}})
@@ -609,7 +622,8 @@ def rest_matrix(env, c, caller):
     bad_repo = f"https://u:{s.new('repo-id-password', False)}@nope.example.com/x.git"
     call("GET", f"/api/v1/repositories/{enc(bad_repo)}")
     call("DELETE", f"/api/v1/repositories/{enc(bad_repo)}")
-    call("PUT", f"/api/v1/repositories/{enc(bad_repo)}", {"repo": bad_repo, "password": s.new("put-missing-repo", False)})
+    call("PUT", f"/api/v1/repositories/{enc(bad_repo)}",
+         {"repo": bad_repo, "password": s.new("put-missing-repo", False)})
     call("GET", "/api/v1/repositories/nope-not-a-url")
     call("PATCH", f"/api/v1/repositories/{r1}", {"password": s.new("patch-repo", False)})
     call("PUT", "/api/v1/repositories", {"password": s.new("put-repos", False)})
@@ -641,7 +655,8 @@ def rest_matrix(env, c, caller):
     call("POST", "/api/v1/repocreds", '{"url": "https://git.example.com/z/", "sshPrivateKey": "'
          + s.new("creds-truncated", False))
     bad_creds = f"https://u:{s.new('creds-id-password', False)}@nope.example.com/"
-    call("PUT", f"/api/v1/repocreds/{enc(bad_creds)}", {"url": bad_creds, "password": s.new("creds-put-missing", False)})
+    call("PUT", f"/api/v1/repocreds/{enc(bad_creds)}",
+         {"url": bad_creds, "password": s.new("creds-put-missing", False)})
     call("DELETE", f"/api/v1/repocreds/{enc(bad_creds)}")
     call("GET", f"/api/v1/repocreds/{enc(c.t1['url'])}")  # no such route
     call("POST", f"/api/v1/repocreds/{enc(c.t1['url'])}", {"password": s.new("post-creds-url", False)})
@@ -675,6 +690,8 @@ def rest_matrix(env, c, caller):
         call("GET", f"/api/v1/applications/{name}")
     for sub in ("", "/detailed"):
         call("GET", f"/api/v1/projects/secrecy-urls{sub}")
+    call("PUT", f"/api/v1/applications/{app}", c.app_body)
+    call("PUT", f"/api/v1/applications/{app}", {"metadata": {"name": app}, "spec": {"source": {"repoURL": 5}}})
     call("POST", "/api/v1/applications/manifestsWithFiles", {})
     call("POST", f"/api/v1/applications/{app}/rollback", {"id": 1})
     call("POST", f"/api/v1/applications/{app}/resource", {"patch": "{}"})
@@ -699,6 +716,7 @@ def rest_matrix(env, c, caller):
     call("DELETE", f"/api/v1/repositories/{enc(c.r_tmp['repo'])}")
     call("DELETE", f"/api/v1/repocreds/{enc(c.t_tmp['url'])}")
     call("DELETE", f"/api/v1/clusters/{enc(c.c_tmp['server'])}")
+    call("DELETE", f"/api/v1/applications/{c.app_tmp}")
 
 
 def grpc_matrix(env, c, caller, channel):
@@ -713,7 +731,8 @@ def grpc_matrix(env, c, caller, channel):
     g(caller, clusters.Get, pb.cluster.ClusterQuery(server=c.c1["server"]), "ClusterService/Get c1")
     g(caller, clusters.Get, pb.cluster.ClusterQuery(id=pb.cluster.ClusterID(type="name", value="c2")),
       "ClusterService/Get name=c2")
-    g(caller, clusters.InvalidateCache, pb.cluster.ClusterQuery(server=c.c2["server"]), "ClusterService/InvalidateCache")
+    g(caller, clusters.InvalidateCache, pb.cluster.ClusterQuery(server=c.c2["server"]),
+      "ClusterService/InvalidateCache")
     g(caller, repos.ListRepositories, pb.repo.RepoQuery(), "RepositoryService/ListRepositories")
     g(caller, repos.List, pb.repo.RepoQuery(), "RepositoryService/List")
     for url in (c.r1["repo"], c.r2["repo"], c.r3["repo"]):

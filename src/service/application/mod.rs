@@ -18,6 +18,7 @@ pub use self::sync::{sync, terminate_operation};
 pub use self::watch::watch;
 use super::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER, ProjectRules};
 use super::resource::{check_object_name, check_repo_url, parse_resource_version};
+use super::sensitive::check_no_password;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
@@ -284,6 +285,7 @@ fn validate(state: &AppState, app: &AppView) -> Result<Key, AppError> {
             ));
         }
         check_repo_url(&source.repo_url)?;
+        check_no_password("application source repoURL", &source.repo_url)?;
         rules.check_source(project, &source.repo_url)?;
     }
     let dest = &app.spec.destination;
@@ -301,6 +303,7 @@ fn validate(state: &AppState, app: &AppView) -> Result<Key, AppError> {
         (false, true) => dest.server.clone(),
         (true, false) => cluster_server_by_name(state, &dest.name)?,
     };
+    check_no_password("application destination server", &dest.server)?;
     rules.check_destination(project, &server, &dest.name, &dest.namespace)?;
     for (key, value) in &app.metadata.annotations {
         if key.starts_with("link.argocd.argoproj.io/") {

@@ -96,6 +96,7 @@ pub fn check_project(name: &str, project: &Value) -> Result<(), AppError> {
 
     let mut destinations = HashSet::new();
     for d in &spec.destinations {
+        crate::service::sensitive::check_no_password("project destination server", &d.server)?;
         if !destinations.insert((&d.server, &d.name, &d.namespace)) {
             let target = if d.server.is_empty() { &d.name } else { &d.server };
             return Err(AppError::AlreadyExists(format!(
@@ -106,6 +107,7 @@ pub fn check_project(name: &str, project: &Value) -> Result<(), AppError> {
     }
     let mut repos = HashSet::new();
     for repo in &spec.source_repos {
+        crate::service::sensitive::check_no_password("project source repository", repo)?;
         if !repos.insert(repo) {
             return Err(AppError::AlreadyExists(format!(
                 "source repository {repo:?} is listed twice"
