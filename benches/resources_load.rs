@@ -428,6 +428,14 @@ async fn main() -> anyhow::Result<()> {
     );
     let apps: usize = args.get(2).map_or(Ok(10_000), |a| a.parse())?;
     let watchers: usize = args.get(3).map_or(Ok(1_000), |a| a.parse())?;
+    // RESOURCES_SEED_ONLY=DIR: only write the config and the seeded data dir into DIR (for
+    // looking at a server by hand).
+    if let Ok(dir) = std::env::var("RESOURCES_SEED_ONLY") {
+        let dir = PathBuf::from(dir);
+        write_config(&dir)?;
+        seed(&dir, apps).await?;
+        return Ok(());
+    }
     let work = tempfile::Builder::new().prefix("tiphys-resources-").tempdir()?;
     let work = work.path();
 
@@ -452,7 +460,11 @@ async fn main() -> anyhow::Result<()> {
     // Warm-up: first use builds the protobuf encodings and fills the RBAC decision cache.
     let (_, _, full_size) = rest_list(&mut client, &token, "").await?;
     rss("after a REST list");
-    let (_, grpc_size) = grpc_list(&channel, &token).await?;
+    let (cold, grpc_size) = grpc_list(&channel, &token).await?;
+    println!(
+        "  (first gRPC list, encodings built: {:.0} ms)",
+        cold.as_secs_f64() * 1e3
+    );
     rss("after a gRPC list");
     println!("list sizes: REST {full_size} bytes, gRPC {grpc_size} bytes");
     let (mut first, mut total, mut f_first, mut f_total, mut grpc) = (vec![], vec![], vec![], vec![], vec![]);
