@@ -284,6 +284,31 @@ async fn grpc_list(channel: &tonic::transport::Channel, token: &str) -> anyhow::
     Ok((started.elapsed(), reply.into_inner().len()))
 }
 
+/// gRPC List over a raw HTTP/2 connection, to see when the first byte of the reply arrives:
+/// (first body byte, end of body).
+async fn grpc_list_first_byte(
+    h2: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
+    addr: &str,
+    token: &str,
+) -> anyhow::Result<(Duration, Duration)> {
+    h2.ready().await?;
+    let started = Instant::now();
+    let req = http::Request::post(format!("http://{addr}/application.ApplicationService/List"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("token", token)
+        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))?;
+    let response = h2.send_request(req).await?;
+    let mut body = response.into_body();
+    let mut first = None;
+    while let Some(frame) = body.frame().await {
+        if frame?.into_data().is_ok() {
+            first.get_or_insert_with(|| started.elapsed());
+        }
+    }
+    Ok((first.unwrap_or_default(), started.elapsed()))
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
@@ -468,6 +493,14 @@ async fn main() -> anyhow::Result<()> {
     rss("after a gRPC list");
     println!("list sizes: REST {full_size} bytes, gRPC {grpc_size} bytes");
     let (mut first, mut total, mut f_first, mut f_total, mut grpc) = (vec![], vec![], vec![], vec![], vec![]);
+    let (mut g_first, mut g_total) = (vec![], vec![]);
+    let stream = tokio::net::TcpStream::connect(&server.addr).await?;
+    let (mut h2, conn) = hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
+        .initial_stream_window_size(8 << 20)
+        .initial_connection_window_size(16 << 20)
+        .handshake(TokioIo::new(stream))
+        .await?;
+    tokio::spawn(conn);
     for _ in 0..LIST_RUNS {
         let (a, b, _) = rest_list(&mut client, &token, "").await?;
         first.push(a);
@@ -476,12 +509,17 @@ async fn main() -> anyhow::Result<()> {
         f_first.push(a);
         f_total.push(b);
         grpc.push(grpc_list(&channel, &token).await?.0);
+        let (a, b) = grpc_list_first_byte(&mut h2, &server.addr, &token).await?;
+        g_first.push(a);
+        g_total.push(b);
     }
     summary("REST list, first byte", first);
     summary("REST list, whole body", total);
     summary("REST list fields=, first byte", f_first);
     summary("REST list fields=, whole body", f_total);
-    summary("gRPC list, whole message", grpc);
+    summary("gRPC list, whole message (tonic)", grpc);
+    summary("gRPC list, first byte (raw h2)", g_first);
+    summary("gRPC list, whole body (raw h2)", g_total);
 
     // Watch fan-out.
     let marker = format!("fanout-{}", std::process::id());

@@ -51,7 +51,14 @@ pub async fn can_i(
     Who(caller, _): Who,
     Path((resource, action, subresource)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, AppError> {
-    let allowed = account::can_i(&state.rbac, &caller, &resource, &action, &subresource)?;
+    let allowed = account::can_i(
+        &state.rbac,
+        &state.namespace,
+        &caller,
+        &resource,
+        &action,
+        &subresource,
+    )?;
     Ok(Json(Value {
         value: if allowed { "yes" } else { "no" },
     }))
@@ -63,7 +70,7 @@ pub async fn can_i_without_object(
     Who(caller, _): Who,
     Path((resource, action)): Path<(String, String)>,
 ) -> Result<Json<Value>, AppError> {
-    let allowed = account::can_i(&state.rbac, &caller, &resource, &action, "")?;
+    let allowed = account::can_i(&state.rbac, &state.namespace, &caller, &resource, &action, "")?;
     Ok(Json(Value {
         value: if allowed { "yes" } else { "no" },
     }))

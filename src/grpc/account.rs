@@ -20,7 +20,14 @@ impl AccountService for AccountGrpc {
     async fn can_i(&self, request: Request<CanIRequest>) -> Result<Response<CanIResponse>, Status> {
         let caller = super::caller(&request);
         let r = request.into_inner();
-        let allowed = account::can_i(&self.state.rbac, &caller, &r.resource, &r.action, &r.subresource)?;
+        let allowed = account::can_i(
+            &self.state.rbac,
+            &self.state.namespace,
+            &caller,
+            &r.resource,
+            &r.action,
+            &r.subresource,
+        )?;
         Ok(Response::new(CanIResponse {
             value: if allowed { "yes" } else { "no" }.to_owned(),
         }))

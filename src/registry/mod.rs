@@ -179,7 +179,23 @@ impl Registry {
     /// Applies `changes` atomically: all are durable when this returns `Ok`, or none took effect.
     /// Returns each object's new state (`None` for a deletion).
     pub async fn apply(&self, changes: Vec<Change>) -> Result<Vec<Option<DocRef>>, RegistryError> {
+        self.apply_if(|_| Ok::<_, RegistryError>(()), changes).await
+    }
+
+    /// `apply`, after `check` passed while no other write can happen: for conditions that span
+    /// objects (a project may only be deleted while no application uses it; an application may
+    /// only be written while its project exists).
+    pub async fn apply_if<E: From<RegistryError>>(
+        &self,
+        check: impl FnOnce(&Self) -> Result<(), E>,
+        changes: Vec<Change>,
+    ) -> Result<Vec<Option<DocRef>>, E> {
         let _writer = self.writer.lock().await;
+        check(self)?;
+        Ok(self.apply_locked(changes).await?)
+    }
+
+    async fn apply_locked(&self, changes: Vec<Change>) -> Result<Vec<Option<DocRef>>, RegistryError> {
         let base = self.revision();
         let mut planned = Vec::with_capacity(changes.len());
         let mut ops = Vec::with_capacity(changes.len() + 1);

@@ -109,8 +109,12 @@ fn find(sessions: &Sessions, name: &str) -> Result<Account, AppError> {
 
 /// `CanI`: the caller's own permission, never someone else's. Asking is not
 /// acting, so a "no" is an answer, not a denial (no audit line).
+/// `namespace` is the server's: for project-scoped resources an object
+/// `<project>/<namespace>/<name>` in it is asked as `<project>/<name>`, the
+/// form the server itself uses for objects in its own namespace.
 pub fn can_i(
     rbac: &Rbac,
+    namespace: &str,
     caller: &Caller,
     resource: &str,
     action: &str,
@@ -124,7 +128,20 @@ pub fn can_i(
     } else {
         action
     };
-    Ok(rbac.allows(principal, resource, action, object))
+    let object = normalize_object(resource, object, namespace);
+    Ok(rbac.allows(principal, resource, action, &object))
+}
+
+fn normalize_object(resource: &str, object: &str, namespace: &str) -> String {
+    let parts: Vec<&str> = object.split('/').collect();
+    match parts.as_slice() {
+        [project, ns, name]
+            if *ns == namespace && crate::rbac::project::PROJECT_SCOPED.contains(&resource) =>
+        {
+            format!("{project}/{name}")
+        }
+        _ => object.to_owned(),
+    }
 }
 
 pub fn list(sessions: &Sessions, rbac: &Rbac, caller: &Caller) -> Result<Vec<AccountView>, AppError> {
@@ -255,4 +272,24 @@ pub async fn delete_token(
     sessions.delete_api_key(name, id).await?;
     tracing::info!(target: "audit", account = %name, token = %id, by = %principal.subject(), "API key deleted");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_object;
+
+    #[test]
+    fn can_i_objects_in_the_server_namespace_take_the_short_form() {
+        assert_eq!(
+            normalize_object("applications", "p/argocd/app", "argocd"),
+            "p/app"
+        );
+        assert_eq!(
+            normalize_object("applications", "p/other/app", "argocd"),
+            "p/other/app"
+        );
+        assert_eq!(normalize_object("logs", "p/argocd/app", "argocd"), "p/app");
+        assert_eq!(normalize_object("projects", "p/argocd/x", "argocd"), "p/argocd/x");
+        assert_eq!(normalize_object("applications", "p/app", "argocd"), "p/app");
+    }
 }

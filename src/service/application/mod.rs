@@ -439,8 +439,29 @@ fn normalized_spec(value: &Value) -> Result<Option<Value>, AppError> {
     Ok(schema.to_json(&msg).get("spec").cloned())
 }
 
+/// Writes an application while its project exists (checked under the registry's write lock,
+/// so a concurrent project deletion cannot strand it).
 async fn write(state: &AppState, change: Change) -> Result<Reply, AppError> {
-    let mut results = state.registry.apply(vec![change]).await?;
+    let project = match &change {
+        Change::Create { value, .. } | Change::Update { value, .. } => {
+            AppView::read(value)?.project().to_owned()
+        }
+        Change::Delete { .. } => String::new(),
+    };
+    let project_exists = |registry: &crate::registry::Registry| {
+        if project.is_empty()
+            || registry
+                .get(&Key::new(Kind::AppProject, &state.namespace, &project))
+                .is_some()
+        {
+            Ok(())
+        } else {
+            Err(AppError::InvalidArgument(format!(
+                "application references project {project} which does not exist"
+            )))
+        }
+    };
+    let mut results = state.registry.apply_if(project_exists, vec![change]).await?;
     match results.pop().flatten() {
         Some(doc) => Ok(Reply::Doc(doc)),
         None => Ok(Reply::Message(Value::Object(Map::new()))),

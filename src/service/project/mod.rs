@@ -524,20 +524,22 @@ pub async fn delete(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
         ));
     }
     let existing = authorized(state, principal, &q.name, "delete")?;
-    let (_, apps) = state.registry.list(Kind::Application);
-    let users = apps.iter().filter(|a| a.summary.project == q.name).count();
-    if users > 0 {
-        return Err(AppError::FailedPrecondition(format!(
-            "project {:?} is used by {users} application(s); delete them or move them to another project first",
-            q.name
-        )));
-    }
-    state
-        .registry
-        .apply(vec![Change::Delete {
-            key: existing.key.clone(),
-            expect: Some(existing.rv),
-        }])
-        .await?;
+    // Checked under the registry's write lock, so no application can join in between.
+    let unused = |registry: &crate::registry::Registry| {
+        let (_, apps) = registry.list(Kind::Application);
+        let users = apps.iter().filter(|a| a.summary.project == q.name).count();
+        if users > 0 {
+            return Err(AppError::FailedPrecondition(format!(
+                "project {:?} is used by {users} application(s); delete them or move them to another project first",
+                q.name
+            )));
+        }
+        Ok(())
+    };
+    let change = Change::Delete {
+        key: existing.key.clone(),
+        expect: Some(existing.rv),
+    };
+    state.registry.apply_if(unused, vec![change]).await?;
     Ok(Reply::Message(Value::Object(Map::new())))
 }
