@@ -35,7 +35,7 @@ impl Kind {
     }
 
     /// The protobuf message that describes an object of this kind.
-    pub fn message(self) -> &'static str {
+    pub const fn message(self) -> &'static str {
         match self {
             Kind::Application => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Application",
             Kind::AppProject => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.AppProject",

@@ -196,6 +196,20 @@ impl Registry {
     }
 
     async fn apply_locked(&self, changes: Vec<Change>) -> Result<Vec<Option<DocRef>>, RegistryError> {
+        // Each change is checked against the index as it was before the batch, so a key may
+        // appear once per batch (as the store requires too).
+        let mut keys = std::collections::HashSet::new();
+        for change in &changes {
+            let key = match change {
+                Change::Create { key, .. } | Change::Update { key, .. } | Change::Delete { key, .. } => key,
+            };
+            if !keys.insert(key) {
+                return Err(RegistryError::Invalid {
+                    key: key.clone(),
+                    err: SchemaError::new("", "the same object appears twice in one write"),
+                });
+            }
+        }
         let base = self.revision();
         let mut planned = Vec::with_capacity(changes.len());
         let mut ops = Vec::with_capacity(changes.len() + 1);

@@ -9,17 +9,17 @@ use serde_json::Value;
 
 use super::redact;
 use crate::error::AppError;
-use crate::registry::{Change, DocRef, RegistryError};
+use crate::registry::{Change, DocRef, Kind, RegistryError};
 use crate::schema::Schema;
 use crate::server::state::AppState;
 
 /// Full protobuf names of the messages these services answer with.
-pub const CLUSTER: &str = "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Cluster";
+pub const CLUSTER: &str = Kind::Cluster.message();
 pub const CLUSTER_LIST: &str = "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.ClusterList";
-pub const REPOSITORY: &str = "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Repository";
+pub const REPOSITORY: &str = Kind::Repository.message();
 pub const REPOSITORY_LIST: &str =
     "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepositoryList";
-pub const REPO_CREDS: &str = "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCreds";
+pub const REPO_CREDS: &str = Kind::RepoCreds.message();
 pub const REPO_CREDS_LIST: &str =
     "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCredsList";
 

@@ -16,9 +16,9 @@ use serde_json::{Map, Value};
 use self::selector::Selector;
 pub use self::sync::{sync, terminate_operation};
 pub use self::watch::watch;
-use super::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER, ProjectRules};
+use super::project_rules::ProjectRules;
 use super::resource::{check_object_name, check_repo_url, parse_resource_version};
-use super::sensitive::check_no_password;
+use super::sensitive::{check_no_password, denied};
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
@@ -28,11 +28,6 @@ use crate::rpc::{Ctx, Reply, StreamItem};
 use crate::server::state::AppState;
 
 const RESOURCE: &str = "applications";
-
-/// The fixed answer for an application the caller may not see (or that does not exist).
-fn denied() -> AppError {
-    AppError::PermissionDenied("permission denied".to_owned())
-}
 
 /// `ApplicationQuery` (List, Get, Watch).
 #[derive(Deserialize, Default, Debug)]
@@ -242,16 +237,24 @@ struct DestView {
 }
 
 impl AppView {
-    /// Checks `value` against the schema first, so that a wrong type is reported with its field.
+    /// The view of a stored (canonical) application.
     fn read(value: &Value) -> Result<Self, AppError> {
+        Self::deserialize(value).map_err(|e| AppError::InvalidArgument(format!("invalid application: {e}")))
+    }
+
+    /// A caller's application as it would be stored (types checked, and a wrong one reported
+    /// with its field; unknown fields dropped), with its view.
+    fn canonical(value: Value) -> Result<(Value, Self), AppError> {
         let schema = crate::schema::Schema::get();
         let desc = schema
             .message(Kind::Application.message())
             .map_err(|e| AppError::Internal(e.into()))?;
-        schema
-            .from_json(&desc, value)
+        let msg = schema
+            .from_json(&desc, &value)
             .map_err(|e| AppError::InvalidArgument(format!("invalid application: {e}")))?;
-        Self::deserialize(value).map_err(|e| AppError::InvalidArgument(format!("invalid application: {e}")))
+        let value = schema.to_json(&msg);
+        let view = Self::read(&value)?;
+        Ok((value, view))
     }
 
     fn project(&self) -> &str {
@@ -318,24 +321,12 @@ fn validate(state: &AppState, app: &AppView) -> Result<Key, AppError> {
     Ok(Key::new(Kind::Application, &ns, &app.metadata.name))
 }
 
-/// The server URL of the cluster named `name`.
+/// The server URL of the cluster named `name` (the in-cluster destination included while it is
+/// enabled).
 fn cluster_server_by_name(state: &AppState, name: &str) -> Result<String, AppError> {
-    if name == IN_CLUSTER_NAME {
-        return Ok(IN_CLUSTER_SERVER.to_owned());
-    }
-    let (_, clusters) = state.registry.list(Kind::Cluster);
-    clusters
-        .iter()
-        .find_map(|doc| {
-            let value = doc.value();
-            (value.get("name").and_then(Value::as_str) == Some(name)).then(|| {
-                value
-                    .get("server")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            })
-        })
+    use super::cluster::lookup::{Lookup, find};
+    find(state, &Lookup::Name(name.to_owned()))
+        .map(|cluster| cluster.server)
         .ok_or_else(|| {
             AppError::InvalidArgument(format!(
                 "unable to find destination server: there are no clusters with this name: {name}"
@@ -389,8 +380,7 @@ fn keep_server_fields(mut value: Value, stored: &Value) -> Value {
 
 pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let value = client_fields(req.application);
-    let app = AppView::read(&value)?;
+    let (value, app) = AppView::canonical(client_fields(req.application))?;
     // RBAC first: whether a project exists is not told to a caller who may not create in it.
     let ns = namespace_of(&ctx.state, &app.metadata.namespace);
     let object = rbac_object(&ctx.state.namespace, app.project(), &ns, &app.metadata.name);
@@ -399,7 +389,7 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     if let Some(existing) = ctx.state.registry.get(&key) {
         let stored = existing.value();
         let stored_app = AppView::read(&stored)?;
-        if stored.get("spec") == normalized_spec(&value)?.as_ref()
+        if stored.get("spec") == value.get("spec")
             && stored_app.metadata.annotations == app.metadata.annotations
         {
             return Ok(Reply::Doc(existing));
@@ -416,52 +406,23 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         let value = keep_server_fields(value, &stored);
         return write(
             &ctx.state,
+            &app,
             Change::Update {
                 key,
                 value,
-                expect: None,
+                expect: Some(existing.rv),
             },
         )
         .await;
     }
-    write(&ctx.state, Change::Create { key, value }).await
+    write(&ctx.state, &app, Change::Create { key, value }).await
 }
 
-/// The spec of `value` as it would be stored (so it compares with a stored spec).
-fn normalized_spec(value: &Value) -> Result<Option<Value>, AppError> {
-    let schema = crate::schema::Schema::get();
-    let desc = schema
-        .message(Kind::Application.message())
-        .map_err(|e| AppError::Internal(e.into()))?;
-    let msg = schema
-        .from_json(&desc, value)
-        .map_err(|e| AppError::InvalidArgument(format!("invalid application: {e}")))?;
-    Ok(schema.to_json(&msg).get("spec").cloned())
-}
-
-/// Writes an application while its project exists (checked under the registry's write lock,
-/// so a concurrent project deletion cannot strand it).
-async fn write(state: &AppState, change: Change) -> Result<Reply, AppError> {
-    let project = match &change {
-        Change::Create { value, .. } | Change::Update { value, .. } => {
-            AppView::read(value)?.project().to_owned()
-        }
-        Change::Delete { .. } => String::new(),
-    };
-    let project_exists = |registry: &crate::registry::Registry| {
-        if project.is_empty()
-            || registry
-                .get(&Key::new(Kind::AppProject, &state.namespace, &project))
-                .is_some()
-        {
-            Ok(())
-        } else {
-            Err(AppError::InvalidArgument(format!(
-                "application references project {project} which does not exist"
-            )))
-        }
-    };
-    let mut results = state.registry.apply_if(project_exists, vec![change]).await?;
+/// Writes an application after checking it against its project again under the registry's
+/// write lock: a project changed or deleted since `validate` cannot strand an invalid one.
+async fn write(state: &AppState, app: &AppView, change: Change) -> Result<Reply, AppError> {
+    let still_valid = |_: &crate::registry::Registry| validate(state, app).map(|_| ());
+    let mut results = state.registry.apply_if(still_valid, vec![change]).await?;
     match results.pop().flatten() {
         Some(doc) => Ok(Reply::Doc(doc)),
         None => Ok(Reply::Message(Value::Object(Map::new()))),
@@ -481,8 +442,7 @@ pub struct UpdateRequest {
 /// in both.
 pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let value = client_fields(req.application);
-    let app = AppView::read(&value)?;
+    let (value, app) = AppView::canonical(client_fields(req.application))?;
     let existing = authorized(
         &ctx.state,
         principal,
@@ -491,24 +451,17 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
         &req.project,
         "update",
     )?;
-    replace(
-        &ctx.state,
-        principal,
-        &existing,
-        value,
-        &app.metadata.resource_version,
-    )
-    .await
+    let resource_version = app.metadata.resource_version.clone();
+    replace(&ctx.state, principal, &existing, (value, app), &resource_version).await
 }
 
 async fn replace(
     state: &AppState,
     principal: &Principal,
     existing: &DocRef,
-    value: Value,
+    (value, app): (Value, AppView),
     resource_version: &str,
 ) -> Result<Reply, AppError> {
-    let app = AppView::read(&value)?;
     let key = validate(state, &app)?;
     if key != existing.key {
         return Err(AppError::InvalidArgument(
@@ -521,7 +474,7 @@ async fn replace(
     }
     let value = keep_server_fields(value, &existing.value());
     let expect = parse_resource_version(resource_version)?;
-    write(state, Change::Update { key, value, expect }).await
+    write(state, &app, Change::Update { key, value, expect }).await
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -551,7 +504,8 @@ pub async fn update_spec(ctx: Ctx, req: UpdateSpecRequest) -> Result<Reply, AppE
     }
     default_project(&mut value);
     let rv = existing.rv.to_string();
-    let Reply::Doc(doc) = replace(&ctx.state, principal, &existing, value, &rv).await? else {
+    let new = AppView::canonical(value)?;
+    let Reply::Doc(doc) = replace(&ctx.state, principal, &existing, new, &rv).await? else {
         return Err(AppError::Internal(anyhow::anyhow!("update gave no object")));
     };
     Ok(Reply::Message(
@@ -598,7 +552,8 @@ pub async fn patch(ctx: Ctx, req: PatchRequest) -> Result<Reply, AppError> {
         }
     }
     let rv = existing.rv.to_string();
-    replace(&ctx.state, principal, &existing, client_fields(value), &rv).await
+    let new = AppView::canonical(client_fields(value))?;
+    replace(&ctx.state, principal, &existing, new, &rv).await
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -67,8 +67,9 @@ fn live_events(
         let now = time::OffsetDateTime::now_utc().unix_timestamp();
         tokio::time::Instant::now() + Duration::from_secs(u64::try_from(at - now).unwrap_or(0))
     });
-    let init = (sub, false);
-    stream::unfold(init, move |(mut sub, done)| {
+    // (subscription, ended, when the session was last checked)
+    let init = (sub, false, None::<tokio::time::Instant>);
+    stream::unfold(init, move |(mut sub, done, mut checked)| {
         let state = Arc::clone(&state);
         let caller = caller.clone();
         let visible = Arc::clone(&visible);
@@ -86,23 +87,28 @@ fn live_events(
                 tokio::select! {
                     next = sub.next() => match next {
                         None => return None,
-                        Some(Err(err)) => return Some((Err(watch_error(err)), (sub, true))),
+                        Some(Err(err)) => return Some((Err(watch_error(err)), (sub, true, checked))),
                         Some(Ok(event)) => {
-                            if let Err(err) = session_valid(&state, &caller) {
-                                return Some((Err(err), (sub, true)));
-                            }
                             if visible(&event.doc) {
+                                // Before anything is sent, the session must still be good; at
+                                // most once a second, as a busy watch sees many events.
+                                if checked.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                                    checked = Some(tokio::time::Instant::now());
+                                    if let Err(err) = session_valid(&state, &caller) {
+                                        return Some((Err(err), (sub, true, checked)));
+                                    }
+                                }
                                 let item = StreamItem::Event { kind: event.kind.as_str(), field: "application", doc: Arc::clone(&event.doc) };
-                                return Some((Ok(item), (sub, false)));
+                                return Some((Ok(item), (sub, false, checked)));
                             }
                         }
                     },
                     () = expiry => {
-                        return Some((Err(AppError::Unauthenticated("session expired: log in again".to_owned())), (sub, true)));
+                        return Some((Err(AppError::Unauthenticated("session expired: log in again".to_owned())), (sub, true, checked)));
                     }
                     () = tokio::time::sleep(RECHECK) => {
                         if let Err(err) = session_valid(&state, &caller) {
-                            return Some((Err(err), (sub, true)));
+                            return Some((Err(err), (sub, true, checked)));
                         }
                     }
                 }

@@ -11,7 +11,7 @@
 //! tiphys does not connect to clusters: the connection state is always `Unknown`, saying so,
 //! and RotateAuth (which rotates a service-account token inside the cluster) is not served.
 
-mod lookup;
+pub(crate) mod lookup;
 
 use std::sync::Arc;
 

@@ -400,17 +400,23 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
             state.rbac.enforce(principal, "clusters", "update", cluster)?;
         }
     }
-    check_applications_stay_valid(state, &meta.name, &old_spec, &new_spec)?;
-    let expect = parse_resource_version(&meta.resource_version)?;
-    write(
-        state,
-        Change::Update {
-            key: existing.key.clone(),
-            value,
-            expect,
-        },
-    )
-    .await
+    // Without a version from the caller, the version read here: a token issued meanwhile must
+    // not be lost to tokens copied from this older state.
+    let expect = parse_resource_version(&meta.resource_version)?.or(Some(existing.rv));
+    let change = Change::Update {
+        key: existing.key.clone(),
+        value,
+        expect,
+    };
+    // Under the registry's write lock, so no application can be written against the old spec.
+    let stays_valid = |_: &crate::registry::Registry| {
+        check_applications_stay_valid(state, &meta.name, &old_spec, &new_spec)
+    };
+    let mut results = state.registry.apply_if(stays_valid, vec![change]).await?;
+    match results.pop().flatten() {
+        Some(doc) => Ok(Reply::Doc(doc)),
+        None => Ok(Reply::Message(Value::Object(Map::new()))),
+    }
 }
 
 /// The cluster each destination names: its server URL, or its name when it has no server.
