@@ -195,6 +195,21 @@ impl Registry {
         Ok(self.apply_locked(changes).await?)
     }
 
+    /// One change after `check` (see [`Registry::apply_if`]); the object's new state, `None`
+    /// after a deletion.
+    pub async fn apply_one_if<E: From<RegistryError>>(
+        &self,
+        check: impl FnOnce(&Self) -> Result<(), E>,
+        change: Change,
+    ) -> Result<Option<DocRef>, E> {
+        Ok(self.apply_if(check, vec![change]).await?.pop().flatten())
+    }
+
+    /// One change; the object's new state, `None` after a deletion.
+    pub async fn apply_one(&self, change: Change) -> Result<Option<DocRef>, RegistryError> {
+        self.apply_one_if(|_| Ok::<_, RegistryError>(()), change).await
+    }
+
     async fn apply_locked(&self, changes: Vec<Change>) -> Result<Vec<Option<DocRef>>, RegistryError> {
         // Each change is checked against the index as it was before the batch, so a key may
         // appear once per batch (as the store requires too).

@@ -45,6 +45,16 @@ pub enum Reply {
     Stream(BoxStream<'static, Result<StreamItem, AppError>>),
 }
 
+impl Reply {
+    /// The answer to a write: the object as stored, or `{}` after a deletion.
+    pub fn written(doc: Option<DocRef>) -> Reply {
+        match doc {
+            Some(doc) => Reply::Doc(doc),
+            None => Reply::Message(Value::Object(serde_json::Map::new())),
+        }
+    }
+}
+
 /// One message of a server stream.
 pub enum StreamItem {
     /// A message in JSON form.

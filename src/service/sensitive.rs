@@ -56,12 +56,11 @@ pub fn store_error(what: &str, err: RegistryError) -> AppError {
 
 /// Applies one change; the new document (`None` after a deletion).
 pub async fn write(state: &AppState, what: &str, change: Change) -> Result<Option<DocRef>, AppError> {
-    let mut results = state
+    state
         .registry
-        .apply(vec![change])
+        .apply_one(change)
         .await
-        .map_err(|e| store_error(what, e))?;
-    Ok(results.pop().flatten())
+        .map_err(|e| store_error(what, e))
 }
 
 /// `value` as message `message` would be encoded in REST: unknown fields dropped, zero values

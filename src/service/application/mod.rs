@@ -422,11 +422,9 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
 /// write lock: a project changed or deleted since `validate` cannot strand an invalid one.
 async fn write(state: &AppState, app: &AppView, change: Change) -> Result<Reply, AppError> {
     let still_valid = |_: &crate::registry::Registry| validate(state, app).map(|_| ());
-    let mut results = state.registry.apply_if(still_valid, vec![change]).await?;
-    match results.pop().flatten() {
-        Some(doc) => Ok(Reply::Doc(doc)),
-        None => Ok(Reply::Message(Value::Object(Map::new()))),
-    }
+    Ok(Reply::written(
+        state.registry.apply_one_if(still_valid, change).await?,
+    ))
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -116,7 +116,7 @@ pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
         value,
         expect: Some(existing.rv),
     };
-    let doc = state.registry.apply(vec![change]).await?.pop().flatten();
+    let doc = state.registry.apply_one(change).await?;
     doc.map(Reply::Doc)
         .ok_or_else(|| AppError::Internal(anyhow::anyhow!("sync wrote no object")))
 }

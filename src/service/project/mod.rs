@@ -287,11 +287,7 @@ fn comparable_spec(value: &Value) -> Result<Value, AppError> {
 }
 
 async fn write(state: &AppState, change: Change) -> Result<Reply, AppError> {
-    let mut results = state.registry.apply(vec![change]).await?;
-    match results.pop().flatten() {
-        Some(doc) => Ok(Reply::Doc(doc)),
-        None => Ok(Reply::Message(Value::Object(Map::new()))),
-    }
+    Ok(Reply::written(state.registry.apply_one(change).await?))
 }
 
 /// `ProjectCreateRequest`.
@@ -412,11 +408,9 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let stays_valid = |_: &crate::registry::Registry| {
         check_applications_stay_valid(state, &meta.name, &old_spec, &new_spec)
     };
-    let mut results = state.registry.apply_if(stays_valid, vec![change]).await?;
-    match results.pop().flatten() {
-        Some(doc) => Ok(Reply::Doc(doc)),
-        None => Ok(Reply::Message(Value::Object(Map::new()))),
-    }
+    Ok(Reply::written(
+        state.registry.apply_one_if(stays_valid, change).await?,
+    ))
 }
 
 /// The cluster each destination names: its server URL, or its name when it has no server.
