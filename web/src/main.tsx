@@ -7,4 +7,7 @@ import { applyTheme, storedTheme } from "./theme";
 applyTheme(storedTheme());
 installLinkInterception();
 const root = document.getElementById("app");
-if (root) render(<App />, root);
+if (root) {
+  root.replaceChildren(); // the static "Loading" placeholder of index.html
+  render(<App />, root);
+}

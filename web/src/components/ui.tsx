@@ -40,7 +40,12 @@ export function Loading() {
 
 export function Badge({ value, kind }: { value?: string; kind: "sync" | "health" | "phase" | "conn" }) {
   const v = value || "Unknown";
-  return <span class={`badge ${kind}-${v.toLowerCase()}`}>{v}</span>;
+  const what = { sync: "Sync status", health: "Health", phase: "Phase", conn: "Connection" }[kind];
+  return (
+    <span class={`badge ${kind}-${v.toLowerCase()}`} title={`${what}: ${v}`} data-kind={kind}>
+      {v}
+    </span>
+  );
 }
 
 export function Time({ value }: { value?: string | number | null }) {
