@@ -179,7 +179,7 @@ describe("dashboard as admin", () => {
     await page.getByRole("cell", { name: "team-a", exact: true }).waitFor();
     await page.getByLabel("source repository repository").fill(REPO);
     await page.getByRole("button", { name: "Add source repository" }).click();
-    await page.getByRole("cell", { name: REPO }).waitFor();
+    await page.getByRole("cell", { name: REPO, exact: true }).waitFor();
     await page.getByLabel("Role name").fill("ci");
     await page.getByLabel("Policy").fill("p, proj:team-a:ci, applications, get, team-a/*, allow");
     await page.getByRole("button", { name: "Add role" }).click();

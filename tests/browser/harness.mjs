@@ -182,6 +182,7 @@ export async function startPrefixProxy(server, prefix) {
       { host: "127.0.0.1", port: server.port, method: req.method, path: req.url.slice(prefix.length - 1) || "/", headers: req.headers },
       (up) => {
         res.writeHead(up.statusCode, up.headers);
+        res.flushHeaders(); // a stream's headers must not wait for its first event
         up.pipe(res);
       },
     );
