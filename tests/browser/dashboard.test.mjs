@@ -5,6 +5,7 @@ import assert from "node:assert/strict";
 import { api, cli, launch, login, newPage, shot, startServer, token, waitFor } from "./harness.mjs";
 
 const REPO = "https://github.com/argoproj/argocd-example-apps.git";
+const SSH_REPO = "ssh://git@github.com/argoproj/argocd-example-apps.git";
 
 describe("dashboard as admin", () => {
   let server, browser, page, adminToken;
@@ -153,10 +154,13 @@ describe("dashboard as admin", () => {
     const evil = '<img src=x onerror="window.__pwned=1">';
     await api(server, adminToken, "POST", "api/v1/applications", {
       metadata: { name: "escaped", labels: { note: "b" }, annotations: { note: evil } },
-      spec: { destination: { server: "https://kubernetes.default.svc", namespace: "default" }, source: { repoURL: REPO, path: evil } },
+      spec: { destination: { server: "https://kubernetes.default.svc", namespace: "default" }, source: { repoURL: SSH_REPO, path: evil } },
     });
     await page.goto(`${server.url}applications/argocd/escaped`);
     await page.getByText(evil).first().waitFor();
+    // The server refuses javascript: repository URLs; an ssh: one is shown, but as text only.
+    await page.getByTestId("sources").getByText(SSH_REPO).waitFor();
+    assert.equal(await page.getByTestId("sources").getByRole("link").count(), 0);
     assert.equal(await page.evaluate(() => window.__pwned), undefined);
     assert.equal(await page.locator("img").count(), 0);
     // The rendered links: none has a scheme other than http(s).
@@ -239,7 +243,17 @@ describe("dashboard as admin", () => {
     await page.getByRole("link", { name: "User info" }).click();
     assert.equal(await page.getByTestId("username").innerText(), "admin");
     await page.getByRole("form", { name: "Change password" }).waitFor();
+    // An API token: shown once, then listed by its id only.
+    await page.getByLabel("Token ID (optional)").fill("ci-bot");
+    await page.getByRole("button", { name: "Generate token" }).click();
+    const shown = await page.getByTestId("new-token").inputValue();
+    assert.match(shown, /^eyJ[\w-]+\.[\w-]+\.[\w-]+$/);
+    await page.getByTestId("tokens").getByText("ci-bot").waitFor();
     await shot(page, "14-user-info");
+    await page.getByRole("button", { name: "Done" }).click();
+    assert.ok(!(await page.content()).includes(shown));
+    const me = await fetch(`${server.url}api/v1/session/userinfo`, { headers: { Authorization: `Bearer ${shown}` } }).then((r) => r.json());
+    assert.equal(me.username, "admin", "the shown token works");
     await page.getByRole("link", { name: "About" }).click();
     const version = await api(server, adminToken, "GET", "api/version");
     await page.getByTestId("server-version").filter({ hasText: version.Version }).waitFor();
@@ -297,6 +311,18 @@ describe("dashboard as admin", () => {
     await page.goto(`${server.url}login?return_url=${encodeURIComponent("https://evil.example.test/")}`);
     await login(page, server);
     assert.equal(new URL(page.url()).origin, server.origin);
+  });
+
+  it("changes the password", async () => {
+    await page.goto(`${server.url}user-info`);
+    const form = page.getByRole("form", { name: "Change password" });
+    await form.getByLabel("Current password").fill("admin-password-1");
+    await form.getByLabel("New password", { exact: true }).fill("admin-password-2");
+    await form.getByLabel("New password again").fill("admin-password-2");
+    await form.getByRole("button", { name: "Change password" }).click();
+    await page.getByText("Password changed.").waitFor();
+    await token(server, "admin", "admin-password-2");
+    await assert.rejects(token(server, "admin", "admin-password-1"), /401/);
     assert.deepEqual(page.problems, [], "no console errors or uncaught exceptions");
   });
 });

@@ -65,11 +65,13 @@ export async function waitFor(what, check, ms = 10000) {
  * additions), basehref, rootpath, staticassets (else TIPHYS_STATIC_ASSETS, else the embedded UI).
  */
 export async function startServer(opts = {}) {
-  const dir = mkdtempSync(join(tmpdir(), "tiphys-browser-"));
+  // `dir` and `port` let a test restart a server on its data and address.
+  const dir = opts.dir ?? mkdtempSync(join(tmpdir(), "tiphys-browser-"));
   const config = join(dir, "config");
   writeConfig(config, opts);
   const ready = join(dir, "ready.json");
-  const args = ["server", "--insecure", "--address", "127.0.0.1", "--port", "0", "--metrics-address", "127.0.0.1", "--metrics-port", "0",
+  rmSync(ready, { force: true });
+  const args = ["server", "--insecure", "--address", "127.0.0.1", "--port", String(opts.port ?? 0), "--metrics-address", "127.0.0.1", "--metrics-port", "0",
     "--data-dir", join(dir, "data"), "--config-dir", config, "--ready-file", ready, "--log-level", "warn"];
   if (opts.basehref) args.push("--basehref", opts.basehref);
   if (opts.rootpath) args.push("--rootpath", opts.rootpath);
@@ -93,12 +95,15 @@ export async function startServer(opts = {}) {
     url: `${origin}${prefix}/`,
     dir,
     log: () => Buffer.concat(chunks).toString(),
-    async stop() {
+    /** Stops the server; `keep` leaves its directory for a restart. */
+    async stop({ keep = false } = {}) {
       writeFileSync(log, Buffer.concat(chunks));
-      child.kill("SIGTERM");
-      await Promise.race([exited, sleep(5000)]);
-      if (child.exitCode === null) child.kill("SIGKILL");
-      rmSync(dir, { recursive: true, force: true });
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill("SIGTERM");
+        await Promise.race([exited, sleep(5000)]);
+        if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+      }
+      if (!keep) rmSync(dir, { recursive: true, force: true });
     },
   };
 }
