@@ -1,5 +1,6 @@
 // The live list survives a server restart: the stream drops, the page shows it is offline,
-// reconnects with backoff when the server is back, and shows changes made after the restart.
+// reconnects with backoff when the server is back, and shows changes made after the restart;
+// a session revoked meanwhile sends the page to the login.
 import { after, describe, it } from "node:test";
 import assert from "node:assert/strict";
 import { api, cli, launch, login, newPage, shot, startServer, token } from "./harness.mjs";
@@ -38,5 +39,14 @@ describe("the live list across a server restart", () => {
     await page.getByTestId("live").filter({ hasText: "Live" }).waitFor({ timeout: 20000 });
     await tile.locator('[data-field="source"]').filter({ hasText: "after-restart" }).waitFor({ timeout: 20000 });
     assert.equal(page.url(), `${server.url}applications`, "no reload, no login");
+
+    // The session is revoked elsewhere: the stream ends and the page asks for a login.
+    const cookies = await page.context().cookies();
+    const header = cookies.map((c) => `${c.name}=${c.value}`).join("; ");
+    const res = await fetch(`${server.url}auth/logout`, { headers: { Cookie: header }, redirect: "manual" });
+    assert.equal(res.status, 303);
+    await cli(server, adminToken, "app", "set", "survivor", "--path", "after-logout");
+    await page.waitForURL(/\/login\?return_url=/, { timeout: 20000 });
+    assert.equal(await tile.count(), 0);
   });
 });

@@ -19,6 +19,11 @@ export function setUnauthorizedHandler(handler: () => void): void {
   onUnauthorized = handler;
 }
 
+/** Reports a lost session (also used by the watch stream, which does not go through `request`). */
+export function notifyUnauthorized(): void {
+  onUnauthorized();
+}
+
 export function apiUrl(path: string): string {
   return underBase(document.baseURI, path);
 }

@@ -2,7 +2,7 @@
 // status of a failure is known), reconnecting with backoff and resuming from the last
 // resourceVersion seen; a resume the server refuses (too old) starts over with a fresh list.
 import type { WatchEvent } from "./types";
-import { apiUrl, query } from "./http";
+import { apiUrl, notifyUnauthorized, query } from "./http";
 import { backoffDelay, SseParser } from "../lib/sse";
 
 export interface WatchOptions {
@@ -14,7 +14,6 @@ export interface WatchOptions {
   /** The stream cannot resume: reload the list, then call `resume(rv)`. */
   onResync: () => void;
   onStatus?: (connected: boolean) => void;
-  onUnauthorized?: () => void;
 }
 
 export class AppWatch {
@@ -39,7 +38,7 @@ export class AppWatch {
       if (this.stopped) return;
       this.opts.onStatus?.(false);
       if (outcome === "unauthorized") {
-        this.opts.onUnauthorized?.();
+        notifyUnauthorized();
         return;
       }
       if (outcome === "resync") {
