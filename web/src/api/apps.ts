@@ -1,0 +1,62 @@
+// Application API calls and the projection the list asks for.
+import { del, get, post, put, query, seg } from "./http";
+import type { Application, ListResponse } from "./types";
+
+/** What the list shows; the server drops paths outside its whitelist silently. */
+export const LIST_FIELDS = [
+  "metadata.resourceVersion",
+  "items.metadata.name",
+  "items.metadata.namespace",
+  "items.metadata.labels",
+  "items.metadata.creationTimestamp",
+  "items.metadata.deletionTimestamp",
+  "items.metadata.resourceVersion",
+  "items.spec.destination",
+  "items.spec.project",
+  "items.spec.source",
+  "items.spec.sources",
+  "items.spec.syncPolicy",
+  "items.operation.sync",
+  "items.status.sync.status",
+  "items.status.sync.revision",
+  "items.status.health",
+  "items.status.operationState.phase",
+  "items.status.operationState.startedAt",
+  "items.status.operationState.finishedAt",
+];
+
+/** The same projection for the watch stream (each message is `{"result":{type,application}}`). */
+export const WATCH_FIELDS = [
+  "result.type",
+  ...LIST_FIELDS.filter((f) => f.startsWith("items.")).map((f) => f.replace(/^items\./, "result.application.")),
+];
+
+export function listApps(signal?: AbortSignal) {
+  return get<ListResponse<Application>>(`api/v1/applications${query({ fields: LIST_FIELDS.join(",") })}`, signal);
+}
+
+const ns = (namespace: string) => query({ appNamespace: namespace });
+
+export const getApp = (namespace: string, name: string) =>
+  get<Application>(`api/v1/applications/${seg(name)}${ns(namespace)}`);
+
+export const createApp = (app: Application) => post<Application>("api/v1/applications", app);
+
+export const updateSpec = (namespace: string, name: string, spec: unknown) =>
+  put<unknown>(`api/v1/applications/${seg(name)}/spec${ns(namespace)}`, spec);
+
+export const deleteApp = (namespace: string, name: string, cascade: boolean) =>
+  del<unknown>(`api/v1/applications/${seg(name)}${query({ appNamespace: namespace, cascade: String(cascade) })}`);
+
+export const syncApp = (namespace: string, name: string, opts: { revision?: string; prune?: boolean; dryRun?: boolean }) =>
+  post<Application>(`api/v1/applications/${seg(name)}/sync`, { name, appNamespace: namespace, ...opts });
+
+export const terminateOp = (namespace: string, name: string) =>
+  del<unknown>(`api/v1/applications/${seg(name)}/operation${ns(namespace)}`);
+
+/** The RBAC object of an application, as can-i expects it: `project/namespace/name`. */
+export function appObject(app: Application): string {
+  const project = app.spec?.project || "default";
+  const namespace = app.metadata.namespace;
+  return namespace ? `${project}/${namespace}/${app.metadata.name}` : `${project}/${app.metadata.name}`;
+}

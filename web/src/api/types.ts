@@ -1,0 +1,163 @@
+// The REST JSON shapes the dashboard reads (Go encoding/json of Argo CD's types; every field
+// may be missing because zero values are omitted).
+
+export interface ObjectMeta {
+  name: string;
+  namespace?: string;
+  resourceVersion?: string;
+  creationTimestamp?: string;
+  deletionTimestamp?: string;
+  labels?: Record<string, string>;
+  annotations?: Record<string, string>;
+}
+
+export interface ApplicationSource {
+  repoURL?: string;
+  path?: string;
+  targetRevision?: string;
+  chart?: string;
+  [key: string]: unknown;
+}
+
+export interface Destination {
+  server?: string;
+  name?: string;
+  namespace?: string;
+}
+
+export interface ApplicationSpec {
+  project?: string;
+  destination?: Destination;
+  source?: ApplicationSource;
+  sources?: ApplicationSource[];
+  syncPolicy?: { automated?: { prune?: boolean; selfHeal?: boolean }; syncOptions?: string[] } | null;
+  [key: string]: unknown;
+}
+
+export interface Condition {
+  type?: string;
+  message?: string;
+  lastTransitionTime?: string;
+}
+
+export interface OperationState {
+  phase?: string;
+  message?: string;
+  startedAt?: string | null;
+  finishedAt?: string | null;
+  operation?: unknown;
+}
+
+export interface HistoryEntry {
+  id?: number;
+  revision?: string;
+  deployedAt?: string;
+  source?: ApplicationSource;
+}
+
+export interface ApplicationStatus {
+  sync?: { status?: string; revision?: string };
+  health?: { status?: string; message?: string };
+  summary?: unknown;
+  conditions?: Condition[];
+  operationState?: OperationState;
+  history?: HistoryEntry[];
+  reconciledAt?: string | null;
+  resources?: unknown[];
+}
+
+export interface Application {
+  metadata: ObjectMeta;
+  spec?: ApplicationSpec;
+  status?: ApplicationStatus;
+  operation?: { sync?: Record<string, unknown>; initiatedBy?: { username?: string }; [k: string]: unknown };
+}
+
+export interface ListResponse<T> {
+  metadata?: { resourceVersion?: string };
+  items?: T[] | null;
+}
+
+export interface WatchEvent {
+  type: "ADDED" | "MODIFIED" | "DELETED" | string;
+  application: Application;
+}
+
+export interface UserInfo {
+  loggedIn?: boolean;
+  username?: string;
+  iss?: string;
+  groups?: string[];
+}
+
+export interface Settings {
+  userLoginsDisabled?: boolean;
+  oidcConfig?: { name?: string } | null;
+  dexConfig?: { connectors?: Array<{ name?: string }> } | null;
+  passwordPattern?: string;
+  [key: string]: unknown;
+}
+
+export interface VersionMessage {
+  Version?: string;
+  BuildDate?: string;
+  GitCommit?: string;
+  Platform?: string;
+  [key: string]: unknown;
+}
+
+export interface ProjectRole {
+  name: string;
+  description?: string;
+  policies?: string[];
+  groups?: string[];
+  jwtTokens?: Array<{ iat: number; exp?: number; id?: string }>;
+}
+
+export interface Project {
+  metadata: ObjectMeta;
+  spec?: {
+    description?: string;
+    sourceRepos?: string[];
+    destinations?: Destination[];
+    roles?: ProjectRole[];
+    [key: string]: unknown;
+  };
+  status?: unknown;
+}
+
+export interface Cluster {
+  server: string;
+  name?: string;
+  project?: string;
+  namespaces?: string[];
+  info?: { connectionState?: { status?: string; message?: string }; applicationsCount?: number; serverVersion?: string };
+}
+
+export interface Repository {
+  repo: string;
+  type?: string;
+  name?: string;
+  project?: string;
+  username?: string;
+  connectionState?: { status?: string; message?: string };
+}
+
+export interface RepoCreds {
+  url: string;
+  username?: string;
+  type?: string;
+}
+
+export interface AccountToken {
+  id?: string;
+  issuedAt?: number;
+  expiresAt?: number;
+}
+
+export interface Account {
+  name: string;
+  enabled?: boolean;
+  capabilities?: string[];
+  tokens?: AccountToken[];
+}
