@@ -345,8 +345,12 @@ fn stream_response(
         };
         std::future::ready(Some(frame))
     });
-    let keepalive = if sse { ":\n" } else { "\n" };
-    let body = with_keepalive(messages, Bytes::from_static(keepalive.as_bytes()));
+    let keepalive = Bytes::from_static(if sse { b":\n" } else { b"\n" });
+    let body = with_keepalive(messages, keepalive.clone());
+    // An SSE stream opens with a comment: a proxy that holds the headers until the first body
+    // byte would otherwise keep a quiet watch (no initial objects) pending until its first
+    // keepalive, 15 s later.
+    let body = stream::iter(sse.then_some(keepalive)).chain(body);
     let mut response = Response::new(Body::from_stream(body.map(Ok::<_, Infallible>)));
     let headers = response.headers_mut();
     headers.insert(
@@ -370,7 +374,7 @@ fn render_item(item: StreamItem, fields: Option<&Fields>) -> (Option<String>, Ve
             (None, serde_json::to_vec(&f.apply(&value)).unwrap_or_default())
         }
         (StreamItem::Message(value), None) => (None, serde_json::to_vec(&value).unwrap_or_default()),
-        (StreamItem::Event { kind, field, doc }, None) => {
+        (StreamItem::Event { kind, field, doc, .. }, None) => {
             let mut out = Vec::with_capacity(doc.json.len() + 32);
             out.extend_from_slice(b"{\"type\":\"");
             out.extend_from_slice(kind.as_bytes());
@@ -381,7 +385,7 @@ fn render_item(item: StreamItem, fields: Option<&Fields>) -> (Option<String>, Ve
             out.push(b'}');
             (Some(event_name(&doc)), out)
         }
-        (StreamItem::Event { kind, field, doc }, Some(f)) => {
+        (StreamItem::Event { kind, field, doc, .. }, Some(f)) => {
             let mut event = Map::new();
             event.insert("type".to_owned(), Value::String(kind.to_owned()));
             event.insert(field.to_owned(), doc.value());

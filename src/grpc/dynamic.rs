@@ -16,8 +16,9 @@ use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use crate::error::AppError;
+use crate::registry::{DocRef, Registry};
 use crate::rpc::codec::RawCodec;
-use crate::rpc::{Ctx, Handler, Reply, Rpc, StreamItem, encode_event, encode_list};
+use crate::rpc::{Ctx, Handler, Reply, Rpc, StreamItem, encode_event, encode_list_head, list_item_prefix};
 use crate::schema::Schema;
 use crate::server::state::AppState;
 
@@ -156,6 +157,7 @@ impl tonic::server::ServerStreamingService<Bytes> for Call {
         };
         Box::pin(async move {
             let output = this.method.output();
+            let registry = Arc::clone(&this.state.registry);
             let Reply::Stream(stream) = this.run(request).await? else {
                 return Err(AppError::Internal(anyhow::anyhow!("a unary reply from a stream method")).into());
             };
@@ -165,7 +167,17 @@ impl tonic::server::ServerStreamingService<Bytes> for Call {
                         .encode(&output, &json)
                         .map(Bytes::from)
                         .map_err(|e| AppError::Internal(e.into()))?,
-                    StreamItem::Event { kind, doc, .. } => encode_event(kind, &doc)?,
+                    StreamItem::Event {
+                        kind,
+                        proto: Some(proto),
+                        ..
+                    } => encode_event(kind, &proto),
+                    StreamItem::Event {
+                        kind,
+                        doc,
+                        proto: None,
+                        ..
+                    } => encode_event(kind, &registry.proto(&doc).map_err(internal)?),
                 };
                 Ok(bytes)
             });
@@ -176,8 +188,8 @@ impl tonic::server::ServerStreamingService<Bytes> for Call {
 
 /// A unary call, answered by this adapter rather than tonic so that a large reply (a List of
 /// thousands of objects) is written as it is produced: the message's length is known up front
-/// (every object's encoding is cached), so its frame header goes first and the objects follow
-/// in chunks, without the whole message ever being assembled in memory.
+/// (every document knows the length of its encoding), so its frame header goes first and the
+/// objects follow in chunks read from the store, without the whole message ever being in memory.
 async fn unary(
     call: Call,
     req: http::Request<tonic::body::Body>,
@@ -194,6 +206,7 @@ async fn unary(
         parts.extensions,
         message,
     );
+    let registry = Arc::clone(&call.state.registry);
     let reply = match call.run(request).await {
         Ok(reply) => reply,
         Err(status) => return status.into_http(),
@@ -203,16 +216,17 @@ async fn unary(
             Ok(bytes) => ReplyParts::One(bytes.into()),
             Err(e) => return Status::from(AppError::Internal(e.into())).into_http(),
         },
-        Reply::Doc(doc) => match doc.proto() {
+        Reply::Doc(doc) => match registry.proto(&doc) {
             Ok(bytes) => ReplyParts::One(bytes),
-            Err(e) => return Status::from(AppError::Internal(e.into())).into_http(),
+            Err(e) => return Status::from(internal(e)).into_http(),
         },
         Reply::List {
             resource_version,
             items,
-        } => match list_parts(resource_version, items) {
-            Ok(parts) => parts,
-            Err(err) => return Status::from(err).into_http(),
+        } => ReplyParts::List {
+            head: Bytes::from(encode_list_head(resource_version)),
+            items,
+            registry,
         },
         Reply::Stream(_) => {
             return Status::from(AppError::Internal(anyhow::anyhow!(
@@ -286,10 +300,11 @@ async fn read_message(body: tonic::body::Body, max: usize) -> Result<Bytes, Stat
 /// An encoded reply, as parts that are written in turn.
 enum ReplyParts {
     One(Bytes),
-    /// The list's header bytes, then per object its field prefix and cached encoding.
+    /// The list's header bytes, then per object its field prefix and encoding.
     List {
         head: Bytes,
-        items: Vec<(Bytes, Bytes)>,
+        items: Vec<DocRef>,
+        registry: Arc<Registry>,
     },
 }
 
@@ -297,49 +312,81 @@ impl ReplyParts {
     fn len(&self) -> usize {
         match self {
             ReplyParts::One(bytes) => bytes.len(),
-            ReplyParts::List { head, items } => {
-                head.len() + items.iter().map(|(p, b)| p.len() + b.len()).sum::<usize>()
+            ReplyParts::List { head, items, .. } => {
+                head.len()
+                    + items
+                        .iter()
+                        .map(|d| list_item_prefix(d.proto_len).len() + d.proto_len)
+                        .sum::<usize>()
             }
         }
     }
 
-    /// Chunks of about [`CHUNK`] bytes.
+    /// Chunks of about [`CHUNK`] bytes; a list's encodings are read from the store a chunk at a
+    /// time, as the client takes them.
     fn into_stream(self) -> BoxStream<'static, Bytes> {
         const CHUNK: usize = 256 << 10;
         match self {
             ReplyParts::One(bytes) => futures_util::stream::once(async move { bytes }).boxed(),
-            ReplyParts::List { head, items } => {
-                let mut items = items.into_iter().peekable();
+            ReplyParts::List {
+                head,
+                items,
+                registry,
+            } => {
+                let mut batches = Vec::new();
+                let mut batch = Vec::new();
+                let mut size = head.len();
+                for doc in items {
+                    size += doc.proto_len;
+                    batch.push(doc);
+                    if size >= CHUNK {
+                        batches.push(std::mem::take(&mut batch));
+                        size = 0;
+                    }
+                }
+                if !batch.is_empty() || batches.is_empty() {
+                    batches.push(batch);
+                }
                 let mut head = Some(head);
-                futures_util::stream::iter(std::iter::from_fn(move || {
-                    let mut chunk = bytes::BytesMut::with_capacity(CHUNK);
-                    if let Some(head) = head.take() {
-                        chunk.extend_from_slice(&head);
-                    }
-                    while chunk.len() < CHUNK {
-                        let Some((prefix, body)) = items.next() else {
-                            break;
-                        };
-                        chunk.extend_from_slice(&prefix);
-                        chunk.extend_from_slice(&body);
-                    }
-                    (!chunk.is_empty()).then(|| chunk.freeze())
-                }))
-                .boxed()
+                futures_util::stream::iter(batches)
+                    .map(move |batch| {
+                        let registry = Arc::clone(&registry);
+                        let head = head.take();
+                        async move { list_chunk(&registry, head, &batch).await }
+                    })
+                    // The next chunk is read while this one is written.
+                    .buffered(2)
+                    // A failed read cannot be reported once the header is out: the stream ends
+                    // short, and the client sees a truncated message.
+                    .take_while(|chunk| std::future::ready(chunk.is_some()))
+                    .filter_map(std::future::ready)
+                    .boxed()
             }
         }
     }
 }
 
-fn list_parts(resource_version: u64, items: Vec<crate::registry::DocRef>) -> Result<ReplyParts, AppError> {
-    let head = Bytes::from(encode_list(resource_version, &[])?);
-    let mut parts = Vec::with_capacity(items.len());
-    for doc in items {
-        let body = doc.proto().map_err(|e| AppError::Internal(e.into()))?;
-        let mut prefix = Vec::with_capacity(6);
-        prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut prefix);
-        prost::encoding::encode_varint(body.len() as u64, &mut prefix);
-        parts.push((Bytes::from(prefix), body));
+/// One chunk of a list reply: the head (first chunk only), then each object's prefix and encoding.
+async fn list_chunk(registry: &Registry, head: Option<Bytes>, docs: &[DocRef]) -> Option<Bytes> {
+    let protos = match registry.protos(docs).await {
+        Ok(protos) => protos,
+        Err(err) => {
+            tracing::error!(error = %err, "cannot read the encodings of a list");
+            return None;
+        }
+    };
+    let size = protos.iter().map(|p| p.len() + 6).sum::<usize>();
+    let mut chunk = bytes::BytesMut::with_capacity(size + head.as_ref().map_or(0, Bytes::len));
+    if let Some(head) = head {
+        chunk.extend_from_slice(&head);
     }
-    Ok(ReplyParts::List { head, items: parts })
+    for proto in protos {
+        chunk.extend_from_slice(&list_item_prefix(proto.len()));
+        chunk.extend_from_slice(&proto);
+    }
+    Some(chunk.freeze())
+}
+
+fn internal(err: crate::registry::RegistryError) -> AppError {
+    AppError::Internal(err.into())
 }

@@ -1,8 +1,9 @@
-//! A stored object: its canonical JSON (exactly what REST returns), its protobuf encoding
-//! (made on first gRPC use and kept), and the few fields that lists filter on.
+//! A stored object in memory: its canonical JSON (exactly what REST returns), the length of its
+//! protobuf encoding (the encoding itself stays in the store, see `proto.rs`), and the few fields
+//! that lists filter on.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Deserialize;
@@ -17,7 +18,9 @@ pub struct Doc {
     pub rv: u64,
     /// Canonical Go-style JSON, `metadata.resourceVersion` included.
     pub json: Bytes,
-    proto: OnceLock<Bytes>,
+    /// The length of the object's protobuf encoding, so a gRPC List can announce its size before
+    /// the encodings are read from the store.
+    pub proto_len: usize,
     pub summary: Summary,
 }
 
@@ -46,7 +49,7 @@ pub struct Summary {
 }
 
 impl Doc {
-    pub(crate) fn new(key: Key, rv: u64, json: Bytes) -> Result<Self, SchemaError> {
+    pub(crate) fn new(key: Key, rv: u64, json: Bytes, proto_len: usize) -> Result<Self, SchemaError> {
         // Reading the few summary fields straight from the bytes (skipping the rest) is several
         // times faster than building a Value, which matters when a restart loads every object.
         let view: View = serde_json::from_slice(&json)
@@ -56,7 +59,7 @@ impl Doc {
             key,
             rv,
             json,
-            proto: OnceLock::new(),
+            proto_len,
             summary,
         })
     }
@@ -67,19 +70,21 @@ impl Doc {
         serde_json::from_slice(&self.json).unwrap_or(Value::Null)
     }
 
-    /// The protobuf encoding of the object.
-    pub fn proto(&self) -> Result<Bytes, SchemaError> {
-        if let Some(bytes) = self.proto.get() {
-            return Ok(bytes.clone());
-        }
-        let schema = Schema::get();
-        let desc = schema.message(self.key.kind.message())?;
-        let bytes = Bytes::from(schema.encode(&desc, &self.value())?);
-        Ok(self.proto.get_or_init(|| bytes).clone())
+    /// The protobuf encoding, made from the JSON (the same bytes as the stored encoding: both
+    /// encode the same value).
+    pub(crate) fn encode_proto(&self) -> Result<Bytes, SchemaError> {
+        encode_proto(self.key.kind, &self.value())
     }
 }
 
 pub type DocRef = Arc<Doc>;
+
+/// The protobuf encoding of an object of `kind` given as JSON.
+pub(crate) fn encode_proto(kind: Kind, value: &Value) -> Result<Bytes, SchemaError> {
+    let schema = Schema::get();
+    let desc = schema.message(kind.message())?;
+    Ok(Bytes::from(schema.encode(&desc, value)?))
+}
 
 #[derive(Deserialize, Default)]
 #[serde(default)]

@@ -64,6 +64,8 @@ impl fmt::Display for Kind {
 
 /// Store keys of objects start with this; nothing else in the store does.
 pub(crate) const PREFIX: &str = "/registry/";
+/// Store keys of the objects' protobuf encodings: the object's key under this prefix instead.
+const PROTO_PREFIX: &str = "/registry-pb/";
 
 /// Characters escaped in key segments, so that a name holding `/` (a URL) stays one segment.
 const SEGMENT: &AsciiSet = &CONTROLS.add(b'/').add(b'%').add(b' ');
@@ -93,6 +95,12 @@ impl Key {
             utf8_percent_encode(&self.namespace, SEGMENT),
             utf8_percent_encode(&self.name, SEGMENT)
         )
+    }
+
+    /// Where the object's protobuf encoding is stored.
+    pub(crate) fn proto_store_key(&self) -> String {
+        let key = self.store_key();
+        format!("{PROTO_PREFIX}{}", &key[PREFIX.len()..])
     }
 
     pub(crate) fn from_store_key(key: &str) -> Option<Self> {
@@ -130,6 +138,12 @@ mod tests {
         let key = Key::new(Kind::Cluster, "", "https://10.0.0.1:6443/a%2Fb path");
         let stored = key.store_key();
         assert_eq!(stored.matches('/').count(), 4, "{stored}");
-        assert_eq!(Key::from_store_key(&stored), Some(key));
+        assert_eq!(Key::from_store_key(&stored), Some(key.clone()));
+        // The encoding's key is outside the objects' prefix, so a load never reads it.
+        assert!(
+            !key.proto_store_key().starts_with(PREFIX),
+            "{}",
+            key.proto_store_key()
+        );
     }
 }

@@ -4,13 +4,16 @@
 //!
 //! The [`Store`] holds the durable copy: each write batch is one atomic, fsynced commit that
 //! also records the new revision, so an acknowledged write survives `kill -9`. An in-memory
-//! index answers reads, and a bounded history of events lets watches resume. Writes are
+//! index answers reads (holding each object's JSON; protobuf encodings are read from the store,
+//! see `proto.rs`), and a bounded history of events lets watches resume. Writes are
 //! serialized; optimistic concurrency compares the caller's `resourceVersion` with the stored
 //! one, so a stale write is refused and nothing is overwritten.
 
 mod doc;
 mod kind;
 mod projects;
+mod proto;
+mod record;
 #[cfg(test)]
 mod tests;
 mod watch;
@@ -227,79 +230,69 @@ impl Registry {
         }
         let base = self.revision();
         let mut planned = Vec::with_capacity(changes.len());
-        let mut ops = Vec::with_capacity(changes.len() + 1);
+        let mut ops = Vec::with_capacity(2 * changes.len() + 1);
         for (offset, change) in changes.into_iter().enumerate() {
             let rv = base + 1 + offset as u64;
-            let (key, new, previous) = self.plan(change, rv)?;
-            match &new {
-                Some(doc) => ops.push(Op::Put {
-                    key: key.store_key(),
-                    value: join_stored(rv, &doc.json),
-                    expect: Expect::Any,
-                }),
-                None => ops.push(Op::Delete {
-                    key: key.store_key(),
-                    expect: Expect::Any,
-                }),
+            let plan = self.plan(change, rv)?;
+            let (record, proto) = (plan.key.store_key(), plan.key.proto_store_key());
+            match &plan.new {
+                Some(doc) => {
+                    ops.push(put(
+                        record,
+                        record::encode_record(rv, plan.proto.len(), &doc.json),
+                    ));
+                    ops.push(put(proto, record::encode_proto_entry(rv, &plan.proto)));
+                }
+                None => {
+                    ops.push(delete(record));
+                    ops.push(delete(proto));
+                }
             }
-            planned.push((key, new, previous, rv));
+            planned.push(plan);
         }
         let last = base + planned.len() as u64;
         if planned.is_empty() {
             return Ok(Vec::new());
         }
-        ops.push(Op::Put {
-            key: REVISION_KEY.to_owned(),
-            value: last.to_string().into_bytes(),
-            expect: Expect::Any,
-        });
+        ops.push(put(REVISION_KEY.to_owned(), last.to_string().into_bytes()));
         self.store.commit(ops).await?;
 
         let mut state = self.write_state();
         state.rv = last;
         let mut results = Vec::with_capacity(planned.len());
-        for (key, new, previous, rv) in planned {
+        for plan in planned {
+            let Planned {
+                key,
+                rv,
+                new,
+                event,
+                proto,
+            } = plan;
             state.kind_rv.insert(key.kind, rv);
-            let slot = (key.namespace.clone(), key.name.clone());
-            let event = match (&new, previous) {
-                (Some(doc), previous) => {
+            let slot = (key.namespace, key.name);
+            match &new {
+                Some(doc) => {
                     state
                         .docs
                         .entry(key.kind)
                         .or_default()
                         .insert(slot, Arc::clone(doc));
-                    let kind = if previous.is_some() {
-                        EventType::Modified
-                    } else {
-                        EventType::Added
-                    };
-                    Event {
-                        rv,
-                        kind,
-                        doc: Arc::clone(doc),
-                    }
                 }
-                (None, Some(previous)) => {
+                None => {
                     if let Some(map) = state.docs.get_mut(&key.kind) {
                         map.remove(&slot);
                     }
-                    Event {
-                        rv,
-                        kind: EventType::Deleted,
-                        doc: previous,
-                    }
                 }
-                (None, None) => continue,
-            };
-            state.history.push(Arc::new(event));
+            }
+            let (kind, doc) = event;
+            state.history.push(Arc::new(Event { rv, kind, doc, proto }));
             results.push(new);
         }
         Ok(results)
     }
 
     /// Checks one change against the index and prepares the new document.
-    #[allow(clippy::type_complexity)]
-    fn plan(&self, change: Change, rv: u64) -> Result<(Key, Option<DocRef>, Option<DocRef>), RegistryError> {
+    fn plan(&self, change: Change, rv: u64) -> Result<Planned, RegistryError> {
         let check = |key: &Key, expect: Option<u64>| -> Result<DocRef, RegistryError> {
             let current = self
                 .get(key)
@@ -313,31 +306,77 @@ impl Registry {
                 _ => Ok(current),
             }
         };
+        let written = |key: Key, doc: DocRef, proto, kind| Planned {
+            key,
+            rv,
+            new: Some(Arc::clone(&doc)),
+            event: (kind, doc),
+            proto,
+        };
         match change {
             Change::Create { key, value } => {
                 if self.get(&key).is_some() {
                     return Err(RegistryError::AlreadyExists(key));
                 }
-                let doc = build(&key, value, rv, None)?;
-                Ok((key, Some(doc), None))
+                let (doc, proto) = build(&key, value, rv, None)?;
+                Ok(written(key, doc, proto, EventType::Added))
             }
             Change::Update { key, value, expect } => {
                 let current = check(&key, expect)?;
-                let doc = build(&key, value, rv, Some(&current))?;
-                Ok((key, Some(doc), Some(current)))
+                let (doc, proto) = build(&key, value, rv, Some(&current))?;
+                Ok(written(key, doc, proto, EventType::Modified))
             }
             Change::Delete { key, expect } => {
                 let current = check(&key, expect)?;
-                Ok((key, None, Some(tombstone(&current, rv)?)))
+                let (last, proto) = tombstone(&current, rv)?;
+                Ok(Planned {
+                    key,
+                    rv,
+                    new: None,
+                    event: (EventType::Deleted, last),
+                    proto,
+                })
             }
         }
+    }
+}
+
+/// One change of a batch, checked and ready to commit.
+struct Planned {
+    key: Key,
+    rv: u64,
+    /// The object's new state; `None` after a deletion.
+    new: Option<DocRef>,
+    /// What the change's event carries: the new state, or the deleted object's last state.
+    event: (EventType, DocRef),
+    /// The protobuf encoding of the event's document.
+    proto: Bytes,
+}
+
+fn put(key: String, value: Vec<u8>) -> Op {
+    Op::Put {
+        key,
+        value,
+        expect: Expect::Any,
+    }
+}
+
+fn delete(key: String) -> Op {
+    Op::Delete {
+        key,
+        expect: Expect::Any,
     }
 }
 
 /// The canonical document for `value` stored as `key` at revision `rv`: unknown fields dropped
 /// and types checked by the schema, and for objects with metadata the server-owned fields set
 /// (name, namespace, resourceVersion, uid, creationTimestamp, generation).
-fn build(key: &Key, value: Value, rv: u64, previous: Option<&DocRef>) -> Result<DocRef, RegistryError> {
+fn build(
+    key: &Key,
+    value: Value,
+    rv: u64,
+    previous: Option<&DocRef>,
+) -> Result<(DocRef, Bytes), RegistryError> {
     let invalid = |err| RegistryError::Invalid {
         key: key.clone(),
         err,
@@ -348,29 +387,31 @@ fn build(key: &Key, value: Value, rv: u64, previous: Option<&DocRef>) -> Result<
     if key.kind.has_metadata() {
         stamp_metadata(key, &mut value, rv, previous.map(|p| p.value()).as_ref());
     }
-    let json = serde_json::to_vec(&value).map_err(|e| invalid(SchemaError::new("", e.to_string())))?;
-    Doc::new(key.clone(), rv, Bytes::from(json))
-        .map(Arc::new)
-        .map_err(invalid)
+    finish(key, rv, &value)
+}
+
+/// The document and protobuf encoding of `value`, the final state of `key` at revision `rv`.
+fn finish(key: &Key, rv: u64, value: &Value) -> Result<(DocRef, Bytes), RegistryError> {
+    let invalid = |err| RegistryError::Invalid {
+        key: key.clone(),
+        err,
+    };
+    let proto = doc::encode_proto(key.kind, value).map_err(invalid)?;
+    let json = serde_json::to_vec(value).map_err(|e| invalid(SchemaError::new("", e.to_string())))?;
+    let doc = Doc::new(key.clone(), rv, Bytes::from(json), proto.len()).map_err(invalid)?;
+    Ok((Arc::new(doc), proto))
 }
 
 /// The last state of a deleted object as its DELETED event carries it: at the deletion's
 /// revision, so a watch resumed from that event's version does not see it again.
-fn tombstone(current: &DocRef, rv: u64) -> Result<DocRef, RegistryError> {
+fn tombstone(current: &DocRef, rv: u64) -> Result<(DocRef, Bytes), RegistryError> {
     let mut value = current.value();
     if current.key.kind.has_metadata()
         && let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut)
     {
         meta.insert("resourceVersion".to_owned(), Value::String(rv.to_string()));
     }
-    let invalid = |err| RegistryError::Invalid {
-        key: current.key.clone(),
-        err,
-    };
-    let json = serde_json::to_vec(&value).map_err(|e| invalid(SchemaError::new("", e.to_string())))?;
-    Doc::new(current.key.clone(), rv, Bytes::from(json))
-        .map(Arc::new)
-        .map_err(invalid)
+    finish(&current.key, rv, &value)
 }
 
 fn stamp_metadata(key: &Key, value: &mut Value, rv: u64, previous: Option<&Value>) {
@@ -449,23 +490,20 @@ async fn load_docs(entries: Vec<crate::store::Entry>) -> Result<Vec<DocRef>, Reg
 fn load_doc(entry: crate::store::Entry) -> Result<DocRef, StoreError> {
     let key = Key::from_store_key(&entry.key)
         .ok_or_else(|| StoreError::Corrupt(format!("unexpected key {:?}", entry.key)))?;
-    let doc_rv = split_stored(&entry.value)
-        .map(|(rv, _)| rv)
-        .ok_or_else(|| StoreError::Corrupt(format!("{key}: unreadable stored record")))?;
-    let json = Bytes::from(entry.value).slice(8..);
-    let doc = Doc::new(key.clone(), doc_rv, json).map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))?;
+    let unreadable = || StoreError::Corrupt(format!("{key}: unreadable stored record"));
+    let (rv, proto_len, offset) = record::decode_record(&entry.value)
+        .map(|r| (r.rv, r.proto_len, r.json_offset))
+        .ok_or_else(unreadable)?;
+    let json = Bytes::from(entry.value).slice(offset..);
+    let corrupt = |e: SchemaError| StoreError::Corrupt(format!("{key}: {e}"));
+    let proto_len = match proto_len {
+        Some(len) => len,
+        // A record of the first layout: its encoding is not stored yet.
+        None => {
+            let value = serde_json::from_slice(&json).map_err(|_| unreadable())?;
+            doc::encode_proto(key.kind, &value).map_err(corrupt)?.len()
+        }
+    };
+    let doc = Doc::new(key.clone(), rv, json, proto_len).map_err(corrupt)?;
     Ok(Arc::new(doc))
-}
-
-/// Stored record: the document's revision as 8 bytes (LE), then its JSON.
-fn join_stored(rv: u64, json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + json.len());
-    out.extend_from_slice(&rv.to_le_bytes());
-    out.extend_from_slice(json);
-    out
-}
-
-fn split_stored(value: &[u8]) -> Option<(u64, &[u8])> {
-    let (head, json) = value.split_at_checked(8)?;
-    Some((u64::from_le_bytes(head.try_into().ok()?), json))
 }

@@ -235,3 +235,99 @@ async fn history_is_bounded_and_old_versions_must_relist() {
     let oldest = (total - watch::HISTORY) as u64;
     assert!(reg.watch(Kind::Application, oldest).is_ok());
 }
+
+#[tokio::test]
+async fn the_history_is_bounded_in_bytes_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(dir.path()).await;
+    // 24 writes of about 1 MB each: more than the history's byte budget, far fewer events than
+    // its count.
+    let big = "x".repeat(1 << 20);
+    for i in 0..24 {
+        let mut value = app(&format!("a{i}"), "p");
+        value["metadata"]["annotations"] = json!({"big": big});
+        reg.apply(vec![Change::Create {
+            key: key(&format!("a{i}")),
+            value,
+        }])
+        .await
+        .unwrap();
+    }
+    assert!(matches!(
+        reg.watch(Kind::Application, 1),
+        Err(WatchError::TooOld { .. })
+    ));
+    // The latest events are still there.
+    assert!(reg.watch(Kind::Application, 20).is_ok());
+}
+
+#[tokio::test]
+async fn encodings_are_stored_and_match_the_state_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let reg = Registry::open(Arc::clone(&store)).await.unwrap();
+    let a = create(&reg, "a").await;
+    let stored = store.get(&a.key.proto_store_key()).await.unwrap().unwrap();
+    let expected = a.encode_proto().unwrap();
+    assert_eq!(&stored.value[8..], &expected[..]);
+    assert_eq!(a.proto_len, expected.len());
+    assert_eq!(reg.proto(&a).unwrap(), expected);
+
+    // The listed state is served even after the object changed (from its JSON).
+    let mut changed = app("a", "p");
+    changed["metadata"]["labels"] = json!({"new": "label"});
+    let b = reg
+        .apply_one(Change::Update {
+            key: key("a"),
+            value: changed,
+            expect: None,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+    let protos = reg.protos(&[Arc::clone(&a), Arc::clone(&b)]).await.unwrap();
+    assert_eq!(protos[0], expected);
+    assert_eq!(protos[1].len(), b.proto_len);
+    assert_ne!(protos[0], protos[1]);
+
+    // A deletion removes the stored encoding with the object.
+    reg.apply_one(Change::Delete {
+        key: key("a"),
+        expect: None,
+    })
+    .await
+    .unwrap();
+    assert!(store.get(&a.key.proto_store_key()).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn records_of_the_first_layout_are_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    // How objects were stored before their encodings were: revision, then the JSON.
+    let json =
+        br#"{"metadata":{"name":"old","namespace":"argocd","resourceVersion":"3"},"spec":{"project":"p"}}"#;
+    let mut record = 3u64.to_le_bytes().to_vec();
+    record.extend_from_slice(json);
+    store
+        .commit(vec![
+            Op::Put {
+                key: key("old").store_key(),
+                value: record,
+                expect: Expect::Absent,
+            },
+            Op::Put {
+                key: REVISION_KEY.to_owned(),
+                value: b"3".to_vec(),
+                expect: Expect::Any,
+            },
+        ])
+        .await
+        .unwrap();
+    let reg = Registry::open(store).await.unwrap();
+    let old = reg.get(&key("old")).unwrap();
+    assert_eq!((old.rv, old.summary.project.as_str()), (3, "p"));
+    let listed = reg.protos(&[Arc::clone(&old)]).await.unwrap();
+    assert_eq!(listed[0].len(), old.proto_len);
+    assert_eq!(listed[0], reg.proto(&old).unwrap());
+}

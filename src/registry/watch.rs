@@ -6,6 +6,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::sync::broadcast;
 
 use super::doc::DocRef;
@@ -35,15 +36,28 @@ pub struct Event {
     pub kind: EventType,
     /// The object after the write; for a deletion, its last stored state.
     pub doc: DocRef,
+    /// The protobuf encoding of `doc` (made by the write, shared by every gRPC watcher).
+    pub proto: Bytes,
 }
 
-/// How many past events a watch can resume from.
+impl Event {
+    /// The memory the event keeps alive (counted in full, also when the index shares it).
+    fn bytes(&self) -> usize {
+        self.doc.json.len() + self.proto.len()
+    }
+}
+
+/// How many past events a watch can resume from, at most.
 pub(crate) const HISTORY: usize = 4096;
+/// The most memory the history keeps; large objects shorten how far back a watch can resume.
+const HISTORY_BYTES: usize = 16 << 20;
 /// How many events a subscriber may fall behind before it must relist.
 const BACKLOG: usize = 2048;
 
 pub(crate) struct History {
     events: VecDeque<Arc<Event>>,
+    /// The sum of `Event::bytes` over `events`.
+    bytes: usize,
     /// Every event with a revision above this is in `events`.
     base: u64,
     tx: broadcast::Sender<Arc<Event>>,
@@ -53,18 +67,23 @@ impl History {
     pub fn new(base: u64) -> Self {
         Self {
             events: VecDeque::with_capacity(HISTORY),
+            bytes: 0,
             base,
             tx: broadcast::Sender::new(BACKLOG),
         }
     }
 
     pub fn push(&mut self, event: Arc<Event>) {
-        if self.events.len() == HISTORY
-            && let Some(dropped) = self.events.pop_front()
-        {
+        self.bytes += event.bytes();
+        self.events.push_back(Arc::clone(&event));
+        // The newest event always stays, whatever its size.
+        while self.events.len() > 1 && (self.events.len() > HISTORY || self.bytes > HISTORY_BYTES) {
+            let Some(dropped) = self.events.pop_front() else {
+                break;
+            };
+            self.bytes -= dropped.bytes();
             self.base = dropped.rv;
         }
-        self.events.push_back(Arc::clone(&event));
         // No receivers is fine: nobody is watching.
         let _ = self.tx.send(event);
     }

@@ -65,6 +65,9 @@ pub enum StreamItem {
         kind: &'static str,
         field: &'static str,
         doc: DocRef,
+        /// The document's protobuf encoding when the event already has it (a change); `None`
+        /// for an object of the initial snapshot (gRPC reads it from the registry).
+        proto: Option<Bytes>,
     },
 }
 
@@ -125,28 +128,31 @@ pub fn route(method: http::Method, path: &'static str, body: Body) -> Route {
     Route { method, path, body }
 }
 
-/// The protobuf encoding of `{metadata: {resourceVersion}, items}` (ListMeta is field 1 with
-/// resourceVersion as its field 2, items are field 2: the same in every list type served).
-pub fn encode_list(resource_version: u64, items: &[DocRef]) -> Result<Vec<u8>, AppError> {
+/// The protobuf encoding of a list `{metadata: {resourceVersion}, items}` up to its items (ListMeta
+/// is field 1 with resourceVersion as its field 2, items are field 2: the same in every list type
+/// served); each item follows as [`list_item_prefix`] and its encoding.
+pub fn encode_list_head(resource_version: u64) -> Vec<u8> {
     let mut out = Vec::new();
-    let rv = resource_version.to_string();
     let mut meta = Vec::new();
-    put_bytes(&mut meta, 2, rv.as_bytes());
+    put_bytes(&mut meta, 2, resource_version.to_string().as_bytes());
     put_bytes(&mut out, 1, &meta);
-    for doc in items {
-        let proto = doc.proto().map_err(|e| AppError::Internal(e.into()))?;
-        put_bytes(&mut out, 2, &proto);
-    }
-    Ok(out)
+    out
+}
+
+/// The field key and length that precede an item of `len` bytes in a list.
+pub fn list_item_prefix(len: usize) -> Vec<u8> {
+    let mut prefix = Vec::with_capacity(6);
+    prost::encoding::encode_key(2, prost::encoding::WireType::LengthDelimited, &mut prefix);
+    prost::encoding::encode_varint(len as u64, &mut prefix);
+    prefix
 }
 
 /// The protobuf encoding of a watch event `{type = 1, <object> = 2}`.
-pub fn encode_event(kind: &str, doc: &DocRef) -> Result<Bytes, AppError> {
-    let proto = doc.proto().map_err(|e| AppError::Internal(e.into()))?;
+pub fn encode_event(kind: &str, proto: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(proto.len() + 16);
     put_bytes(&mut out, 1, kind.as_bytes());
-    put_bytes(&mut out, 2, &proto);
-    Ok(out.into())
+    put_bytes(&mut out, 2, proto);
+    out.into()
 }
 
 /// A length-delimited field.

@@ -292,6 +292,21 @@ impl Store for FileStore {
         .await
     }
 
+    async fn get_many(&self, keys: Vec<String>) -> Result<Vec<Option<Entry>>, StoreError> {
+        self.blocking(move |inner| {
+            inner.read(|tx| {
+                let kv = tx.open_table(KV)?;
+                let mut out = Vec::with_capacity(keys.len());
+                for key in &keys {
+                    let raw = kv.get(key.as_str())?;
+                    out.push(raw.map(|raw| decode(key, raw.value())).transpose()?);
+                }
+                Ok(out)
+            })
+        })
+        .await
+    }
+
     async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError> {
         let prefix = prefix.to_owned();
         self.blocking(move |inner| {
@@ -386,6 +401,12 @@ mod tests {
         assert_eq!(keys(store.list("a/").await.unwrap()), ["a/1", "a/2"]);
         assert_eq!(keys(store.list("").await.unwrap()), ["a/1", "a/2", "b/1"]);
         assert!(store.list("c").await.unwrap().is_empty());
+        let many = store
+            .get_many(vec!["b/1".to_owned(), "nope".to_owned(), "a/2".to_owned()])
+            .await
+            .unwrap();
+        let values: Vec<_> = many.into_iter().map(|e| e.map(|e| e.value)).collect();
+        assert_eq!(values, [Some(b"x".to_vec()), None, Some(b"two".to_vec())]);
 
         // An update keeps create_revision; a delete removes the key.
         assert_eq!(

@@ -63,6 +63,8 @@ impl Op {
 #[async_trait::async_trait]
 pub trait Store: Send + Sync + 'static {
     async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError>;
+    /// Several keys read at one consistent point, in the order given.
+    async fn get_many(&self, keys: Vec<String>) -> Result<Vec<Option<Entry>>, StoreError>;
     /// Every entry whose key starts with `prefix`, in key order.
     async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError>;
     /// Applies all ops atomically and durably (acknowledged = survives kill -9 and power loss) or

@@ -100,8 +100,10 @@ def test_snapshot_then_live_events(transport, env, stub, app_pb, watches):
 
     if transport == "sse":
         assert w.headers["content-type"] == "text/event-stream", w.headers
-        assert w.raw[0].startswith(b'data: {"result":{"type":"ADDED","application":{"metadata":{'), w.raw[:2]
-        assert w.raw[0].endswith(b"}} \n") and w.raw[1] == b"\n", w.raw[:2]
+        # a comment first (so proxies pass the headers on at once), then the frames
+        assert w.raw[0] == b":\n", w.raw[:3]
+        assert w.raw[1].startswith(b'data: {"result":{"type":"ADDED","application":{"metadata":{'), w.raw[:3]
+        assert w.raw[1].endswith(b"}} \n") and w.raw[2] == b"\n", w.raw[:3]
     elif transport == "ndjson":
         assert w.headers["content-type"] == "application/json", w.headers
         assert w.raw[0].startswith(b'{"result":{"type":"ADDED","application":{"metadata":{'), w.raw[:1]

@@ -48,6 +48,7 @@ pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
                     kind: EventType::Added.as_str(),
                     field: "application",
                     doc,
+                    proto: None,
                 })
             }))
         })
@@ -98,7 +99,7 @@ fn live_events(
                                         return Some((Err(err), (sub, true, checked)));
                                     }
                                 }
-                                let item = StreamItem::Event { kind: event.kind.as_str(), field: "application", doc: Arc::clone(&event.doc) };
+                                let item = StreamItem::Event { kind: event.kind.as_str(), field: "application", doc: Arc::clone(&event.doc), proto: Some(event.proto.clone()) };
                                 return Some((Ok(item), (sub, false, checked)));
                             }
                         }

@@ -1,0 +1,55 @@
+//! Objects' protobuf encodings for gRPC replies. Each write stores the encoding next to the
+//! object, so memory holds one copy of every object (its JSON) and a gRPC List reads the
+//! encodings from the store as it writes the reply; a change's watch event carries its own, and
+//! a single object is encoded from its JSON.
+
+use bytes::Bytes;
+
+use super::record::decode_proto_entry;
+use super::{DocRef, Registry, RegistryError};
+use crate::store::StoreError;
+
+impl Registry {
+    /// The protobuf encoding of one document, made from its JSON: about as quick as a store
+    /// read for one object, and it keeps single reads (a Get, a watch's initial objects) off the
+    /// store's blocking threads.
+    pub fn proto(&self, doc: &DocRef) -> Result<Bytes, RegistryError> {
+        doc.encode_proto().map_err(|err| RegistryError::Invalid {
+            key: doc.key.clone(),
+            err,
+        })
+    }
+
+    /// The protobuf encodings of `docs`, in order, read at one point of the store. An encoding
+    /// that is not the one of the given state (the object changed since it was listed, or was
+    /// stored before encodings were) is made from the document's JSON instead, so the bytes
+    /// always match the document, and its `proto_len`.
+    pub async fn protos(&self, docs: &[DocRef]) -> Result<Vec<Bytes>, RegistryError> {
+        let keys = docs.iter().map(|d| d.key.proto_store_key()).collect();
+        let entries = self.store.get_many(keys).await?;
+        docs.iter()
+            .zip(entries)
+            .map(|(doc, entry)| {
+                let stored = entry.and_then(|entry| {
+                    let (rv, proto) = decode_proto_entry(&entry.value)?;
+                    let offset = entry.value.len() - proto.len();
+                    (rv == doc.rv).then(|| Bytes::from(entry.value).slice(offset..))
+                });
+                let proto = match stored {
+                    Some(proto) => proto,
+                    None => self.proto(doc)?,
+                };
+                if proto.len() != doc.proto_len {
+                    return Err(StoreError::Corrupt(format!(
+                        "{}: the stored encoding is {} bytes, not {}",
+                        doc.key,
+                        proto.len(),
+                        doc.proto_len
+                    ))
+                    .into());
+                }
+                Ok(proto)
+            })
+            .collect()
+    }
+}
