@@ -56,7 +56,7 @@ pub enum ProviderError {
         discovered: String,
         hint: &'static str,
     },
-    #[error("the identity provider failed recently; retrying shortly")]
+    #[error("the identity provider cannot be reached (a recent attempt failed; retrying in a few seconds)")]
     RecentlyFailed,
     #[error(transparent)]
     Token(#[from] VerifyError),
