@@ -8,6 +8,7 @@ settings an anonymous caller sees (SEC-19).
 
 import http.client
 import json
+import re
 import subprocess
 import time
 import urllib.parse as up
@@ -15,6 +16,7 @@ import urllib.parse as up
 import pytest
 
 from authkit import ADMIN_PW, login_token, manifest, wait_until
+from conftest import TIPHYS_BIN, clean_env, cli, free_port
 from oidckit import Provider, client_token, oidc_config, query, session, walk
 
 SECRET = {"oidc.clientSecret": "argo-cd-secret"}
@@ -40,8 +42,8 @@ def enable_sso(config, server, provider, cm=None, **extra):
 
 
 class Sso:
-    def __init__(self, server, provider, config):
-        self.server, self.provider, self.config = server, provider, config
+    def __init__(self, server, provider, config, cli_port=None):
+        self.server, self.provider, self.config, self.cli_port = server, provider, config, cli_port
 
     def login(self, login="alice", return_url="/applications"):
         """The whole dashboard login; returns (agent, callback response)."""
@@ -56,14 +58,16 @@ class Sso:
         return walk(agent, start, login, lambda u: u.startswith(self.server.url("/auth/callback")))
 
 
-def setup_sso(tmp_path, servers, config_dir, cm=None, rbac=RBAC, tls=None, **extra):
+def setup_sso(tmp_path, servers, config_dir, cm=None, rbac=RBAC, tls=None, id_token_ttl=None, **extra):
     config = config_dir(cm=cm or {})
     write_rbac(config, rbac)
     server = servers.start("--insecure", config=config)
+    cli_port = free_port()
     provider = Provider(tmp_path / f"oidc-{server.port}",
-                        [server.url("/auth/callback")], tls=tls)
+                        [server.url("/auth/callback"), f"http://localhost:{cli_port}/auth/callback"],
+                        tls=tls, id_token_ttl=id_token_ttl)
     enable_sso(config, server, provider, **extra)
-    return Sso(server, provider, config)
+    return Sso(server, provider, config, cli_port)
 
 
 @pytest.fixture(scope="module")
@@ -75,13 +79,15 @@ def sso(tmp_path_factory, module_servers, module_config):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     conn.request("GET", "/api/version")
     assert conn.getresponse().read()
-    provider = Provider(tmp_path_factory.mktemp("oidc"), [server.url("/auth/callback")])
+    cli_port = free_port()
+    provider = Provider(tmp_path_factory.mktemp("oidc"),
+                        [server.url("/auth/callback"), f"http://localhost:{cli_port}/auth/callback"])
     enable_sso(config, server, provider)
     conn.request("GET", "/api/v1/settings")
     reply = conn.getresponse()
     assert reply.status == 200 and json.loads(reply.read())["oidcConfig"]["issuer"] == provider.issuer
     conn.close()
-    yield Sso(server, provider, config)
+    yield Sso(server, provider, config, cli_port)
     provider.stop()
 
 
@@ -441,3 +447,82 @@ def test_bad_oidc_config_is_refused_with_its_location(tmp_path, config_dir):
     res = run_server_expecting_exit(tmp_path, "--config-dir", str(config.path))
     assert res.returncode != 0
     assert "oidc.config: clientSecret refers to $nope, which argocd-secret does not have" in res.stderr, res.stderr
+
+
+# ---- CLI: tiphys login --sso -----------------------------------------------------------------
+
+def cli_sso_login(s, config_path, login):
+    """`tiphys login --sso` with the browser's part played by a user agent; returns its stdout."""
+    cmd = [TIPHYS_BIN, "--config", str(config_path), "login", s.server.addr, "--plaintext", "--sso",
+           "--sso-port", str(s.cli_port), "--sso-launch-browser=false"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, env=clean_env(NO_COLOR="1"))
+    try:
+        url, seen = None, []
+        deadline = time.monotonic() + 30
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            if line.startswith(s.provider.issuer):
+                url = line.strip()
+        assert url, f"no login URL printed: {seen}"
+        assert query(url)["code_challenge_method"] == "S256" and query(url)["client_id"] == "argo-cd-cli"
+        assert "offline_access" in query(url)["scope"].split()
+        agent = session()
+        callback = walk(agent, url, login, lambda u: u.startswith(f"http://localhost:{s.cli_port}/auth/callback"))
+        r = agent.get(callback, timeout=30)
+        assert r.status_code == 200 and "Login complete" in r.text, r.text
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+    assert proc.returncode == 0, err
+    return out
+
+
+def test_cli_sso_login_then_api_calls_then_logout(sso, tmp_path):
+    config_path = tmp_path / "cli-config"
+    out = cli_sso_login(sso, config_path, "admin6")
+    assert "'admin6@example.test' logged in successfully" in out, out
+    saved = config_path.read_text()
+    assert "auth-token: eyJ" in saved and "refresh-token:" in saved
+    res = cli("--config", str(config_path), "account", "get-user-info", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    info = json.loads(res.stdout)
+    assert (info["loggedIn"], info["username"], info["iss"]) == (True, "admin6@example.test", sso.provider.issuer)
+    assert info["groups"] == ["devs", "admins"]
+    res = cli("--config", str(config_path), "logout")
+    assert res.returncode == 0, res.stderr
+    saved = config_path.read_text()
+    assert "auth-token" not in saved and "refresh-token" not in saved
+
+
+def test_cli_refreshes_an_expired_id_token(tmp_path, servers, config_dir):
+    s = setup_sso(tmp_path, servers, config_dir, id_token_ttl=5)
+    config_path = tmp_path / "cli-config"
+    cli_sso_login(s, config_path, "alice")
+    saved = config_path.read_text()
+    first = re.search(r"auth-token: (\S+)", saved).group(1)
+    first_refresh = re.search(r"refresh-token: (\S+)", saved).group(1)
+    time.sleep(1.1)  # a new token issued in a later second differs from the old one
+    # The ID token lives 5 s; within 10 s of its expiry the CLI redeems the refresh token first.
+    res = cli("--config", str(config_path), "account", "get-user-info", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["username"] == "alice@example.test"
+    saved = config_path.read_text()
+    second = re.search(r"auth-token: (\S+)", saved).group(1)
+    assert second != first and second.startswith("eyJ"), res.stderr
+    # The provider rotates refresh tokens of public clients: the new one is saved.
+    assert re.search(r"refresh-token: (\S+)", saved).group(1) != first_refresh
+
+
+def test_cli_sso_against_a_server_without_sso(tiphys, tmp_path):
+    server = tiphys("--insecure")
+    res = cli("--config", str(tmp_path / "c"), "login", server.addr, "--plaintext", "--sso",
+              "--sso-launch-browser=false")
+    assert res.returncode != 0
+    assert "the server has no single sign-on configured" in res.stderr, res.stderr
+

@@ -60,9 +60,10 @@ const provider = new Provider(issuer, {
   conformIdTokenClaims: false, // scope claims (groups, email) go into the ID token too
   features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: true } },
   pkce: { required: (ctx, client) => client.clientAuthMethod === 'none' },
-  // Refresh tokens for the CLI without the consent prompt offline_access normally needs.
-  issueRefreshToken: async (ctx, client, code) => client.grantTypeAllowed('refresh_token')
-    && code.scopes.has('offline_access'),
+  // Refresh tokens for the public CLI client, as Dex gives them for offline_access (this library
+  // would otherwise want prompt=consent before it grants offline_access).
+  issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token')
+    && client.clientAuthMethod === 'none',
   ttl: { AccessToken: 3600, IdToken: Number(process.env.OIDC_ID_TOKEN_TTL || 3600), AuthorizationCode: 600,
     Interaction: 3600, Session: 86400, Grant: 86400, RefreshToken: 86400 },
   async findAccount(ctx, sub) {
