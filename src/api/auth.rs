@@ -327,8 +327,12 @@ pub async fn callback(
     if let (Some(url), Some(access)) = (config.user_info_url(), tokens.access_token.as_deref()) {
         merge_user_info_groups(&current, &url, access, &mut claims).await;
     }
+    let who = crate::principal::SsoPrincipal::from_claims(Arc::new(claims.clone()), 0, None, None);
     let token = match state.sessions.start_sso(claims, id_token).await {
-        Ok(t) => t,
+        Ok(t) => {
+            tracing::info!(user = %who.user, username = %who.username, "SSO login");
+            t
+        }
         Err(err) => {
             tracing::error!(error = %err, "SSO callback: cannot record the session");
             return fail(StatusCode::INTERNAL_SERVER_ERROR, SESSION_FAILED);

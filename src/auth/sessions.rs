@@ -1113,6 +1113,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn sso_sessions_name_their_server_side_state_and_end_at_logout() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = sessions(dir.path()).await;
+        let now = now_ms() / 1000;
+        let groups: Vec<String> = (0..500).map(|i| format!("group-with-a-long-name-{i}")).collect();
+        let claims = serde_json::json!({
+            "iss": "https://idp", "sub": "u1", "email": "u1@example.test", "exp": now + 600, "groups": groups,
+        });
+        let token = sessions
+            .start_sso(claims.as_object().unwrap().clone(), "id.token.here".into())
+            .await
+            .unwrap();
+        assert!(token.len() < 300, "the cookie token stays small: {}", token.len());
+        let (principal, renewed) = sessions.authenticate(&token).unwrap();
+        assert!(renewed.is_none());
+        let Principal::Sso(sso) = &principal else {
+            panic!("not an SSO principal: {principal:?}")
+        };
+        assert_eq!(
+            (sso.user.as_str(), sso.username.as_str(), sso.issuer.as_str()),
+            ("u1", "u1@example.test", "https://idp")
+        );
+        assert_eq!(sso.expires_at, Some(now + 600));
+        let sid = sso.session.clone().unwrap();
+        assert_eq!(sessions.sso_session(&sid).unwrap().id_token, "id.token.here");
+
+        // The session survives a restart of the server.
+        drop(sessions);
+        let sessions = self::sessions(dir.path()).await;
+        assert!(sessions.authenticate(&token).is_ok());
+        sessions.end_sso(&sid).await.unwrap();
+        assert_eq!(
+            sessions.authenticate(&token).unwrap_err(),
+            "the single sign-on session has ended, please log in again"
+        );
+        // An account named `sso` keeps its own login tokens.
+        let err = sessions.authenticate(&sessions.issue_login("sso")).unwrap_err();
+        assert_eq!(err, "account sso does not exist");
+    }
+
+    #[tokio::test]
     async fn malformed_project_subjects_are_refused() {
         let dir = tempfile::tempdir().unwrap();
         let sessions = sessions(dir.path()).await;
