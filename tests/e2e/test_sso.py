@@ -388,6 +388,14 @@ def test_logout_url_template_is_filled_in_encoded(tmp_path, servers, config_dir)
     assert "&return=http%3A%2F%2F127.0.0.1%3A" in location
 
 
+def test_user_info_groups_join_the_id_token_groups(tmp_path, servers, config_dir):
+    s = setup_sso(tmp_path, servers, config_dir, enableUserInfoGroups=True, userInfoPath="/me")
+    agent, r = s.login("alice")
+    assert r.status_code == 303
+    info = agent.get(s.server.url("/api/v1/session/userinfo"), timeout=10).json()
+    assert info["groups"] == ["devs", "from-userinfo"]
+
+
 def make_ca(tmp_path):
     """A private CA and a certificate for 127.0.0.1 signed by it (openssl)."""
     d = tmp_path / "pki"

@@ -14,7 +14,7 @@
 // application of the same provider). Any login and password are accepted; consent is granted
 // automatically. Claims: sub=<login>, email=<login>@example.test, name, preferred_username,
 // groups: ["devs"], plus "admins" for logins starting with "admin", plus 400 more groups for
-// logins starting with "many".
+// logins starting with "many"; the user-info endpoint (/me) adds "from-userinfo".
 import { generateKeyPairSync, randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
@@ -67,9 +67,11 @@ const provider = new Provider(issuer, {
   ttl: { AccessToken: 3600, IdToken: Number(process.env.OIDC_ID_TOKEN_TTL || 3600), AuthorizationCode: 600,
     Interaction: 3600, Session: 86400, Grant: 86400, RefreshToken: 86400 },
   async findAccount(ctx, sub) {
-    return { accountId: sub, async claims() {
+    return { accountId: sub, async claims(use) {
+      // The user-info endpoint knows one group more than the ID token (as GitLab or Okta can).
+      const groups = use === 'userinfo' ? [...groupsFor(sub), 'from-userinfo'] : groupsFor(sub);
       return { sub, email: `${sub}@example.test`, email_verified: true, name: `Test ${sub}`,
-        preferred_username: sub, groups: groupsFor(sub) };
+        preferred_username: sub, groups };
     } };
   },
   async loadExistingGrant(ctx) { // no consent screen for these first-party clients
