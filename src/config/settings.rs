@@ -613,5 +613,22 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("server.secretkey") && shown.contains(REDACTED));
+
+        // A client secret written inline in oidc.config stays out of logs too.
+        let s = build(
+            &[(
+                "oidc.config",
+                "issuer: https://idp.example\nclientID: cd\nclientSecret: inline-oidc-secret\n",
+            )],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            s.oidc.as_ref().unwrap().client_secret.as_deref(),
+            Some("inline-oidc-secret")
+        );
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("inline-oidc-secret"), "{shown}");
+        assert!(shown.contains("https://idp.example"));
     }
 }
