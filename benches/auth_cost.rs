@@ -28,21 +28,24 @@ async fn main() -> anyhow::Result<()> {
         .await?,
     );
     let token = sessions.issue_login("admin");
-    let auth = Authenticator { sessions };
+    let auth = Authenticator { sessions, oidc: None };
     let ip = std::net::IpAddr::from([127, 0, 0, 1]);
     let mut with_token = HeaderMap::new();
     with_token.insert("authorization", format!("Bearer {token}").parse()?);
     let without = HeaderMap::new();
 
-    let time = |headers: &HeaderMap| {
+    let time = async |headers: &HeaderMap| {
         let start = Instant::now();
         for _ in 0..iterations {
-            std::hint::black_box(auth.identify(std::hint::black_box(headers), Channel::Http, ip));
+            std::hint::black_box(
+                auth.identify(std::hint::black_box(headers), Channel::Http, ip)
+                    .await,
+            );
         }
         start.elapsed().as_nanos() as f64 / f64::from(iterations)
     };
     for round in 1..=3 {
-        let (none, valid) = (time(&without), time(&with_token));
+        let (none, valid) = (time(&without).await, time(&with_token).await);
         println!(
             "round {round}: no token {none:.0} ns, valid bearer token {valid:.0} ns, verification {:.0} ns/request",
             valid - none

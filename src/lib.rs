@@ -13,6 +13,7 @@ pub mod error;
 pub mod fsutil;
 pub mod grpc;
 pub mod json;
+pub mod oidc;
 pub mod pb;
 pub mod principal;
 pub mod rbac;

@@ -55,6 +55,52 @@ impl ProjectPrincipal {
     }
 }
 
+/// A person signed in through the OpenID Connect provider: by a dashboard
+/// session (kept on the server), or by presenting the provider's ID token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SsoPrincipal {
+    /// The RBAC subject: Dex's `federated_claims.user_id`, else `sub` (as upstream).
+    pub user: String,
+    /// The name shown: `email`, else `user`.
+    pub username: String,
+    pub issuer: String,
+    /// The ID token's claims; RBAC reads groups from the ones named in `scopes`.
+    pub claims: Arc<serde_json::Map<String, serde_json::Value>>,
+    /// Unix seconds.
+    pub issued_at: i64,
+    pub expires_at: Option<i64>,
+    /// The dashboard session's id; `None` for a presented ID token.
+    pub session: Option<String>,
+}
+
+impl SsoPrincipal {
+    pub fn from_claims(
+        claims: Arc<serde_json::Map<String, serde_json::Value>>,
+        issued_at: i64,
+        expires_at: Option<i64>,
+        session: Option<String>,
+    ) -> Self {
+        let text = |v: Option<&serde_json::Value>| {
+            v.and_then(serde_json::Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        let user = text(claims.get("federated_claims").and_then(|f| f.get("user_id")))
+            .or_else(|| text(claims.get("sub")))
+            .unwrap_or_default();
+        let username = text(claims.get("email")).unwrap_or_else(|| user.clone());
+        Self {
+            user,
+            username,
+            issuer: text(claims.get("iss")).unwrap_or_default(),
+            claims,
+            issued_at,
+            expires_at,
+            session,
+        }
+    }
+}
+
 /// The identity a request acts as.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum Principal {
@@ -64,6 +110,8 @@ pub enum Principal {
     Account(AccountPrincipal),
     /// A project role token (`proj:<project>:<role>`): never an account.
     Project(ProjectPrincipal),
+    /// Signed in through single sign-on.
+    Sso(SsoPrincipal),
 }
 
 impl Principal {
@@ -78,6 +126,15 @@ impl Principal {
             Self::Anonymous => "",
             Self::Account(a) => &a.name,
             Self::Project(p) => &p.subject,
+            Self::Sso(s) => &s.user,
+        }
+    }
+
+    /// The name shown to the user (`GetUserInfo`): an SSO user's email when known.
+    pub fn username(&self) -> &str {
+        match self {
+            Self::Sso(s) => &s.username,
+            other => other.subject(),
         }
     }
 
@@ -86,13 +143,17 @@ impl Principal {
         match self {
             Self::Anonymous => "",
             Self::Account(_) | Self::Project(_) => crate::auth::jwt::ISSUER,
+            Self::Sso(s) => &s.issuer,
         }
     }
 
     /// The claims of the caller's token that RBAC reads groups from (through
-    /// `scopes`). Tokens this server issues carry no groups.
+    /// `scopes`). Tokens this server issues for local accounts carry no groups.
     pub fn claims(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
-        None
+        match self {
+            Self::Sso(s) => Some(&s.claims),
+            Self::Anonymous | Self::Account(_) | Self::Project(_) => None,
+        }
     }
 
     /// When the caller's token was issued (RFC 3339), for error messages.
@@ -101,6 +162,7 @@ impl Principal {
             Self::Anonymous => return None,
             Self::Account(a) => a.issued_at_ms.div_euclid(1000),
             Self::Project(p) => p.iat,
+            Self::Sso(s) => s.issued_at,
         };
         let at = time::OffsetDateTime::from_unix_timestamp(seconds).ok()?;
         at.format(&time::format_description::well_known::Rfc3339).ok()
@@ -112,6 +174,7 @@ impl Principal {
             Self::Anonymous => None,
             Self::Account(a) => a.expires_at,
             Self::Project(p) => p.expires_at,
+            Self::Sso(s) => s.expires_at,
         }
     }
 
@@ -119,7 +182,15 @@ impl Principal {
     pub fn account(&self) -> Option<&AccountPrincipal> {
         match self {
             Self::Account(a) => Some(a),
-            Self::Anonymous | Self::Project(_) => None,
+            Self::Anonymous | Self::Project(_) | Self::Sso(_) => None,
+        }
+    }
+
+    /// The single sign-on identity, when the caller is one.
+    pub fn sso(&self) -> Option<&SsoPrincipal> {
+        match self {
+            Self::Sso(s) => Some(s),
+            Self::Anonymous | Self::Account(_) | Self::Project(_) => None,
         }
     }
 
@@ -127,7 +198,7 @@ impl Principal {
     pub fn project_role(&self) -> Option<&ProjectPrincipal> {
         match self {
             Self::Project(p) => Some(p),
-            Self::Anonymous | Self::Account(_) => None,
+            Self::Anonymous | Self::Account(_) | Self::Sso(_) => None,
         }
     }
 }

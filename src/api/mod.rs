@@ -2,6 +2,7 @@
 //! `/auth/…` and, as the fallback, the UI.
 
 mod account;
+pub mod auth;
 mod csrf;
 mod dynamic;
 pub mod extract;
@@ -44,7 +45,9 @@ pub fn router(state: Arc<AppState>, ui: Arc<Ui>) -> Router {
         .route("/api/v1/account/{name}", get(account::get))
         .route("/api/v1/account/{name}/token", post(account::create_token))
         .route("/api/v1/account/{name}/token/{id}", delete(account::delete_token))
-        .route("/auth/logout", get(session::logout).post(session::logout))
+        .route("/auth/logout", get(auth::logout).post(auth::logout))
+        .route("/auth/login", get(auth::login))
+        .route("/auth/callback", get(auth::callback))
         .route("/healthz", get(health::healthz));
     let api = dynamic::routes(api, &crate::rpc::table())
         .route("/api", any(not_found))

@@ -3,8 +3,8 @@ use std::sync::Arc;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
+use http::HeaderValue;
 use http::header::SET_COOKIE;
-use http::{HeaderValue, StatusCode};
 use serde::{Deserialize, Serialize};
 
 use super::extract::{ApiJson, Scope, Who};
@@ -57,24 +57,6 @@ pub async fn delete(
 /// `GET /api/v1/session/userinfo`
 pub async fn user_info(State(state): State<Arc<AppState>>, Who(caller, _): Who) -> Json<UserInfo> {
     Json(session::user_info(&caller, &state.rbac))
-}
-
-/// `/auth/logout` (GET or POST): revokes the cookie's session, clears every
-/// chunk and sends the browser back to the UI.
-pub async fn logout(
-    State(state): State<Arc<AppState>>,
-    Who(caller, auth): Who,
-    Scope(scope): Scope,
-) -> Response {
-    if let Err(err) = session::delete(&state.sessions, &caller).await {
-        return err.into_response();
-    }
-    let mut response = StatusCode::SEE_OTHER.into_response();
-    if let Ok(location) = HeaderValue::from_str(&state.basehref) {
-        response.headers_mut().insert(http::header::LOCATION, location);
-    }
-    append_cookies(&mut response, &scope.clear(auth.cookie_chunks));
-    response
 }
 
 pub fn append_cookies(response: &mut Response, cookies: &[String]) {

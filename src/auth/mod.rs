@@ -49,10 +49,12 @@ pub struct Identified {
 
 pub struct Authenticator {
     pub sessions: Arc<Sessions>,
+    /// Verifies the identity provider's ID tokens; `None` in tools without SSO.
+    pub oidc: Option<Arc<crate::oidc::Oidc>>,
 }
 
 impl Authenticator {
-    pub fn identify(&self, headers: &HeaderMap, channel: Channel, ip: IpAddr) -> Identified {
+    pub async fn identify(&self, headers: &HeaderMap, channel: Channel, ip: IpAddr) -> Identified {
         let mut caller = Caller::anonymous(ip);
         caller.anonymous_allowed = self.sessions.anonymous_enabled();
         let (found, cookie_chunks) = find_token(headers, channel);
@@ -66,7 +68,11 @@ impl Authenticator {
             return out;
         };
         out.carrier = Some(carrier);
-        match token.and_then(|t| self.sessions.authenticate(&t).map(|r| (t, r))) {
+        let checked = match token {
+            Ok(t) => self.check(&t).await.map(|r| (t, r)),
+            Err(why) => Err(why),
+        };
+        match checked {
             Ok((token, (principal, renewed))) => {
                 out.caller.principal = principal;
                 out.caller.credentials = Credentials::Valid(Arc::from(token));
@@ -78,6 +84,21 @@ impl Authenticator {
             }
         }
         out
+    }
+}
+
+impl Authenticator {
+    /// One of our HS256 tokens, or, when SSO is on, an ID token of the
+    /// provider (any other algorithm). Every path verifies the signature
+    /// before reading anything, and names why a token is refused.
+    async fn check(&self, token: &str) -> Result<(Principal, Option<String>), String> {
+        let ours = jwt::decode(token).map(|u| u.algorithm() == "HS256");
+        match (&self.oidc, ours) {
+            (Some(oidc), Ok(false)) if oidc.enabled() => {
+                oidc.verify_bearer(token).await.map(|p| (Principal::Sso(p), None))
+            }
+            _ => self.sessions.authenticate(token),
+        }
     }
 }
 

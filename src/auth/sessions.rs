@@ -20,10 +20,15 @@ use super::password::{PasswordPool, PoolError};
 use super::throttle::{Attempt, Failures, LoginGuard, ThrottlePolicy};
 use crate::config::{ConfigWatch, Settings, TokenRecord};
 use crate::error::AppError;
-use crate::principal::{AccountPrincipal, Principal, ProjectPrincipal, TokenKind};
+use crate::principal::{AccountPrincipal, Principal, ProjectPrincipal, SsoPrincipal, TokenKind};
 use crate::store::{self, Expect, Op, Store};
 
 const REVOKED_PREFIX: &str = "revoked/";
+/// Dashboard sessions started through single sign-on, by session id.
+const SSO_PREFIX: &str = "sso/";
+/// The subject of an SSO session's cookie token is `sso:<session id>` (and its
+/// `jti` the session id): it cannot be an account's `<name>:login` token.
+const SSO_SUBJECT_PREFIX: &str = "sso:";
 const SERVER_KEY: &str = "server/secretkey";
 /// File beside the store holding the generated admin password until it is changed.
 pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
@@ -95,6 +100,19 @@ pub struct IssuedProjectToken {
     pub jti: String,
 }
 
+/// A dashboard session started through single sign-on. The browser holds
+/// only a short token naming it, however many groups the user has.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct SsoSession {
+    /// The verified ID token's claims.
+    pub claims: serde_json::Map<String, serde_json::Value>,
+    /// The ID token itself, for the provider's logout (`id_token_hint`, `{{token}}`).
+    pub id_token: String,
+    /// Unix seconds.
+    pub iat: i64,
+    pub exp: i64,
+}
+
 #[derive(Serialize, Deserialize)]
 struct Revoked {
     /// Unix seconds the revoked token expires at; `None` never.
@@ -113,6 +131,7 @@ pub struct Sessions {
     records: Mutex<BTreeMap<String, AccountRecord>>,
     generated_key: String,
     revoked: RwLock<HashMap<String, Option<i64>>>,
+    sso: RwLock<HashMap<String, Arc<SsoSession>>>,
     outcomes: LoginOutcomes,
     /// Checks project tokens against their project; unset: project tokens are refused.
     project_tokens: OnceLock<Arc<dyn ProjectTokens>>,
@@ -195,6 +214,23 @@ impl Sessions {
         if !expired.is_empty() {
             store.commit(expired).await?;
         }
+        let mut sso = HashMap::new();
+        let mut ended = Vec::new();
+        for entry in store.list(SSO_PREFIX).await? {
+            let sid = entry.key.trim_start_matches(SSO_PREFIX).to_owned();
+            match serde_json::from_slice::<SsoSession>(&entry.value) {
+                Ok(session) if session.exp * 1000 >= now => {
+                    sso.insert(sid, Arc::new(session));
+                }
+                _ => ended.push(Op::Delete {
+                    key: entry.key,
+                    expect: Expect::Any,
+                }),
+            }
+        }
+        if !ended.is_empty() {
+            store.commit(ended).await?;
+        }
         let probe = LoginGuard::new(limits.throttle.clone(), [], now);
         let mut failures = Vec::new();
         let mut stale = Vec::new();
@@ -226,6 +262,7 @@ impl Sessions {
             records: Mutex::new(records),
             generated_key,
             revoked: RwLock::new(revoked),
+            sso: RwLock::new(sso),
             outcomes: LoginOutcomes::default(),
             project_tokens: OnceLock::new(),
         };
@@ -386,6 +423,12 @@ impl Sessions {
         if claims.nbf > now_s {
             return Err("token is not valid yet".to_owned());
         }
+        if let Some(sid) = claims.sub.strip_prefix(SSO_SUBJECT_PREFIX)
+            && !sid.is_empty()
+            && sid == claims.jti
+        {
+            return self.authenticate_sso(sid, now_s).map(|p| (p, None));
+        }
         if let Some((project, role)) = crate::rbac::project::project_subject(&claims.sub) {
             return self
                 .authenticate_project(project, role, &claims)
@@ -416,6 +459,106 @@ impl Sessions {
             .then(|| self.renewal(&snapshot, &claims, name, now))
             .flatten();
         Ok((Principal::Account(principal), renewed))
+    }
+
+    /// A verified SSO session token: valid while its session is (logout ends it).
+    fn authenticate_sso(&self, sid: &str, now_s: i64) -> Result<Principal, String> {
+        let session = self
+            .sso
+            .read()
+            .ok()
+            .and_then(|m| m.get(sid).cloned())
+            .ok_or_else(|| "the single sign-on session has ended, please log in again".to_owned())?;
+        if now_s >= session.exp {
+            return Err("token is expired".to_owned());
+        }
+        Ok(Principal::Sso(SsoPrincipal::from_claims(
+            Arc::new(session.claims.clone()),
+            session.iat,
+            Some(session.exp),
+            Some(sid.to_owned()),
+        )))
+    }
+
+    /// Starts a dashboard session for a verified ID token; returns the small
+    /// token that names it (the session cookie). It ends when the ID token
+    /// expires, or after `users.session.duration`, whichever comes first.
+    pub async fn start_sso(
+        &self,
+        claims: serde_json::Map<String, serde_json::Value>,
+        id_token: String,
+    ) -> Result<String, AppError> {
+        let snapshot = self.snapshot.load();
+        let now_s = now_ms() / 1000;
+        let duration = i64::try_from(snapshot.settings.session_duration.as_secs()).unwrap_or(i64::MAX);
+        let token_exp = claims
+            .get("exp")
+            .and_then(serde_json::Value::as_f64)
+            .map_or(i64::MAX, |e| e as i64);
+        let exp = token_exp.min(now_s.saturating_add(duration));
+        let sid = super::random::token(32);
+        let session = SsoSession {
+            claims,
+            id_token,
+            iat: now_s,
+            exp,
+        };
+        let op = store::put_json(&format!("{SSO_PREFIX}{sid}"), &session, Expect::Absent)
+            .map_err(|e| AppError::Internal(e.into()))?;
+        self.store
+            .commit(vec![op])
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?;
+        if let Ok(mut sso) = self.sso.write() {
+            sso.insert(sid.clone(), Arc::new(session));
+        }
+        let claims = Claims {
+            iss: ISSUER.to_owned(),
+            sub: format!("{SSO_SUBJECT_PREFIX}{sid}"),
+            jti: sid,
+            iat: now_s,
+            nbf: now_s,
+            exp: Some(exp),
+            iat_ms: None,
+        };
+        Ok(jwt::sign(&claims, &snapshot.key))
+    }
+
+    /// The SSO session `sid`, while it lasts.
+    pub fn sso_session(&self, sid: &str) -> Option<Arc<SsoSession>> {
+        self.sso.read().ok()?.get(sid).cloned()
+    }
+
+    /// Ends an SSO session at once (logout). Durable before it returns.
+    pub async fn end_sso(&self, sid: &str) -> Result<(), AppError> {
+        let op = Op::Delete {
+            key: format!("{SSO_PREFIX}{sid}"),
+            expect: Expect::Any,
+        };
+        self.store
+            .commit(vec![op])
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?;
+        if let Ok(mut sso) = self.sso.write() {
+            sso.remove(sid);
+        }
+        Ok(())
+    }
+
+    /// Forgets SSO sessions that have expired.
+    async fn purge_sso(&self, now_s: i64) -> Result<(), AppError> {
+        let gone: Vec<String> = match self.sso.read() {
+            Ok(m) => m
+                .iter()
+                .filter(|(_, s)| s.exp < now_s)
+                .map(|(sid, _)| sid.clone())
+                .collect(),
+            Err(_) => return Ok(()),
+        };
+        for sid in gone {
+            self.end_sso(&sid).await?;
+        }
+        Ok(())
     }
 
     /// A verified token whose subject is `proj:<project>:<role>`: valid while its project
@@ -545,6 +688,7 @@ impl Sessions {
     /// Forgets revocations of tokens that have expired anyway.
     pub async fn purge_revocations(&self) -> Result<usize, AppError> {
         let now_s = now_ms() / 1000;
+        self.purge_sso(now_s).await?;
         let gone: Vec<String> = match self.revoked.read() {
             Ok(r) => r
                 .iter()
@@ -966,6 +1110,47 @@ mod tests {
         let other = sessions.issue_project_token("p1", "ci", None, Duration::ZERO);
         assert_eq!(other.exp, None);
         assert_eq!(uuid::Uuid::parse_str(&other.jti).map(|_| ()), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn sso_sessions_name_their_server_side_state_and_end_at_logout() {
+        let dir = tempfile::tempdir().unwrap();
+        let sessions = sessions(dir.path()).await;
+        let now = now_ms() / 1000;
+        let groups: Vec<String> = (0..500).map(|i| format!("group-with-a-long-name-{i}")).collect();
+        let claims = serde_json::json!({
+            "iss": "https://idp", "sub": "u1", "email": "u1@example.test", "exp": now + 600, "groups": groups,
+        });
+        let token = sessions
+            .start_sso(claims.as_object().unwrap().clone(), "id.token.here".into())
+            .await
+            .unwrap();
+        assert!(token.len() < 300, "the cookie token stays small: {}", token.len());
+        let (principal, renewed) = sessions.authenticate(&token).unwrap();
+        assert!(renewed.is_none());
+        let Principal::Sso(sso) = &principal else {
+            panic!("not an SSO principal: {principal:?}")
+        };
+        assert_eq!(
+            (sso.user.as_str(), sso.username.as_str(), sso.issuer.as_str()),
+            ("u1", "u1@example.test", "https://idp")
+        );
+        assert_eq!(sso.expires_at, Some(now + 600));
+        let sid = sso.session.clone().unwrap();
+        assert_eq!(sessions.sso_session(&sid).unwrap().id_token, "id.token.here");
+
+        // The session survives a restart of the server.
+        drop(sessions);
+        let sessions = self::sessions(dir.path()).await;
+        assert!(sessions.authenticate(&token).is_ok());
+        sessions.end_sso(&sid).await.unwrap();
+        assert_eq!(
+            sessions.authenticate(&token).unwrap_err(),
+            "the single sign-on session has ended, please log in again"
+        );
+        // An account named `sso` keeps its own login tokens.
+        let err = sessions.authenticate(&sessions.issue_login("sso")).unwrap_err();
+        assert_eq!(err, "account sso does not exist");
     }
 
     #[tokio::test]

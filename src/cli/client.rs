@@ -100,7 +100,8 @@ impl Client {
         Self::connect_to(config_path, target).await
     }
 
-    pub async fn connect_to(config_path: &Path, target: Target) -> anyhow::Result<Self> {
+    pub async fn connect_to(config_path: &Path, mut target: Target) -> anyhow::Result<Self> {
+        super::sso::refresh_if_expired(config_path, &mut target).await;
         let conn = target.opts.connect().await?;
         Ok(Self {
             conn,

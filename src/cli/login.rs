@@ -27,6 +27,16 @@ pub struct LoginArgs {
     /// Name of the context to save [default: SERVER, or SERVER/ROOT with --grpc-web-root-path].
     #[arg(long)]
     pub name: Option<String>,
+    /// Log in through the server's single sign-on provider (OpenID Connect) in a browser.
+    #[arg(long, conflicts_with_all = ["username", "password"])]
+    pub sso: bool,
+    /// The loopback port the provider sends the browser back to (http://localhost:PORT/auth/callback).
+    #[arg(long, default_value_t = 8085, requires = "sso")]
+    pub sso_port: u16,
+    /// Open the login URL in a browser (`--sso-launch-browser=false` only prints it).
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
+          action = clap::ArgAction::Set, require_equals = true)]
+    pub sso_launch_browser: bool,
     #[command(flatten)]
     pub conn: ClientOpts,
 }
@@ -118,16 +128,23 @@ pub async fn login(config_path: &Path, args: LoginArgs, out: &mut dyn Write) -> 
         opts.server_crt = Some(std::path::absolute(crt).unwrap_or_else(|_| crt.clone()));
     }
     let conn = opts.connect().await?;
-    let username = match args.username.filter(|u| !u.is_empty()) {
-        Some(u) => u,
-        None => prompt::text("Username: ", "username")?,
+    let (token, refresh_token) = if args.sso {
+        let login = super::sso::login(&conn, args.sso_port, args.sso_launch_browser).await?;
+        super::sso::greet(out, &login.name)?;
+        (login.id_token, login.refresh_token)
+    } else {
+        let username = match args.username.filter(|u| !u.is_empty()) {
+            Some(u) => u,
+            None => prompt::text("Username: ", "username")?,
+        };
+        let password = match args.password.filter(|p| !p.is_empty()) {
+            Some(p) => p,
+            None => prompt::secret(&format!("Password for {username}: "), "password")?,
+        };
+        let token = create_session(&conn, &username, &password).await?;
+        writeln!(out, "'{username}' logged in successfully")?;
+        (token, None)
     };
-    let password = match args.password.filter(|p| !p.is_empty()) {
-        Some(p) => p,
-        None => prompt::secret(&format!("Password for {username}: "), "password")?,
-    };
-    let token = create_session(&conn, &username, &password).await?;
-    writeln!(out, "'{username}' logged in successfully")?;
 
     let name = args
         .name
@@ -145,7 +162,7 @@ pub async fn login(config_path: &Path, args: LoginArgs, out: &mut dyn Write) -> 
         headers: opts.headers.clone(),
         other: Default::default(),
     });
-    cfg.set_token(&name, &token);
+    super::sso::save_tokens(&mut cfg, &name, &token, refresh_token.as_deref());
     cfg.upsert_context(ContextRef {
         name: name.clone(),
         server,

@@ -24,6 +24,7 @@ mod prompt;
 mod rbac;
 mod repo;
 mod secrets;
+pub mod sso;
 mod version;
 mod view;
 

@@ -44,6 +44,10 @@ pub struct Settings {
     pub secret: BTreeMap<String, String>,
     /// The RBAC policy compiled from `rbac` (with the built-in roles).
     pub policy: Arc<Policy>,
+    /// `oidc.config`: single sign-on is on when this is set.
+    pub oidc: Option<Arc<super::oidc::OidcConfig>>,
+    /// `oidc.tls.insecure.skip.verify`: do not check the provider's certificate.
+    pub oidc_tls_insecure_skip_verify: bool,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -136,7 +140,15 @@ impl Settings {
         let password_pattern = Regex::new(pattern.unwrap_or(DEFAULT_PASSWORD_PATTERN))
             .map_err(|e| err(cm, "passwordPattern", format!("invalid regular expression: {e}")))?;
 
+        let oidc = match get_trimmed(cm, "oidc.config") {
+            None => None,
+            Some(text) => Some(Arc::new(
+                super::oidc::parse(text, &secret.data).map_err(|why| err(cm, "oidc.config", why))?,
+            )),
+        };
         Ok(Self {
+            oidc,
+            oidc_tls_insecure_skip_verify: parse_bool(cm, "oidc.tls.insecure.skip.verify")?.unwrap_or(false),
             url: parse_url(cm)?,
             admin_enabled,
             accounts,
@@ -355,9 +367,18 @@ impl fmt::Debug for Settings {
                 "server_secret_key",
                 &self.server_secret_key.as_ref().map(|_| REDACTED),
             )
-            .field("cm", &self.cm)
+            // oidc.config may hold a client secret written inline.
+            .field(
+                "cm",
+                &self
+                    .cm
+                    .iter()
+                    .map(|(k, v)| (k, if k == "oidc.config" { REDACTED } else { v.as_str() }))
+                    .collect::<BTreeMap<_, _>>(),
+            )
             .field("rbac", &self.rbac)
             .field("policy", &self.policy)
+            .field("oidc", &self.oidc)
             .field(
                 "secret",
                 &self
@@ -592,5 +613,22 @@ mod tests {
             "{shown}"
         );
         assert!(shown.contains("server.secretkey") && shown.contains(REDACTED));
+
+        // A client secret written inline in oidc.config stays out of logs too.
+        let s = build(
+            &[(
+                "oidc.config",
+                "issuer: https://idp.example\nclientID: cd\nclientSecret: inline-oidc-secret\n",
+            )],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            s.oidc.as_ref().unwrap().client_secret.as_deref(),
+            Some("inline-oidc-secret")
+        );
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("inline-oidc-secret"), "{shown}");
+        assert!(shown.contains("https://idp.example"));
     }
 }

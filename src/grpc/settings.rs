@@ -4,7 +4,8 @@ use tonic::{Request, Response, Status};
 
 use crate::pb::cluster::settings_service_server::SettingsService;
 use crate::pb::cluster::{
-    GoogleAnalyticsConfig, Help, KustomizeOptions, Settings, SettingsPluginsResponse, SettingsQuery,
+    Claim, GoogleAnalyticsConfig, Help, KustomizeOptions, OidcConfig, Settings, SettingsPluginsResponse,
+    SettingsQuery,
 };
 use crate::server::state::AppState;
 use crate::service::settings::{PublicSettings, SettingsSource, settings};
@@ -38,6 +39,26 @@ impl From<PublicSettings> for Settings {
     fn from(s: PublicSettings) -> Self {
         Self {
             url: s.url,
+            oidc_config: s.oidc_config.map(|o| OidcConfig {
+                name: o.name,
+                issuer: o.issuer,
+                client_id: o.client_id,
+                cli_client_id: o.cli_client_id,
+                scopes: o.scopes,
+                id_token_claims: o
+                    .id_token_claims
+                    .into_iter()
+                    .map(|(k, c)| {
+                        let claim = Claim {
+                            essential: c.essential,
+                            value: c.value,
+                            values: c.values,
+                        };
+                        (k, claim)
+                    })
+                    .collect(),
+                enable_pkce_authentication: o.enable_pkce_authentication,
+            }),
             app_label_key: s.app_label_key,
             google_analytics: Some(GoogleAnalyticsConfig {
                 tracking_id: s.google_analytics.tracking_id,

@@ -125,7 +125,7 @@ impl Dispatcher {
             }
         }
         let protocol = Protocol::classify(req.headers(), req.uri().path());
-        let renewed = self.identify(&mut req, protocol, conn);
+        let renewed = self.identify(&mut req, protocol, conn).await;
         let mut response = match protocol {
             Protocol::Grpc => {
                 let mut response = call(&self.grpc, req).await;
@@ -152,7 +152,12 @@ impl Dispatcher {
 
     /// The one place that works out who the caller is. Static UI files need
     /// no identity, so they skip the token check.
-    fn identify(&self, req: &mut Request<Incoming>, protocol: Protocol, conn: ConnInfo) -> Option<Renewal> {
+    async fn identify(
+        &self,
+        req: &mut Request<Incoming>,
+        protocol: Protocol,
+        conn: ConnInfo,
+    ) -> Option<Renewal> {
         let ip = edge::client_ip(req.headers(), conn.peer.ip(), &self.trusted_proxies);
         let channel = match protocol {
             Protocol::Grpc | Protocol::GrpcWeb => Channel::Grpc,
@@ -162,7 +167,7 @@ impl Dispatcher {
                 return None;
             }
         };
-        let identified = self.auth.identify(req.headers(), channel, ip);
+        let identified = self.auth.identify(req.headers(), channel, ip).await;
         let presented = match &identified.caller.credentials {
             Credentials::Valid(token) => Some(Arc::clone(token)),
             _ => None,

@@ -119,6 +119,7 @@ impl Server {
         )));
         let projects = crate::registry::RegistryProjects::new(Arc::clone(&registry), &config.namespace);
         let rbac = Rbac::new(Arc::clone(&config_watch), Arc::new(projects));
+        let oidc = Arc::new(crate::oidc::Oidc::new(Arc::clone(&config_watch)));
         let state = Arc::new(AppState::new(
             Arc::clone(&sessions),
             rbac,
@@ -127,7 +128,9 @@ impl Server {
             config.url.as_ref().map(|u| u.raw.clone()),
             config.basehref.clone(),
             content_types,
+            Arc::clone(&oidc),
         ));
+        check_sso_url(&state)?;
         let metrics = Arc::new(Metrics::default());
         let (health, health_service) = tonic_health::server::health_reporter();
         let grpc_routes = crate::grpc::routes(&state, health_service, config.limits.grpc_max_message_bytes);
@@ -138,7 +141,10 @@ impl Server {
                 .into_axum_router()
                 .layer(tonic_web::GrpcWebLayer::new()),
             http: crate::api::router(Arc::clone(&state), Arc::new(ui)),
-            auth: crate::auth::Authenticator { sessions },
+            auth: crate::auth::Authenticator {
+                sessions,
+                oidc: Some(oidc),
+            },
             basehref: config.basehref.clone(),
             metrics: Arc::clone(&metrics),
             tls_mode: !config.insecure,
@@ -225,6 +231,20 @@ impl Server {
         internal.cancel();
         Ok(())
     }
+}
+
+/// Single sign-on needs the external URL: the provider sends browsers back
+/// to `<url>/auth/callback`. Without it, say so instead of starting with a
+/// broken redirect URI.
+fn check_sso_url(state: &AppState) -> anyhow::Result<()> {
+    let settings = state.sessions.settings();
+    if settings.oidc.is_some() && state.url().is_empty() {
+        anyhow::bail!(
+            "oidc.config is set in argocd-cm, but the server's external URL is not: set `url` in argocd-cm \
+             (or --url), e.g. https://argocd.example.com; the provider must know <url>/auth/callback as a redirect URI"
+        );
+    }
+    Ok(())
 }
 
 async fn bind(addr: SocketAddr, flags: &str) -> anyhow::Result<TcpListener> {

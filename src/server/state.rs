@@ -20,6 +20,8 @@ pub struct AppState {
     pub basehref: String,
     /// Media types a state-changing REST call may carry (CSRF defence); empty: unchecked.
     pub api_content_types: Vec<String>,
+    /// Single sign-on (idle unless `oidc.config` is set).
+    pub oidc: Arc<crate::oidc::Oidc>,
     /// False once shutdown has begun: `/healthz` then answers 503.
     serving: AtomicBool,
 }
@@ -34,6 +36,7 @@ impl AppState {
         url_flag: Option<String>,
         basehref: String,
         api_content_types: Vec<String>,
+        oidc: Arc<crate::oidc::Oidc>,
     ) -> Self {
         Self {
             sessions,
@@ -43,6 +46,7 @@ impl AppState {
             url_flag,
             basehref,
             api_content_types,
+            oidc,
             serving: AtomicBool::new(true),
         }
     }

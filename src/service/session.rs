@@ -50,6 +50,13 @@ pub async fn delete(sessions: &Sessions, caller: &Caller) -> Result<(), AppError
     {
         sessions.revoke(&account.jti, account.expires_at).await?;
     }
+    // A dashboard SSO session ends on the server; a presented ID token is the
+    // provider's to revoke.
+    if let (Credentials::Valid(_), Some(sso)) = (&caller.credentials, caller.principal.sso())
+        && let Some(sid) = &sso.session
+    {
+        sessions.end_sso(sid).await?;
+    }
     Ok(())
 }
 
@@ -61,7 +68,7 @@ pub fn user_info(caller: &Caller, rbac: &Rbac) -> UserInfo {
     }
     UserInfo {
         logged_in: true,
-        username: p.subject().to_owned(),
+        username: p.username().to_owned(),
         iss: p.issuer().to_owned(),
         groups: rbac
             .policy()

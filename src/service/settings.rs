@@ -1,7 +1,11 @@
 //! `cluster.SettingsService/Get` and `GET /api/v1/settings`: what a browser
 //! needs before anyone has logged in. Nothing secret is ever part of it.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
+
+use crate::config::oidc::{ClaimRequest, OidcConfig};
 
 use crate::json::is_zero;
 use crate::principal::Principal;
@@ -15,6 +19,9 @@ use crate::server::state::AppState;
 pub struct PublicSettings {
     #[serde(skip_serializing_if = "is_zero")]
     pub url: String,
+    /// Single sign-on, when configured: what a client needs to start a login. Never a secret.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oidc_config: Option<OidcSettings>,
     #[serde(skip_serializing_if = "is_zero")]
     pub app_label_key: String,
     pub google_analytics: GoogleAnalytics,
@@ -33,6 +40,40 @@ pub struct PublicSettings {
     /// Only for logged-in callers.
     #[serde(skip_serializing_if = "is_zero")]
     pub password_pattern: String,
+}
+
+/// `oidcConfig`: upstream's `OIDCConfig` message, without its client secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct OidcSettings {
+    #[serde(skip_serializing_if = "is_zero")]
+    pub name: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub issuer: String,
+    #[serde(rename = "clientID", skip_serializing_if = "is_zero")]
+    pub client_id: String,
+    #[serde(rename = "cliClientID", skip_serializing_if = "is_zero")]
+    pub cli_client_id: String,
+    /// `requestedScopes` as configured (absent when not set).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub scopes: Vec<String>,
+    #[serde(rename = "idTokenClaims", skip_serializing_if = "BTreeMap::is_empty")]
+    pub id_token_claims: BTreeMap<String, ClaimRequest>,
+    #[serde(rename = "enablePKCEAuthentication", skip_serializing_if = "is_zero")]
+    pub enable_pkce_authentication: bool,
+}
+
+impl From<&OidcConfig> for OidcSettings {
+    fn from(c: &OidcConfig) -> Self {
+        Self {
+            name: c.name.clone(),
+            issuer: c.issuer.clone(),
+            client_id: c.client_id.clone(),
+            cli_client_id: c.cli_client_id.clone().unwrap_or_default(),
+            scopes: c.requested_scopes.clone(),
+            id_token_claims: c.id_token_claims.clone(),
+            enable_pkce_authentication: c.enable_pkce_authentication,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -68,15 +109,18 @@ pub struct SettingsSource {
     pub app_label_key: String,
     pub user_logins_disabled: bool,
     pub password_pattern: String,
+    pub oidc: Option<OidcSettings>,
 }
 
 impl SettingsSource {
     pub fn of(state: &AppState) -> Self {
+        let settings = state.sessions.settings();
         Self {
             url: state.url(),
             app_label_key: String::new(),
             user_logins_disabled: state.sessions.logins_disabled(),
-            password_pattern: state.sessions.settings().password_pattern.as_str().to_owned(),
+            password_pattern: settings.password_pattern.as_str().to_owned(),
+            oidc: settings.oidc.as_deref().map(OidcSettings::from),
         }
     }
 }
@@ -84,6 +128,7 @@ impl SettingsSource {
 pub fn settings(source: &SettingsSource, principal: &Principal) -> PublicSettings {
     PublicSettings {
         url: source.url.clone(),
+        oidc_config: source.oidc.clone(),
         app_label_key: source.app_label_key.clone(),
         tracking_method: "label".to_owned(),
         user_logins_disabled: source.user_logins_disabled,

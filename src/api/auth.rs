@@ -1,0 +1,466 @@
+//! `/auth/login`, `/auth/callback` and `/auth/logout`: the dashboard's single
+//! sign-on (authorization code flow with PKCE S256, a nonce, and a state
+//! bound to the browser).
+//!
+//! Whatever goes wrong, the browser gets one of a few fixed messages (plain
+//! text, never HTML): nothing from the request or the provider is echoed
+//! (SEC-05, SEC-06). The reasons go to the server log.
+
+use std::sync::Arc;
+
+use axum::extract::{RawQuery, State};
+use axum::response::{IntoResponse, Response};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, LOCATION};
+use http::{HeaderMap, HeaderValue, StatusCode};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+
+use super::extract::{Scope, Who};
+use super::session::append_cookies;
+use crate::auth::cookie::CookieScope;
+use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
+use crate::oidc::verify::{Claims, Expect};
+use crate::oidc::{Current, now_s};
+use crate::server::state::AppState;
+use crate::service::session;
+
+/// RFC 3986 unreserved characters stay; everything else is encoded.
+const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
+
+/// Longest query parameter value looked at.
+const MAX_PARAM_BYTES: usize = 4096;
+
+const SSO_OFF: &str = "single sign-on is not configured on this server";
+const NO_URL: &str =
+    "single sign-on is misconfigured: the server's external URL (url in argocd-cm) is not set";
+const BAD_RETURN_URL: &str =
+    "invalid return_url: only a path on this server, or a URL under the server's own url, is accepted";
+const PROVIDER_DOWN: &str = "the identity provider cannot be reached; try again later";
+const TOO_MANY: &str = "too many logins in progress; try again in a minute";
+const BAD_CALLBACK: &str = "invalid login callback: it is missing its state or code";
+const BAD_STATE: &str = "this login is unknown, expired or was already used; start the login again";
+const REFUSED: &str = "the identity provider did not complete the login; start the login again";
+const BAD_TOKEN: &str = "the identity provider's answer failed verification; start the login again";
+const SESSION_FAILED: &str = "the session could not be started; try again";
+
+/// A fixed message as plain text: a browser renders it, never runs it.
+fn page(status: StatusCode, message: &'static str) -> Response {
+    let mut response = (status, format!("{message}\n")).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        "content-security-policy",
+        HeaderValue::from_static("default-src 'none'"),
+    );
+    response
+}
+
+fn see_other(location: &str) -> Response {
+    let mut response = StatusCode::SEE_OTHER.into_response();
+    match HeaderValue::from_str(location) {
+        Ok(v) => {
+            response.headers_mut().insert(LOCATION, v);
+        }
+        Err(_) => return page(StatusCode::INTERNAL_SERVER_ERROR, SESSION_FAILED),
+    }
+    response
+        .headers_mut()
+        .insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+/// Query parameters; a parameter given twice counts as malformed (`None`).
+fn params(query: Option<&str>) -> Option<Vec<(String, String)>> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for (k, v) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        if v.len() > MAX_PARAM_BYTES || out.iter().any(|(seen, _)| *seen == k) {
+            return None;
+        }
+        out.push((k.into_owned(), v.into_owned()));
+    }
+    Some(out)
+}
+
+fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    params
+        .iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+        .filter(|v| !v.is_empty())
+}
+
+fn sso(state: &AppState) -> Result<Current, Box<Response>> {
+    match state.oidc.current() {
+        Ok(Some(current)) => Ok(current),
+        Ok(None) => Err(Box::new(page(StatusCode::NOT_FOUND, SSO_OFF))),
+        Err(err) => {
+            tracing::error!(error = %err, "cannot set up the OIDC provider client");
+            Err(Box::new(page(StatusCode::INTERNAL_SERVER_ERROR, PROVIDER_DOWN)))
+        }
+    }
+}
+
+/// `scheme://authority` of the external URL.
+fn origin(url: &str) -> Option<String> {
+    let uri: http::Uri = url.parse().ok()?;
+    Some(format!("{}://{}", uri.scheme_str()?, uri.authority()?))
+}
+
+/// Where the browser may be sent after the login: a path on this server
+/// (not `//host`), or an absolute URL with the external URL's scheme, host
+/// and port under its path. `None` for anything else (open redirects).
+pub fn safe_return_url(raw: Option<&str>, url: &str, basehref: &str) -> Option<String> {
+    let Some(raw) = raw.filter(|r| !r.is_empty()) else {
+        return Some(basehref.to_owned());
+    };
+    if raw.len() > 2048
+        || raw
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || c == '\\')
+    {
+        return None;
+    }
+    let path_only = |p: &str| (p.starts_with('/') && !p.starts_with("//")).then(|| p.to_owned());
+    if raw.starts_with('/') {
+        return path_only(raw);
+    }
+    let target: http::Uri = raw.parse().ok()?;
+    let base: http::Uri = url.parse().ok()?;
+    let scheme = target.scheme_str()?;
+    let same_scheme = base.scheme_str().is_some_and(|s| s.eq_ignore_ascii_case(scheme));
+    let port = |u: &http::Uri| {
+        u.port_u16().or_else(|| match u.scheme_str() {
+            Some(s) if s.eq_ignore_ascii_case("https") => Some(443),
+            Some(s) if s.eq_ignore_ascii_case("http") => Some(80),
+            _ => None,
+        })
+    };
+    let same_host = match (target.host(), base.host()) {
+        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
+        _ => false,
+    };
+    // No user info in the authority (`https://cd@evil`): the host check covers it, but be explicit.
+    let has_userinfo = target.authority().is_some_and(|a| a.as_str().contains('@'));
+    if !same_scheme || !same_host || has_userinfo || port(&target) != port(&base) {
+        return None;
+    }
+    let prefix = base.path().trim_end_matches('/');
+    let path = target.path();
+    if !(prefix.is_empty() || path == prefix || path.starts_with(&format!("{prefix}/"))) {
+        return None;
+    }
+    let pq = target.path_and_query().map_or("/", |pq| pq.as_str());
+    path_only(pq)
+}
+
+fn state_cookie(scope: &CookieScope, value: &str, max_age: u64) -> String {
+    let path = format!("{}auth", scope.path);
+    let secure = if scope.secure { "; Secure" } else { "" };
+    format!("{STATE_COOKIE}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}")
+}
+
+fn read_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v)
+}
+
+/// `GET /auth/login?return_url=…`: off to the provider.
+pub async fn login(
+    State(state): State<Arc<AppState>>,
+    Scope(scope): Scope,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let current = match sso(&state) {
+        Ok(c) => c,
+        Err(response) => return *response,
+    };
+    let url = state.url();
+    if url.is_empty() {
+        tracing::error!("SSO login refused: `url` is not set in argocd-cm (nor --url)");
+        return page(StatusCode::SERVICE_UNAVAILABLE, NO_URL);
+    }
+    let Some(params) = params(query.as_deref()) else {
+        return page(StatusCode::BAD_REQUEST, BAD_RETURN_URL);
+    };
+    let Some(return_to) = safe_return_url(param(&params, "return_url"), &url, &state.basehref) else {
+        return page(StatusCode::BAD_REQUEST, BAD_RETURN_URL);
+    };
+    let discovery = match current.provider.discovery().await {
+        Ok(d) => d,
+        Err(err) => {
+            tracing::warn!(error = %err, "SSO login: the identity provider is unavailable");
+            return page(StatusCode::BAD_GATEWAY, PROVIDER_DOWN);
+        }
+    };
+    let redirect_uri = format!("{}/auth/callback", url.trim_end_matches('/'));
+    let begun = match state.oidc.logins.begin(return_to, redirect_uri.clone()) {
+        Ok(b) => b,
+        Err(_) => return page(StatusCode::SERVICE_UNAVAILABLE, TOO_MANY),
+    };
+    let config = &current.config;
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query
+        .append_pair("response_type", "code")
+        .append_pair("client_id", &config.client_id)
+        .append_pair("redirect_uri", &redirect_uri)
+        .append_pair("scope", &config.scopes().join(" "))
+        .append_pair("state", &begun.state)
+        .append_pair("nonce", &begun.nonce)
+        .append_pair("code_challenge", &begun.challenge)
+        .append_pair("code_challenge_method", "S256");
+    if !config.id_token_claims.is_empty() {
+        let claims = serde_json::json!({ "id_token": config.id_token_claims });
+        query.append_pair("claims", &claims.to_string());
+    }
+    if let Some(hint) = &config.domain_hint {
+        query.append_pair("domain_hint", hint);
+    }
+    let endpoint = &discovery.authorization_endpoint;
+    let sep = if endpoint.contains('?') { '&' } else { '?' };
+    let mut response = see_other(&format!("{endpoint}{sep}{}", query.finish()));
+    append_cookies(
+        &mut response,
+        &[state_cookie(&scope, &begun.cookie, LOGIN_TTL.as_secs())],
+    );
+    response
+}
+
+/// `GET /auth/callback?code=…&state=…`: the provider sends the browser back.
+pub async fn callback(
+    State(state): State<Arc<AppState>>,
+    Who(_, auth): Who,
+    Scope(scope): Scope,
+    headers: HeaderMap,
+    RawQuery(query): RawQuery,
+) -> Response {
+    let clear_state = state_cookie(&scope, "", 0);
+    let fail = |status: StatusCode, message: &'static str| {
+        let mut response = page(status, message);
+        append_cookies(&mut response, std::slice::from_ref(&clear_state));
+        response
+    };
+    let current = match sso(&state) {
+        Ok(c) => c,
+        Err(response) => return *response,
+    };
+    let Some(params) = params(query.as_deref()) else {
+        return fail(StatusCode::BAD_REQUEST, BAD_CALLBACK);
+    };
+    let login_state = param(&params, "state");
+    if param(&params, "error").is_some() {
+        // The provider's error text is not shown: it arrives in the URL, so anyone can write it.
+        if let Some(s) = login_state {
+            state.oidc.logins.forget(s);
+        }
+        tracing::info!("SSO login: the identity provider answered with an error");
+        return fail(StatusCode::UNAUTHORIZED, REFUSED);
+    }
+    let (Some(login_state), Some(code)) = (login_state, param(&params, "code")) else {
+        return fail(StatusCode::BAD_REQUEST, BAD_CALLBACK);
+    };
+    let pending = match state
+        .oidc
+        .logins
+        .take(login_state, read_cookie(&headers, STATE_COOKIE))
+    {
+        Ok(p) => p,
+        Err(err) => {
+            tracing::info!(reason = %err, "SSO callback refused");
+            let status = if err == StateError::Full {
+                StatusCode::SERVICE_UNAVAILABLE
+            } else {
+                StatusCode::BAD_REQUEST
+            };
+            return fail(status, BAD_STATE);
+        }
+    };
+    let config = &current.config;
+    let tokens = match current
+        .provider
+        .exchange_code(
+            code,
+            &pending.verifier,
+            &pending.redirect_uri,
+            &config.client_id,
+            config.client_secret.as_deref(),
+        )
+        .await
+    {
+        Ok(t) => t,
+        Err(err) => {
+            tracing::warn!(error = %err, "SSO callback: the code exchange failed");
+            return fail(StatusCode::BAD_GATEWAY, REFUSED);
+        }
+    };
+    let Some(id_token) = tokens.id_token.filter(|t| !t.is_empty()) else {
+        tracing::warn!("SSO callback: the token answer has no id_token (is `openid` among the scopes?)");
+        return fail(StatusCode::BAD_GATEWAY, REFUSED);
+    };
+    let audiences = [config.client_id.clone()];
+    let expect = Expect {
+        issuer: &config.issuer,
+        audiences: &audiences,
+        skip_audience_when_absent: false,
+        nonce: Some(&pending.nonce),
+        now: now_s(),
+    };
+    let mut claims = match current.provider.verify(&id_token, &expect).await {
+        Ok(c) => c,
+        Err(err) => {
+            tracing::warn!(error = %err, "SSO callback: the ID token failed verification");
+            return fail(StatusCode::UNAUTHORIZED, BAD_TOKEN);
+        }
+    };
+    if let (Some(url), Some(access)) = (config.user_info_url(), tokens.access_token.as_deref()) {
+        merge_user_info_groups(&current, &url, access, &mut claims).await;
+    }
+    let who = crate::principal::SsoPrincipal::from_claims(Arc::new(claims.clone()), 0, None, None);
+    let token = match state.sessions.start_sso(claims, id_token).await {
+        Ok(t) => {
+            tracing::info!(user = %who.user, username = %who.username, "SSO login");
+            t
+        }
+        Err(err) => {
+            tracing::error!(error = %err, "SSO callback: cannot record the session");
+            return fail(StatusCode::INTERNAL_SERVER_ERROR, SESSION_FAILED);
+        }
+    };
+    let cookies = match scope.set(&token, auth.cookie_chunks) {
+        Ok(c) => c,
+        Err(_) => return fail(StatusCode::INTERNAL_SERVER_ERROR, SESSION_FAILED),
+    };
+    let mut response = see_other(&pending.return_to);
+    append_cookies(&mut response, &cookies);
+    append_cookies(&mut response, &[clear_state]);
+    response
+}
+
+/// `enableUserInfoGroups`: the user-info endpoint's `groups` join the ID
+/// token's (for providers that put groups only there). Its `sub` must match.
+async fn merge_user_info_groups(current: &Current, url: &str, access: &str, claims: &mut Claims) {
+    let info = match current.provider.user_info(url, access).await {
+        Ok(info) => info,
+        Err(err) => {
+            tracing::warn!(error = %err, "SSO: cannot read groups from the user-info endpoint");
+            return;
+        }
+    };
+    if info.get("sub") != claims.get("sub") {
+        tracing::warn!("SSO: the user-info answer is for another subject; its groups are ignored");
+        return;
+    }
+    let Some(groups) = info.get("groups") else { return };
+    let mut merged: Vec<serde_json::Value> = match claims.get("groups") {
+        Some(serde_json::Value::Array(items)) => items.clone(),
+        Some(serde_json::Value::String(s)) => vec![serde_json::Value::String(s.clone())],
+        _ => Vec::new(),
+    };
+    let extra: Vec<serde_json::Value> = match groups {
+        serde_json::Value::Array(items) => items.clone(),
+        serde_json::Value::String(s) => vec![serde_json::Value::String(s.clone())],
+        _ => Vec::new(),
+    };
+    for g in extra {
+        if g.is_string() && !merged.contains(&g) {
+            merged.push(g);
+        }
+    }
+    claims.insert("groups".to_owned(), serde_json::Value::Array(merged));
+}
+
+/// `/auth/logout` (GET or POST): ends the session, clears every cookie chunk,
+/// and sends the browser on: to `logoutURL` (with `{{token}}` and
+/// `{{logoutRedirectURL}}` filled in, URL-encoded), or to the provider's
+/// `end_session_endpoint`, for an SSO session; to the dashboard otherwise.
+pub async fn logout(
+    State(state): State<Arc<AppState>>,
+    Who(caller, auth): Who,
+    Scope(scope): Scope,
+) -> Response {
+    let id_token = caller
+        .principal
+        .sso()
+        .and_then(|s| s.session.as_deref())
+        .and_then(|sid| state.sessions.sso_session(sid))
+        .map(|s| s.id_token.clone());
+    if let Err(err) = session::delete(&state.sessions, &caller).await {
+        return err.into_response();
+    }
+    let mut location = state.basehref.clone();
+    if let Some(id_token) = id_token
+        && let Ok(Some(current)) = state.oidc.current()
+    {
+        let back = origin(&state.url()).map(|o| format!("{o}{}", state.basehref));
+        let back = back.unwrap_or_else(|| state.basehref.clone());
+        let enc = |s: &str| utf8_percent_encode(s, COMPONENT).to_string();
+        if let Some(template) = &current.config.logout_url {
+            location = template
+                .replace("{{token}}", &enc(&id_token))
+                .replace("{{logoutRedirectURL}}", &enc(&back));
+        } else if let Ok(discovery) = current.provider.discovery().await
+            && let Some(endpoint) = &discovery.end_session_endpoint
+        {
+            let sep = if endpoint.contains('?') { '&' } else { '?' };
+            location = format!(
+                "{endpoint}{sep}id_token_hint={}&post_logout_redirect_uri={}",
+                enc(&id_token),
+                enc(&back)
+            );
+        }
+    }
+    let mut response = see_other(&location);
+    append_cookies(&mut response, &scope.clear(auth.cookie_chunks));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn return_urls_stay_on_this_server() {
+        let url = "https://cd.example.com";
+        let ok = |raw: &str| safe_return_url(Some(raw), url, "/");
+        assert_eq!(safe_return_url(None, url, "/").as_deref(), Some("/"));
+        assert_eq!(ok("/applications?x=1").as_deref(), Some("/applications?x=1"));
+        assert_eq!(ok("https://cd.example.com/apps/a").as_deref(), Some("/apps/a"));
+        assert_eq!(ok("https://CD.example.com:443/").as_deref(), Some("/"));
+        for bad in [
+            "//evil.com",
+            "/\\evil.com",
+            "https://evil.com/",
+            "https://cd.example.com.evil.com/",
+            "https://cd.example.com@evil.com/",
+            "http://cd.example.com/",
+            "https://cd.example.com:8443/",
+            "javascript:alert(1)",
+            "/a\r\nSet-Cookie: x=1",
+            "/ /",
+            "evil.com",
+        ] {
+            assert_eq!(ok(bad), None, "{bad}");
+        }
+        let prefixed = "https://cd.example.com/argocd";
+        assert_eq!(
+            safe_return_url(Some("https://cd.example.com/argocd/apps"), prefixed, "/argocd/").as_deref(),
+            Some("/argocd/apps")
+        );
+        assert_eq!(
+            safe_return_url(Some("https://cd.example.com/other"), prefixed, "/argocd/"),
+            None
+        );
+    }
+}
