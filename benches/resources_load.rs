@@ -488,7 +488,7 @@ async fn main() -> anyhow::Result<()> {
     rss("after a REST list");
     let (cold, grpc_size) = grpc_list(&channel, &token).await?;
     println!(
-        "  (first gRPC list, encodings built: {:.0} ms)",
+        "  (first gRPC list after start: {:.0} ms)",
         cold.as_secs_f64() * 1e3
     );
     rss("after a gRPC list");

@@ -313,11 +313,10 @@ impl ReplyParts {
         match self {
             ReplyParts::One(bytes) => bytes.len(),
             ReplyParts::List { head, items, .. } => {
-                head.len()
-                    + items
-                        .iter()
-                        .map(|d| list_item_prefix(d.proto_len).len() + d.proto_len)
-                        .sum::<usize>()
+                let item = |len: usize| {
+                    prost::encoding::key_len(2) + prost::encoding::encoded_len_varint(len as u64) + len
+                };
+                head.len() + items.iter().map(|d| item(d.proto_len)).sum::<usize>()
             }
         }
     }
