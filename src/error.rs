@@ -121,6 +121,22 @@ impl From<AppError> for tonic::Status {
     }
 }
 
+/// An error with its causes, for messages about outbound connections: hyper-util's
+/// "client error (Connect)" alone says nothing.
+pub fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -263,7 +263,7 @@ impl ClientOpts {
             })
             .map_result(|result| match result {
                 Ok(response) => grpc_web_response(response),
-                Err(err) => Err(BoxError::from(error_chain(&err))),
+                Err(err) => Err(BoxError::from(crate::error::with_causes(&err))),
             });
         Ok(Connection {
             transport: BoxCloneSyncService::new(transport),
@@ -329,21 +329,6 @@ where
         response.status().as_u16()
     )
     .into())
-}
-
-/// An error with its causes: hyper-util's "client error (Connect)" alone says nothing.
-fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
 
 type ClientStream = Either<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;

@@ -138,7 +138,7 @@ impl Http {
         let work = async {
             let response = self.client.request(req).await.map_err(|e| HttpError::Connect {
                 url: url.to_owned(),
-                reason: chain(&e),
+                reason: crate::error::with_causes(&e),
             })?;
             let status = response.status();
             let body = Limited::new(response.into_body(), MAX_BODY_BYTES)
@@ -182,19 +182,4 @@ fn oauth_error(body: &[u8]) -> String {
         .filter(|e| e.error.len() < 64 && e.error.chars().all(|c| c.is_ascii_graphic()))
         .map(|e| format!(" ({})", e.error))
         .unwrap_or_default()
-}
-
-/// An error with its causes: hyper-util's "client error (Connect)" alone says nothing.
-fn chain(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
 }
