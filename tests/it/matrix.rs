@@ -81,7 +81,7 @@ async fn check_all(server: &TestServer, tls: bool, proto: Proto) {
         .unwrap();
     let deep = conn.send(deep).await;
     assert_eq!(deep.status, 200, "{label} SPA deep link");
-    assert!(deep.text().contains("<main id=\"app\""), "{label}");
+    assert!(deep.text().contains("<div id=\"app\">"), "{label}");
     let missing = conn
         .send(get(&format!("{base}/applications/argocd/guestbook")))
         .await;
@@ -146,7 +146,11 @@ async fn one_http2_connection_carries_grpc_rest_and_ui_concurrently() {
                     r.grpc_status() == Some("0".into())
                 }
                 1 => conn.send(get(&format!("{base}/api/version"))).await.status == 200,
-                _ => conn.send(get(&format!("{base}/"))).await.text().contains("<main"),
+                _ => conn
+                    .send(get(&format!("{base}/")))
+                    .await
+                    .text()
+                    .contains("<div id=\"app\">"),
             }
         }));
     }
