@@ -1,9 +1,12 @@
 // Helpers of the browser tests: a real tiphys server on loopback with known accounts and RBAC,
-// the tiphys CLI against it, and headless Debian Chromium driven by playwright-core.
+// the tiphys CLI against it, a real OpenID Connect provider (tests/oidc) for single sign-on, and
+// headless Debian Chromium driven by playwright-core.
 import { spawn, execFile } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync, existsSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { chromium } from "playwright-core";
 
@@ -31,15 +34,23 @@ function manifest(kind, name, data, section = "data") {
   return lines.join("\n") + "\n";
 }
 
-/** A config dir: admin (apiKey too) and alice (login) with known passwords, and an RBAC policy. */
-function writeConfig(dir, { policy = [], cm = {} } = {}) {
+/**
+ * A config dir: admin (apiKey too) and alice (login) with known passwords, and an RBAC policy;
+ * `cm` and `secret` add to argocd-cm and argocd-secret. Each file is replaced whole (a running
+ * server never reads half a file), argocd-cm last (it may refer to keys of the secret).
+ */
+function writeConfig(dir, { policy = [], cm = {}, secret = {} } = {}) {
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "argocd-cm.yaml"), manifest("ConfigMap", "argocd-cm", { "accounts.alice": "login", "admin.enabled": "true", "accounts.admin": "login, apiKey", ...cm }));
-  writeFileSync(
-    join(dir, "argocd-secret.yaml"),
-    manifest("Secret", "argocd-secret", { "admin.password": HASHES[ADMIN_PW], "accounts.alice.password": HASHES[ALICE_PW], "server.secretkey": "browser-test-secret-key-0123456789" }, "stringData"),
+  const put = (name, text) => {
+    writeFileSync(join(dir, `.${name}.tmp`), text);
+    renameSync(join(dir, `.${name}.tmp`), join(dir, name));
+  };
+  put(
+    "argocd-secret.yaml",
+    manifest("Secret", "argocd-secret", { "admin.password": HASHES[ADMIN_PW], "accounts.alice.password": HASHES[ALICE_PW], "server.secretkey": "browser-test-secret-key-0123456789", ...secret }, "stringData"),
   );
-  writeFileSync(join(dir, "argocd-rbac-cm.yaml"), manifest("ConfigMap", "argocd-rbac-cm", { "policy.csv": policy.join("\n") + "\n" }));
+  put("argocd-rbac-cm.yaml", manifest("ConfigMap", "argocd-rbac-cm", { "policy.csv": policy.join("\n") + "\n" }));
+  put("argocd-cm.yaml", manifest("ConfigMap", "argocd-cm", { "accounts.alice": "login", "admin.enabled": "true", "accounts.admin": "login, apiKey", ...cm }));
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -62,7 +73,8 @@ export async function waitFor(what, check, ms = 10000) {
 
 /**
  * Starts `tiphys server` on a free loopback port. Options: policy (RBAC lines), cm (argocd-cm
- * additions), basehref, rootpath, staticassets (else TIPHYS_STATIC_ASSETS, else the embedded UI).
+ * additions), secret (argocd-secret additions), basehref, rootpath, staticassets (else
+ * TIPHYS_STATIC_ASSETS, else the embedded UI).
  */
 export async function startServer(opts = {}) {
   // `dir` and `port` let a test restart a server on its data and address.
@@ -95,6 +107,10 @@ export async function startServer(opts = {}) {
     url: `${origin}${prefix}/`,
     dir,
     log: () => Buffer.concat(chunks).toString(),
+    /** Rewrites the config files while the server runs: `changes` replace those options. */
+    reconfigure(changes) {
+      writeConfig(config, { ...opts, ...changes });
+    },
     /** Stops the server; `keep` leaves its directory for a restart. */
     async stop({ keep = false } = {}) {
       writeFileSync(log, Buffer.concat(chunks));
@@ -106,6 +122,54 @@ export async function startServer(opts = {}) {
       if (!keep) rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/** A TCP port free on 127.0.0.1 right now (for a program that cannot be given port 0). */
+export async function freePort() {
+  const probe = createServer();
+  await new Promise((r, reject) => probe.once("error", reject).listen(0, "127.0.0.1", r));
+  const { port } = probe.address();
+  await new Promise((r) => probe.close(r));
+  return port;
+}
+
+const OIDC_DIR = fileURLToPath(new URL("../oidc/", import.meta.url));
+
+/**
+ * Starts the test OpenID Connect provider (npm oidc-provider, tests/oidc/server.mjs: clients
+ * `argo-cd` with secret `argo-cd-secret` and `argo-cd-cli`; any login and password; groups
+ * ["devs"], plus "admins" for logins starting with "admin") on a free loopback port, allowing
+ * `redirectUris`. Stopped by its PID.
+ */
+export async function startOidcProvider({ redirectUris }) {
+  if (!existsSync(join(OIDC_DIR, "node_modules", "oidc-provider"))) {
+    throw new Error("oidc-provider is not installed: run `npm ci --prefix tests/oidc` (bash .ci/browser-tests does)");
+  }
+  const dir = mkdtempSync(join(tmpdir(), "tiphys-oidc-"));
+  const port = await freePort();
+  const env = { ...process.env, OIDC_PORT: String(port), OIDC_KEY_FILE: join(dir, "key.json"), OIDC_REDIRECT_URIS: redirectUris.join(",") };
+  const child = spawn(process.execPath, [join(OIDC_DIR, "server.mjs")], { cwd: OIDC_DIR, stdio: ["ignore", "pipe", "pipe"], env });
+  const chunks = [];
+  child.stdout.on("data", (c) => chunks.push(c));
+  child.stderr.on("data", (c) => chunks.push(c));
+  const exited = new Promise((r) => child.on("exit", r));
+  const output = () => Buffer.concat(chunks).toString();
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGTERM");
+      await Promise.race([exited, sleep(5000)]);
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    }
+    rmSync(dir, { recursive: true, force: true });
+  };
+  await waitFor("the OIDC provider to listen", () => {
+    if (child.exitCode !== null) throw new Error(`the OIDC provider exited with ${child.exitCode}`);
+    return output().includes("oidc-provider issuer");
+  }, 15000).catch(async (err) => {
+    await stop();
+    throw new Error(`${err.message}\n${output()}`);
+  });
+  return { port, issuer: `http://127.0.0.1:${port}`, log: output, stop };
 }
 
 /** A REST session token (for the CLI and for setting up data). */
