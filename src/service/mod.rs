@@ -13,4 +13,5 @@ pub mod resource;
 pub mod sensitive;
 pub mod session;
 pub mod settings;
+pub mod sync_windows;
 pub mod version;

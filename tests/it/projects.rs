@@ -211,7 +211,7 @@ async fn projects_are_created_read_listed_updated_and_deleted() {
     let mut update = upserted.clone();
     update["spec"]["description"] = json!("updated");
     update["spec"]["syncWindows"] =
-        json!([{"kind": "deny", "schedule": "0 22 * * *", "duration": "1h", "applications": ["*"]}]);
+        json!([{"kind": "deny", "schedule": "* * * * *", "duration": "1h", "applications": ["*"]}]);
     let updated = admin
         .ok(
             "PUT",
@@ -237,6 +237,7 @@ async fn projects_are_created_read_listed_updated_and_deleted() {
 
     let detailed = admin.ok("GET", "/api/v1/projects/p1/detailed", None).await;
     assert_eq!(detailed["project"]["metadata"]["name"], "p1", "{detailed}");
+    // The deny window fires every minute for an hour: it is active now.
     let windows = admin.ok("GET", "/api/v1/projects/p1/syncwindows", None).await;
     assert_eq!(windows["windows"][0]["kind"], "deny", "{windows}");
     admin.ok("GET", "/api/v1/projects/p1/events", None).await;

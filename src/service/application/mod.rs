@@ -19,6 +19,7 @@ pub use self::watch::watch;
 use super::project_rules::ProjectRules;
 use super::resource::{check_object_name, check_repo_url, parse_resource_version};
 use super::sensitive::{check_no_password, denied};
+use super::sync_windows::{SyncWindow, Target, can_sync};
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
@@ -617,11 +618,11 @@ pub struct SyncWindowsQuery {
     pub project: String,
 }
 
-/// The project's sync windows that apply to the application. tiphys records windows but does
-/// not evaluate their schedules, so none is reported active and manual sync is allowed.
+/// The project's sync windows that apply to the application (`assignedWindows`), those of them
+/// active now (`activeWindows`), and whether a manual sync may start now (`canSync`).
 pub async fn sync_windows(ctx: Ctx, q: SyncWindowsQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    authorized(
+    let doc = authorized(
         &ctx.state,
         principal,
         &q.app_namespace,
@@ -629,7 +630,54 @@ pub async fn sync_windows(ctx: Ctx, q: SyncWindowsQuery) -> Result<Reply, AppErr
         &q.project,
         "get",
     )?;
-    Ok(Reply::Message(serde_json::json!({"canSync": true})))
+    let app = AppView::read(&doc.value())?;
+    let assigned = assigned_windows(&ctx.state, &app);
+    let now = jiff::Timestamp::now();
+    let view = |w: &SyncWindow| {
+        serde_json::json!({
+            "kind": w.kind,
+            "schedule": w.schedule,
+            "duration": w.duration,
+            "manualSync": w.manual_sync,
+        })
+    };
+    let active: Vec<Value> = assigned.iter().filter(|w| w.active_at(now)).map(view).collect();
+    let mut out = Map::new();
+    if !active.is_empty() {
+        out.insert("activeWindows".to_owned(), Value::Array(active));
+    }
+    if !assigned.is_empty() {
+        out.insert("assignedWindows".to_owned(), assigned.iter().map(view).collect());
+    }
+    out.insert("canSync".to_owned(), Value::Bool(can_sync(&assigned, now, true)));
+    Ok(Reply::Message(Value::Object(out)))
+}
+
+/// The sync windows of the application's project that match it (by name, destination
+/// namespace, destination server or name). A window that does not read as one is skipped.
+fn assigned_windows(state: &AppState, app: &AppView) -> Vec<SyncWindow> {
+    let Some(project) = state
+        .registry
+        .get(&Key::new(Kind::AppProject, &state.namespace, app.project()))
+    else {
+        return Vec::new();
+    };
+    let value = project.value();
+    let Some(windows) = value.pointer("/spec/syncWindows").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let dest = &app.spec.destination;
+    let target = Target {
+        name: &app.metadata.name,
+        namespace: &dest.namespace,
+        server: &dest.server,
+        cluster_name: &dest.name,
+    };
+    windows
+        .iter()
+        .filter_map(|w| SyncWindow::deserialize(w).ok())
+        .filter(|w| w.matches(&target))
+        .collect()
 }
 
 /// The resource tree as a stream: the current (empty) tree, then nothing until a controller

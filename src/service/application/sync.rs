@@ -4,12 +4,13 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{AppView, authorized, denied, doc_object, validate};
+use super::{AppView, assigned_windows, authorized, denied, doc_object, validate};
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef};
 use crate::rpc::{Ctx, Reply};
 use crate::server::state::AppState;
+use crate::service::sync_windows::blocking_window;
 
 #[derive(Deserialize, Default, Debug)]
 #[serde(default, rename_all = "camelCase")]
@@ -50,6 +51,7 @@ pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
     let app = AppView::read(&value)?;
     // The project may have changed since the application was written.
     validate(state, &app)?;
+    check_sync_windows(state, &app)?;
     check_auto_sync(&value, &req)?;
     if value.get("operation").is_some() {
         return Err(AppError::FailedPrecondition(
@@ -192,6 +194,29 @@ fn check_auto_sync(app: &Value, req: &SyncRequest) -> Result<(), AppError> {
 
 /// The application if the caller may see it and `sync` it, with its RBAC object; the same
 /// fixed denial as a missing one otherwise.
+/// A manual sync the project's sync windows forbid now is refused, as upstream refuses it
+/// (`PermissionDenied`, "cannot sync: blocked by sync window"), naming the window.
+fn check_sync_windows(state: &AppState, app: &AppView) -> Result<(), AppError> {
+    let assigned = assigned_windows(state, app);
+    let Some(w) = blocking_window(&assigned, jiff::Timestamp::now()) else {
+        return Ok(());
+    };
+    let zone = if w.time_zone.is_empty() {
+        "UTC"
+    } else {
+        &w.time_zone
+    };
+    let why = if w.is_deny() {
+        "is active and does not allow manual sync"
+    } else {
+        "is the application's allow window and is not active now"
+    };
+    Err(AppError::PermissionDenied(format!(
+        "cannot sync: blocked by sync window: {} window {:?} for {} ({zone}) {why}",
+        w.kind, w.schedule, w.duration
+    )))
+}
+
 fn may_sync(
     state: &AppState,
     principal: &Principal,

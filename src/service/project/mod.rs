@@ -21,6 +21,7 @@ use self::validate::{check_project, normalize_policies};
 use super::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER, ProjectRules};
 use super::redact;
 use super::resource::{check_object_name, parse_resource_version};
+use super::sync_windows::SyncWindow;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
@@ -215,20 +216,24 @@ pub async fn list_links(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     Ok(Reply::Message(Value::Object(Map::new())))
 }
 
-/// The project's sync windows. Upstream answers the windows active now; tiphys records
-/// windows but does not evaluate their schedules, so it answers every window of the project
-/// (and never blocks a sync because of one).
+/// The project's sync windows that are active now (all of them, whichever applications they
+/// select), as stored.
 pub async fn sync_windows_state(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let doc = authorized(&ctx.state, principal, &q.name, "get")?;
-    let windows = doc
-        .value()
+    let now = jiff::Timestamp::now();
+    let value = doc.value();
+    let active: Vec<Value> = value
         .pointer("/spec/syncWindows")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|w| SyncWindow::deserialize(*w).is_ok_and(|w| w.active_at(now)))
         .cloned()
-        .filter(|w| w.as_array().is_some_and(|a| !a.is_empty()));
+        .collect();
     let mut out = Map::new();
-    if let Some(windows) = windows {
-        out.insert("windows".to_owned(), windows);
+    if !active.is_empty() {
+        out.insert("windows".to_owned(), Value::Array(active));
     }
     Ok(Reply::Message(Value::Object(out)))
 }

@@ -1,0 +1,346 @@
+use super::*;
+
+fn ts(text: &str) -> Timestamp {
+    text.parse().expect("timestamp")
+}
+
+fn next(schedule: &str, after: &str) -> String {
+    Cron::parse(schedule)
+        .expect("schedule")
+        .next_after(ts(after), &TimeZone::UTC)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+fn window(kind: &str, schedule: &str, duration: &str) -> SyncWindow {
+    SyncWindow {
+        kind: kind.to_owned(),
+        schedule: schedule.to_owned(),
+        duration: duration.to_owned(),
+        applications: vec!["*".to_owned()],
+        ..SyncWindow::default()
+    }
+}
+
+// ---- cron fields ----
+
+#[test]
+fn every_minute_fires_on_the_next_whole_minute() {
+    assert_eq!(next("* * * * *", "2024-03-15T10:30:00Z"), "2024-03-15T10:31:00Z");
+    assert_eq!(
+        next("* * * * *", "2024-03-15T10:30:59.5Z"),
+        "2024-03-15T10:31:00Z"
+    );
+}
+
+#[test]
+fn fixed_time_rolls_to_the_next_day_month_and_year() {
+    assert_eq!(next("0 22 * * *", "2024-03-15T10:30:00Z"), "2024-03-15T22:00:00Z");
+    assert_eq!(next("0 22 * * *", "2024-03-15T22:00:00Z"), "2024-03-16T22:00:00Z");
+    assert_eq!(next("30 1 1 * *", "2024-03-15T10:30:00Z"), "2024-04-01T01:30:00Z");
+    assert_eq!(next("0 0 1 1 *", "2024-03-15T10:30:00Z"), "2025-01-01T00:00:00Z");
+    assert_eq!(
+        next("59 23 31 12 *", "2024-12-31T23:59:00Z"),
+        "2025-12-31T23:59:00Z"
+    );
+}
+
+#[test]
+fn lists_ranges_and_steps() {
+    assert_eq!(
+        next("5,45 * * * *", "2024-03-15T10:30:00Z"),
+        "2024-03-15T10:45:00Z"
+    );
+    assert_eq!(
+        next("10-12 * * * *", "2024-03-15T10:12:00Z"),
+        "2024-03-15T11:10:00Z"
+    );
+    assert_eq!(
+        next("*/15 * * * *", "2024-03-15T10:31:00Z"),
+        "2024-03-15T10:45:00Z"
+    );
+    assert_eq!(
+        next("0 8-18/4 * * *", "2024-03-15T10:30:00Z"),
+        "2024-03-15T12:00:00Z"
+    );
+    assert_eq!(
+        next("0 8-18/4 * * *", "2024-03-15T16:30:00Z"),
+        "2024-03-16T08:00:00Z"
+    );
+    // `v/step` runs from v to the field's end.
+    assert_eq!(
+        next("50/5 * * * *", "2024-03-15T10:56:00Z"),
+        "2024-03-15T11:50:00Z"
+    );
+}
+
+#[test]
+fn names_are_accepted_in_any_case() {
+    // 2024-03-15 is a Friday.
+    assert_eq!(
+        next("0 9 * * MON", "2024-03-15T10:00:00Z"),
+        "2024-03-18T09:00:00Z"
+    );
+    assert_eq!(
+        next("0 9 * * mon-wed", "2024-03-19T10:00:00Z"),
+        "2024-03-20T09:00:00Z"
+    );
+    assert_eq!(
+        next("0 0 1 jun *", "2024-03-15T10:00:00Z"),
+        "2024-06-01T00:00:00Z"
+    );
+    assert_eq!(
+        next("0 0 1 Oct-Dec/2 *", "2024-03-15T10:00:00Z"),
+        "2024-10-01T00:00:00Z"
+    );
+}
+
+#[test]
+fn sunday_is_zero_or_seven() {
+    assert_eq!(next("0 0 * * 0", "2024-03-15T10:00:00Z"), "2024-03-17T00:00:00Z");
+    assert_eq!(next("0 0 * * 7", "2024-03-15T10:00:00Z"), "2024-03-17T00:00:00Z");
+    assert_eq!(
+        next("0 0 * * 6-7", "2024-03-17T10:00:00Z"),
+        "2024-03-23T00:00:00Z"
+    );
+}
+
+#[test]
+fn day_of_month_and_weekday_either_when_both_restricted() {
+    // The 20th (a Wednesday) or a Monday (the 18th), whichever comes first.
+    assert_eq!(next("0 0 20 * 1", "2024-03-15T10:00:00Z"), "2024-03-18T00:00:00Z");
+    assert_eq!(next("0 0 20 * 1", "2024-03-18T10:00:00Z"), "2024-03-20T00:00:00Z");
+    assert_eq!(next("0 0 13 * 5", "2024-03-15T10:00:00Z"), "2024-03-22T00:00:00Z");
+    // With `*` in one of them, the other decides.
+    assert_eq!(next("0 0 13 * *", "2024-03-15T10:00:00Z"), "2024-04-13T00:00:00Z");
+    assert_eq!(next("0 0 ? * 1", "2024-03-15T10:00:00Z"), "2024-03-18T00:00:00Z");
+}
+
+#[test]
+fn leap_days_and_impossible_dates() {
+    assert_eq!(next("0 0 29 2 *", "2024-03-15T10:00:00Z"), "2028-02-29T00:00:00Z");
+    assert_eq!(next("0 0 31 4 *", "2024-03-15T10:00:00Z"), "");
+}
+
+#[test]
+fn bad_schedules_say_what_is_wrong() {
+    let err = |s: &str| Cron::parse(s).expect_err(s);
+    assert!(err("* * * *").contains("expected 5 fields"), "{}", err("* * * *"));
+    assert!(err("* * * * * *").contains("found 6"));
+    assert!(err("60 * * * *").contains("minute field \"60\": 60 is out of range 0-59"));
+    assert!(err("* 24 * * *").contains("hour"));
+    assert!(err("* * 0 * *").contains("day of month"));
+    assert!(err("* * * 13 *").contains("month"));
+    assert!(err("* * * * 8").contains("day of week"));
+    assert!(err("*/0 * * * *").contains("step must be at least 1"));
+    assert!(err("*/x * * * *").contains("step \"x\" is not a number"));
+    assert!(err("30-10 * * * *").contains("runs backwards"));
+    assert!(err("foo * * * *").contains("\"foo\" is not a number"));
+    assert!(err("* * * * funday").contains("not a number"));
+    assert!(err("1,,2 * * * *").contains("empty value"));
+    assert!(err("@daily").contains("descriptors"));
+    assert!(err("").contains("found 0"));
+}
+
+// ---- windows ----
+
+#[test]
+fn active_from_a_firing_time_for_the_duration() {
+    let w = window("deny", "0 22 * * *", "1h30m");
+    assert!(!w.active_at(ts("2024-03-15T21:59:59Z")));
+    assert!(w.active_at(ts("2024-03-15T22:00:00Z")));
+    assert!(w.active_at(ts("2024-03-15T23:29:59.999Z")));
+    assert!(!w.active_at(ts("2024-03-15T23:30:00Z")));
+    // Across midnight.
+    let w = window("deny", "0 23 * * *", "2h");
+    assert!(w.active_at(ts("2024-03-16T00:30:00Z")));
+    assert!(!w.active_at(ts("2024-03-16T01:00:00Z")));
+}
+
+#[test]
+fn every_minute_for_an_hour_is_always_active_and_zero_never() {
+    assert!(window("deny", "* * * * *", "1h").active_at(ts("2024-03-15T10:30:17Z")));
+    assert!(window("deny", "* * * * *", "1m").active_at(ts("2024-03-15T10:30:59Z")));
+    assert!(!window("deny", "* * * * *", "0s").active_at(ts("2024-03-15T10:30:00Z")));
+}
+
+#[test]
+fn long_durations_reach_back() {
+    let w = window("allow", "0 0 1 1 *", "8760h");
+    assert!(w.active_at(ts("2024-12-30T00:00:00Z")));
+    let w = window("allow", "0 0 1 1 *", "720h");
+    assert!(!w.active_at(ts("2024-03-15T00:00:00Z")));
+}
+
+#[test]
+fn a_time_zone_shifts_the_schedule() {
+    let mut w = window("deny", "0 9 * * *", "1h");
+    w.time_zone = "Asia/Tokyo".to_owned(); // UTC+9, no DST
+    assert!(w.active_at(ts("2024-03-15T00:30:00Z")));
+    assert!(!w.active_at(ts("2024-03-15T09:30:00Z")));
+    w.time_zone = "America/New_York".to_owned(); // UTC-4 in July
+    assert!(w.active_at(ts("2024-07-15T13:15:00Z")));
+    assert!(!w.active_at(ts("2024-07-15T09:15:00Z")));
+    // UTC-5 in January.
+    assert!(w.active_at(ts("2024-01-15T14:15:00Z")));
+}
+
+#[test]
+fn a_dst_gap_fires_after_the_gap() {
+    // 2024-03-10 02:30 does not exist in New York; it fires at 03:30 EDT (07:30 UTC).
+    let next = Cron::parse("30 2 10 3 *").expect("schedule").next_after(
+        ts("2024-03-01T00:00:00Z"),
+        &zone("America/New_York").expect("zone"),
+    );
+    assert_eq!(
+        next.map(|t| t.to_string()).unwrap_or_default(),
+        "2024-03-10T07:30:00Z"
+    );
+}
+
+#[test]
+fn problems_name_the_field() {
+    assert_eq!(window("allow", "0 0 * * *", "1h").problem(), None);
+    let problem = |w: SyncWindow| w.problem().unwrap_or_default();
+    assert!(problem(window("maybe", "* * * * *", "1h")).contains("kind must be allow or deny"));
+    assert!(problem(window("deny", "* * *", "1h")).contains("schedule \"* * *\""));
+    assert!(problem(window("deny", "* * * * *", "soon")).contains("invalid duration \"soon\""));
+    assert!(problem(window("deny", "* * * * *", "")).contains("invalid duration"));
+    let mut w = window("deny", "* * * * *", "1h");
+    w.time_zone = "Mars/Olympus".to_owned();
+    assert!(problem(w.clone()).contains("time zone \"Mars/Olympus\" is unknown"));
+    w.time_zone = "Europe/Paris".to_owned();
+    assert_eq!(w.problem(), None);
+    // An unparsable stored window is never active.
+    assert!(!window("deny", "bad", "1h").active_at(ts("2024-03-15T00:00:00Z")));
+}
+
+// ---- matching ----
+
+fn target() -> Target<'static> {
+    Target {
+        name: "guestbook",
+        namespace: "prod",
+        server: "https://kubernetes.default.svc",
+        cluster_name: "in-cluster",
+    }
+}
+
+fn selecting(apps: &[&str], namespaces: &[&str], clusters: &[&str], and: bool) -> SyncWindow {
+    let own = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect();
+    SyncWindow {
+        kind: "deny".to_owned(),
+        schedule: "* * * * *".to_owned(),
+        duration: "1h".to_owned(),
+        applications: own(apps),
+        namespaces: own(namespaces),
+        clusters: own(clusters),
+        and_operator: and,
+        ..SyncWindow::default()
+    }
+}
+
+#[test]
+fn any_list_matching_is_enough_without_and() {
+    let t = target();
+    assert!(selecting(&["guest*"], &[], &[], false).matches(&t));
+    assert!(selecting(&["other"], &["prod"], &[], false).matches(&t));
+    assert!(selecting(&["other"], &["dev"], &["in-*"], false).matches(&t));
+    assert!(selecting(&[], &[], &["https://kubernetes.*"], false).matches(&t));
+    assert!(!selecting(&["other"], &["dev"], &["remote"], false).matches(&t));
+    assert!(!selecting(&[], &[], &[], false).matches(&t));
+}
+
+#[test]
+fn every_non_empty_list_must_match_with_and() {
+    let t = target();
+    assert!(selecting(&["guest*"], &["prod"], &[], true).matches(&t));
+    assert!(!selecting(&["guest*"], &["dev"], &[], true).matches(&t));
+    assert!(selecting(&["*"], &["p*"], &["in-cluster"], true).matches(&t));
+    assert!(!selecting(&["*"], &["p*"], &["remote"], true).matches(&t));
+    assert!(!selecting(&[], &[], &[], true).matches(&t));
+}
+
+#[test]
+fn an_empty_destination_field_matches_no_cluster() {
+    let t = Target {
+        cluster_name: "",
+        ..target()
+    };
+    assert!(!selecting(&[], &[], &["*-cluster"], false).matches(&t));
+    let t = Target {
+        server: "",
+        cluster_name: "",
+        ..target()
+    };
+    assert!(!selecting(&[], &[], &["*"], false).matches(&t));
+}
+
+// ---- can sync ----
+
+const NOW: &str = "2024-03-15T10:30:00Z";
+
+fn active(kind: &str, manual: bool) -> SyncWindow {
+    SyncWindow {
+        manual_sync: manual,
+        ..window(kind, "* * * * *", "1h")
+    }
+}
+
+fn inactive(kind: &str, manual: bool) -> SyncWindow {
+    SyncWindow {
+        manual_sync: manual,
+        ..window(kind, "0 0 1 1 *", "1m")
+    }
+}
+
+#[test]
+fn no_windows_allow_every_sync() {
+    assert!(can_sync(&[], ts(NOW), true));
+    assert!(can_sync(&[], ts(NOW), false));
+}
+
+#[test]
+fn an_active_deny_blocks_unless_every_active_deny_allows_manual_sync() {
+    let now = ts(NOW);
+    assert!(!can_sync(&[active("deny", false)], now, true));
+    assert!(can_sync(&[active("deny", true)], now, true));
+    assert!(!can_sync(&[active("deny", true)], now, false));
+    assert!(!can_sync(
+        &[active("deny", true), active("deny", false)],
+        now,
+        true
+    ));
+    // Deny wins over an active allow.
+    assert!(!can_sync(
+        &[active("allow", true), active("deny", false)],
+        now,
+        true
+    ));
+    let blocked = [active("deny", true), active("deny", false)];
+    assert_eq!(blocking_window(&blocked, now), Some(&blocked[1]));
+    assert_eq!(blocking_window(&[active("deny", true)], now), None);
+}
+
+#[test]
+fn allow_windows_allow_only_while_active() {
+    let now = ts(NOW);
+    assert!(can_sync(&[active("allow", false)], now, false));
+    assert!(can_sync(
+        &[active("allow", false), inactive("allow", false)],
+        now,
+        false
+    ));
+    assert!(!can_sync(&[inactive("allow", false)], now, true));
+    assert!(can_sync(&[inactive("allow", true)], now, true));
+    assert!(!can_sync(&[inactive("allow", true)], now, false));
+    let blocked = [inactive("allow", false)];
+    assert_eq!(blocking_window(&blocked, now), Some(&blocked[0]));
+}
+
+#[test]
+fn inactive_denies_do_not_block() {
+    let now = ts(NOW);
+    assert!(can_sync(&[inactive("deny", false)], now, false));
+    assert!(can_sync(&[inactive("deny", false)], now, true));
+}
