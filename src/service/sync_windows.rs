@@ -4,6 +4,20 @@
 //! which are active, and whether a (manual or automated) sync may run now.
 //!
 //! Transport-free: the use cases read windows from the stored project JSON and ask here.
+//!
+//! Two deliberate differences from Argo CD (robfig/cron), both in what a window's time means:
+//!
+//! * A schedule is evaluated in the real local (wall-clock) time of the window's zone, DST
+//!   included: `0 2 * * *` in Europe/Paris fires at 02:00 Paris time all year. Argo CD instead
+//!   applies the zone's offset to the schedule, which can put a window an hour off around DST
+//!   changes.
+//! * A schedule that never fires (`0 0 31 4 *`) makes a window that is never active. Argo CD
+//!   treats such a window as always active.
+//!
+//! A window that is invalid as stored (it does not deserialize, or its kind, schedule,
+//! duration or time zone does not parse: possible for projects written before validation or by
+//! other paths) does not silently stop blocking: it keeps every sync of the applications it
+//! may apply to out until the project is fixed (see [`Assignment`]).
 
 use std::time::Duration;
 
@@ -11,6 +25,7 @@ use jiff::Timestamp;
 use jiff::civil;
 use jiff::tz::TimeZone;
 use serde::Deserialize;
+use serde_json::Value;
 
 use crate::config::duration::parse_go_duration;
 use crate::rbac::MatchMode;
@@ -82,7 +97,7 @@ impl SyncWindow {
     }
 
     /// Whether the window is active at `now`. A window that does not parse (stored before it
-    /// was validated) is never active: it neither blocks nor allows anything.
+    /// was validated) is never active; [`can_sync`] treats it as blocking instead.
     pub fn active_at(&self, now: Timestamp) -> bool {
         let Ok(c) = self.compile() else {
             return false;
@@ -145,10 +160,16 @@ fn zone(name: &str) -> Result<TimeZone, String> {
 /// * an active deny window applies: only a manual sync, and only if every active deny window
 ///   has `manualSync` (deny wins over an active allow);
 /// * else an active allow window applies: yes;
-/// * else allow windows apply but none is active: only a manual sync, and only if one of those
-///   inactive allow windows has `manualSync`;
+/// * else allow windows apply but none is active: only a manual sync, and only if every one of
+///   those inactive allow windows has `manualSync` (upstream's `manualEnabled()`);
 /// * else (only inactive deny windows): yes.
+///
+/// An assigned window that is invalid ([`SyncWindow::problem`]) blocks every sync, manual or
+/// automated: a broken window must not silently stop blocking.
 pub fn can_sync(assigned: &[SyncWindow], now: Timestamp, manual: bool) -> bool {
+    if assigned.iter().any(|w| w.problem().is_some()) {
+        return false;
+    }
     let active: Vec<&SyncWindow> = assigned.iter().filter(|w| w.active_at(now)).collect();
     let active_denies: Vec<&&SyncWindow> = active.iter().filter(|w| w.is_deny()).collect();
     if !active_denies.is_empty() {
@@ -159,21 +180,101 @@ pub fn can_sync(assigned: &[SyncWindow], now: Timestamp, manual: bool) -> bool {
     }
     let mut inactive_allows = assigned.iter().filter(|w| w.is_allow()).peekable();
     if inactive_allows.peek().is_some() {
-        return manual && inactive_allows.any(|w| w.manual_sync);
+        return manual && inactive_allows.all(|w| w.manual_sync);
     }
     true
 }
 
-/// The first window (active deny, or inactive allow) that keeps a manual sync from running now,
-/// for the refusal message; `None` when a manual sync may run.
+/// The first window (invalid, active deny, or inactive allow without `manualSync`) that keeps
+/// a manual sync from running now, for the refusal message; `None` when a manual sync may run.
 pub fn blocking_window(assigned: &[SyncWindow], now: Timestamp) -> Option<&SyncWindow> {
     if can_sync(assigned, now, true) {
         return None;
     }
     assigned
         .iter()
-        .find(|w| w.is_deny() && w.active_at(now) && !w.manual_sync)
+        .find(|w| w.problem().is_some())
+        .or_else(|| {
+            assigned
+                .iter()
+                .find(|w| w.is_deny() && w.active_at(now) && !w.manual_sync)
+        })
+        .or_else(|| assigned.iter().find(|w| w.is_allow() && !w.manual_sync))
         .or_else(|| assigned.iter().find(|w| w.is_allow()))
+}
+
+/// A stored window that is invalid: where it is in `spec.syncWindows` (from 0) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidWindow {
+    pub index: usize,
+    pub problem: String,
+}
+
+/// The project's windows as they bear on one application: the windows that read and match it
+/// (sound or not), and the invalid windows that block it, those that match it and those that
+/// do not even read as a window (they cannot be matched, so they block every application of
+/// the project).
+#[derive(Debug, Clone, Default)]
+pub struct Assignment {
+    pub windows: Vec<SyncWindow>,
+    pub invalid: Vec<InvalidWindow>,
+}
+
+impl Assignment {
+    /// From the stored `spec.syncWindows` array.
+    pub fn of(stored: &[Value], target: &Target<'_>) -> Self {
+        let mut out = Self::default();
+        for (index, raw) in stored.iter().enumerate() {
+            match SyncWindow::deserialize(raw) {
+                Ok(w) => {
+                    if !w.matches(target) {
+                        continue;
+                    }
+                    if let Some(problem) = w.problem() {
+                        out.invalid.push(InvalidWindow { index, problem });
+                    }
+                    out.windows.push(w);
+                }
+                Err(e) => out.invalid.push(InvalidWindow {
+                    index,
+                    problem: format!("it does not read as a sync window: {e}"),
+                }),
+            }
+        }
+        out
+    }
+
+    /// Whether a (manual or automated) sync may start now: never while an invalid window
+    /// blocks, else as [`can_sync`] decides.
+    pub fn can_sync(&self, now: Timestamp, manual: bool) -> bool {
+        self.invalid.is_empty() && can_sync(&self.windows, now, manual)
+    }
+
+    /// Why a manual sync may not start now, for the refusal; `None` when it may.
+    pub fn refusal(&self, now: Timestamp) -> Option<String> {
+        if let Some(bad) = self.invalid.first() {
+            return Some(format!(
+                "cannot sync: the project has an invalid sync window (spec.syncWindows[{}]): {}; \
+                 fix or remove it",
+                bad.index, bad.problem
+            ));
+        }
+        let w = blocking_window(&self.windows, now)?;
+        let zone = if w.time_zone.is_empty() {
+            "UTC"
+        } else {
+            &w.time_zone
+        };
+        let why = if w.is_deny() {
+            "is active and does not allow manual sync"
+        } else {
+            "is the application's allow window and is not active now"
+        };
+        Some(format!(
+            "cannot sync: blocked by sync window: {} window {:?} for {} ({zone}) {why}",
+            w.kind, w.schedule, w.duration
+        ))
+    }
 }
 
 // ---- cron ----
@@ -196,6 +297,9 @@ struct Field {
     name: &'static str,
     min: u32,
     max: u32,
+    /// The last value `*` and `v/step` run to: `max`, except for the day of week, where 7
+    /// (Sunday again) is taken only as a literal or a range end and steps run over 0-6.
+    step_max: u32,
     names: &'static [&'static str],
 }
 
@@ -203,24 +307,28 @@ const MINUTE: Field = Field {
     name: "minute",
     min: 0,
     max: 59,
+    step_max: 59,
     names: &[],
 };
 const HOUR: Field = Field {
     name: "hour",
     min: 0,
     max: 23,
+    step_max: 23,
     names: &[],
 };
 const DAY: Field = Field {
     name: "day of month",
     min: 1,
     max: 31,
+    step_max: 31,
     names: &[],
 };
 const MONTH: Field = Field {
     name: "month",
     min: 1,
     max: 12,
+    step_max: 12,
     names: &[
         "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
     ],
@@ -230,6 +338,7 @@ const WEEKDAY: Field = Field {
     name: "day of week",
     min: 0,
     max: 7,
+    step_max: 6,
     names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
 };
 
@@ -273,10 +382,13 @@ impl Cron {
         if self.any_day_star { dom && dow } else { dom || dow }
     }
 
-    /// The first firing time strictly after `after`, searched in the civil time of `zone`, up
-    /// to five years ahead. A civil time that a DST gap skips fires at the instant Argo CD's
-    /// (Go's) normalization gives, the later side of the gap; one that a fold repeats fires
-    /// once, at its earlier instant.
+    /// The first firing time strictly after `after`, searched in the real local (wall-clock)
+    /// time of `zone`, up to five years ahead; `None` when the schedule does not fire in that
+    /// time, and then the window is never active. Both differ from Argo CD on purpose (see the
+    /// module documentation): robfig/cron applies the zone's offset rather than its local time,
+    /// and upstream treats a window whose schedule never fires as always active. A civil time
+    /// that a DST gap skips fires on the later side of the gap (the `compatible` rule, as Go's
+    /// time normalization does); one that a fold repeats fires once, at its earlier instant.
     pub fn next_after(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
         let start = after.to_zoned(zone.clone()).datetime();
         let mut at = Civil {
@@ -331,9 +443,13 @@ fn parse_field(text: &str, field: &Field) -> Result<(u64, bool), String> {
         let bad = |why: &str| format!("{} field {text:?}: {why}", field.name);
         let (range, step) = match part.split_once('/') {
             Some((range, step)) => {
-                let step: u32 = step
-                    .parse()
-                    .map_err(|_| bad(&format!("step {step:?} is not a number")))?;
+                let step: u32 = match step.parse() {
+                    Ok(n) => n,
+                    Err(_) if !step.is_empty() && step.bytes().all(|b| b.is_ascii_digit()) => {
+                        return Err(bad(&format!("step {step} is too large")));
+                    }
+                    Err(_) => return Err(bad(&format!("step {step:?} is not a number"))),
+                };
                 if step == 0 {
                     return Err(bad("a step must be at least 1"));
                 }
@@ -345,7 +461,7 @@ fn parse_field(text: &str, field: &Field) -> Result<(u64, bool), String> {
             if step.is_none_or(|s| s == 1) {
                 star = true;
             }
-            (field.min, field.max)
+            (field.min, field.step_max)
         } else if let Some((a, b)) = range.split_once('-') {
             (
                 value(a, field).map_err(|w| bad(&w))?,
@@ -353,16 +469,22 @@ fn parse_field(text: &str, field: &Field) -> Result<(u64, bool), String> {
             )
         } else {
             let v = value(range, field).map_err(|w| bad(&w))?;
-            (v, if step.is_some() { field.max } else { v })
+            if step.is_some() && v > field.step_max {
+                return Err(bad(&format!(
+                    "a step must start at most at {}; {v} is taken only alone or as a range end",
+                    field.step_max
+                )));
+            }
+            (v, if step.is_some() { field.step_max } else { v })
         };
         if low > high {
             return Err(bad(&format!("range {range:?} runs backwards")));
         }
         let step = step.unwrap_or(1);
-        let mut v = low;
-        while v <= high {
-            set |= 1 << v;
-            v += step;
+        let mut v = Some(low);
+        while let Some(x) = v.filter(|x| *x <= high) {
+            set |= 1 << x;
+            v = x.checked_add(step);
         }
     }
     Ok((set, star))

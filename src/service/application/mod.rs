@@ -19,7 +19,7 @@ pub use self::watch::watch;
 use super::project_rules::ProjectRules;
 use super::resource::{check_object_name, check_repo_url, parse_resource_version};
 use super::sensitive::{check_no_password, denied};
-use super::sync_windows::{SyncWindow, Target, can_sync};
+use super::sync_windows::{Assignment, SyncWindow, Target};
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
@@ -619,7 +619,9 @@ pub struct SyncWindowsQuery {
 }
 
 /// The project's sync windows that apply to the application (`assignedWindows`), those of them
-/// active now (`activeWindows`), and whether a manual sync may start now (`canSync`).
+/// active now (`activeWindows`), and whether a manual sync may start now (`canSync`). An invalid
+/// window of the project that may apply to the application makes `canSync` false; it is listed
+/// among the assigned windows when it reads as one, and is never active.
 pub async fn sync_windows(ctx: Ctx, q: SyncWindowsQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let doc = authorized(
@@ -631,7 +633,8 @@ pub async fn sync_windows(ctx: Ctx, q: SyncWindowsQuery) -> Result<Reply, AppErr
         "get",
     )?;
     let app = AppView::read(&doc.value())?;
-    let assigned = assigned_windows(&ctx.state, &app);
+    let assignment = assigned_windows(&ctx.state, &app);
+    let assigned = &assignment.windows;
     let now = jiff::Timestamp::now();
     let view = |w: &SyncWindow| {
         serde_json::json!({
@@ -649,22 +652,23 @@ pub async fn sync_windows(ctx: Ctx, q: SyncWindowsQuery) -> Result<Reply, AppErr
     if !assigned.is_empty() {
         out.insert("assignedWindows".to_owned(), assigned.iter().map(view).collect());
     }
-    out.insert("canSync".to_owned(), Value::Bool(can_sync(&assigned, now, true)));
+    out.insert("canSync".to_owned(), Value::Bool(assignment.can_sync(now, true)));
     Ok(Reply::Message(Value::Object(out)))
 }
 
 /// The sync windows of the application's project that match it (by name, destination
-/// namespace, destination server or name). A window that does not read as one is skipped.
-fn assigned_windows(state: &AppState, app: &AppView) -> Vec<SyncWindow> {
+/// namespace, destination server or name), with the invalid ones that block it: those that
+/// match it, and those that do not read as a window at all (see [`Assignment`]).
+fn assigned_windows(state: &AppState, app: &AppView) -> Assignment {
     let Some(project) = state
         .registry
         .get(&Key::new(Kind::AppProject, &state.namespace, app.project()))
     else {
-        return Vec::new();
+        return Assignment::default();
     };
     let value = project.value();
     let Some(windows) = value.pointer("/spec/syncWindows").and_then(Value::as_array) else {
-        return Vec::new();
+        return Assignment::default();
     };
     let dest = &app.spec.destination;
     let target = Target {
@@ -673,11 +677,7 @@ fn assigned_windows(state: &AppState, app: &AppView) -> Vec<SyncWindow> {
         server: &dest.server,
         cluster_name: &dest.name,
     };
-    windows
-        .iter()
-        .filter_map(|w| SyncWindow::deserialize(w).ok())
-        .filter(|w| w.matches(&target))
-        .collect()
+    Assignment::of(windows, &target)
 }
 
 /// The resource tree as a stream: the current (empty) tree, then nothing until a controller

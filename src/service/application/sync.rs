@@ -10,7 +10,6 @@ use crate::principal::Principal;
 use crate::registry::{Change, DocRef};
 use crate::rpc::{Ctx, Reply};
 use crate::server::state::AppState;
-use crate::service::sync_windows::blocking_window;
 
 #[derive(Deserialize, Default, Debug)]
 #[serde(default, rename_all = "camelCase")]
@@ -195,26 +194,13 @@ fn check_auto_sync(app: &Value, req: &SyncRequest) -> Result<(), AppError> {
 /// The application if the caller may see it and `sync` it, with its RBAC object; the same
 /// fixed denial as a missing one otherwise.
 /// A manual sync the project's sync windows forbid now is refused, as upstream refuses it
-/// (`PermissionDenied`, "cannot sync: blocked by sync window"), naming the window.
+/// (`PermissionDenied`, "cannot sync: blocked by sync window"), naming the window; so is one
+/// that an invalid window of the project blocks ("the project has an invalid sync window").
 fn check_sync_windows(state: &AppState, app: &AppView) -> Result<(), AppError> {
-    let assigned = assigned_windows(state, app);
-    let Some(w) = blocking_window(&assigned, jiff::Timestamp::now()) else {
-        return Ok(());
-    };
-    let zone = if w.time_zone.is_empty() {
-        "UTC"
-    } else {
-        &w.time_zone
-    };
-    let why = if w.is_deny() {
-        "is active and does not allow manual sync"
-    } else {
-        "is the application's allow window and is not active now"
-    };
-    Err(AppError::PermissionDenied(format!(
-        "cannot sync: blocked by sync window: {} window {:?} for {} ({zone}) {why}",
-        w.kind, w.schedule, w.duration
-    )))
+    match assigned_windows(state, app).refusal(jiff::Timestamp::now()) {
+        None => Ok(()),
+        Some(why) => Err(AppError::PermissionDenied(why)),
+    }
 }
 
 fn may_sync(

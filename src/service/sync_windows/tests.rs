@@ -344,3 +344,106 @@ fn inactive_denies_do_not_block() {
     assert!(can_sync(&[inactive("deny", false)], now, false));
     assert!(can_sync(&[inactive("deny", false)], now, true));
 }
+
+#[test]
+fn outside_allow_windows_a_manual_sync_needs_every_allow_window_to_allow_it() {
+    let now = ts(NOW);
+    let mixed = [inactive("allow", true), inactive("allow", false)];
+    assert!(!can_sync(&mixed, now, true));
+    assert_eq!(blocking_window(&mixed, now), Some(&mixed[1]));
+    let all = [inactive("allow", true), inactive("allow", true)];
+    assert!(can_sync(&all, now, true));
+    assert!(!can_sync(&all, now, false));
+    assert_eq!(blocking_window(&all, now), None);
+}
+
+#[test]
+fn weekday_steps_run_over_sunday_to_saturday() {
+    let days = |s: &str| Cron::parse(s).expect(s).weekdays;
+    assert_eq!(days("* * * * 1/3"), (1 << 1) | (1 << 4));
+    assert_eq!(days("* * * * */3"), (1 << 0) | (1 << 3) | (1 << 6));
+    assert_eq!(days("* * * * *"), 0b111_1111);
+    // 7 is still Sunday as a literal or a range end.
+    assert_eq!(days("* * * * 7"), 1);
+    assert_eq!(days("* * * * 5-7"), (1 << 5) | (1 << 6) | 1);
+    assert_eq!(days("* * * * 0-7/7"), 1);
+    let err = Cron::parse("* * * * 7/2").expect_err("7/2");
+    assert!(err.contains("day of week"), "{err}");
+}
+
+#[test]
+fn huge_steps_do_not_overflow() {
+    let minutes = |s: &str| Cron::parse(s).expect(s).minutes;
+    assert_eq!(minutes("1/4294967295 * * * *"), 1 << 1);
+    assert_eq!(minutes("*/4294967295 * * * *"), 1);
+    assert_eq!(minutes("58-59/4294967295 * * * *"), 1 << 58);
+    assert_eq!(
+        Cron::parse("* * * * 6/4294967295").expect("weekday").weekdays,
+        1 << 6
+    );
+    let err = Cron::parse("*/99999999999 * * * *").expect_err("too big");
+    assert!(err.contains("step"), "{err}");
+    assert!(Cron::parse("*/0 * * * *").is_err());
+}
+
+#[test]
+fn an_invalid_assigned_window_blocks_every_sync() {
+    let now = ts(NOW);
+    let bad = window("deny", "61 * * * *", "1h");
+    assert!(!can_sync(std::slice::from_ref(&bad), now, true));
+    assert!(!can_sync(&[bad.clone(), active("allow", true)], now, false));
+    assert!(!can_sync(&[window("allow", "* * * * *", "1 hour")], now, true));
+    assert!(!can_sync(&[window("later", "* * * * *", "1h")], now, true));
+    let tz = SyncWindow {
+        time_zone: "Mars/Base".to_owned(),
+        ..active("allow", true)
+    };
+    assert!(!can_sync(&[tz], now, true));
+}
+
+fn raw(windows: Value) -> Vec<Value> {
+    windows.as_array().expect("array").clone()
+}
+
+#[test]
+fn assignment_keeps_invalid_windows_that_match_or_cannot_be_matched() {
+    let now = ts(NOW);
+    let t = target();
+    // A sound window that matches, and an invalid one for another application: only the first.
+    let windows = raw(serde_json::json!([
+        {"kind": "allow", "schedule": "* * * * *", "duration": "1h", "applications": ["*"]},
+        {"kind": "deny", "schedule": "61 * * * *", "duration": "1h", "applications": ["other"]},
+    ]));
+    let a = Assignment::of(&windows, &t);
+    assert_eq!(a.windows.len(), 1);
+    assert!(a.invalid.is_empty());
+    assert!(a.can_sync(now, false));
+    assert_eq!(a.refusal(now), None);
+
+    // An invalid window that matches blocks, and the refusal names it.
+    let windows = raw(serde_json::json!([
+        {"kind": "allow", "schedule": "* * * * *", "duration": "1h", "applications": ["*"]},
+        {"kind": "deny", "schedule": "61 * * * *", "duration": "1h", "applications": ["*"]},
+    ]));
+    let a = Assignment::of(&windows, &t);
+    assert_eq!(a.windows.len(), 2);
+    assert_eq!(a.invalid.len(), 1);
+    assert_eq!(a.invalid[0].index, 1);
+    assert!(!a.can_sync(now, true));
+    let why = a.refusal(now).expect("refused");
+    assert!(why.contains("invalid sync window"), "{why}");
+    assert!(why.contains("spec.syncWindows[1]"), "{why}");
+    assert!(why.contains("out of range 0-59"), "{why}");
+
+    // A window that does not even read as one blocks every application of the project.
+    let windows = raw(serde_json::json!([
+        {"kind": "deny", "schedule": "0 0 1 1 *", "duration": "1m", "applications": "not-a-list"},
+    ]));
+    let a = Assignment::of(&windows, &t);
+    assert!(a.windows.is_empty());
+    assert_eq!(a.invalid.len(), 1);
+    assert_eq!(a.invalid[0].index, 0);
+    assert!(!a.can_sync(now, true));
+    let why = a.refusal(now).expect("refused");
+    assert!(why.contains("spec.syncWindows[0]"), "{why}");
+}
