@@ -180,6 +180,7 @@ fn read_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// `GET /auth/login?return_url=…`: off to the provider.
 pub async fn login(
     State(state): State<Arc<AppState>>,
+    Who(caller, _): Who,
     Scope(scope): Scope,
     RawQuery(query): RawQuery,
 ) -> Response {
@@ -206,8 +207,16 @@ pub async fn login(
         }
     };
     let redirect_uri = format!("{}/auth/callback", url.trim_end_matches('/'));
-    let begun = match state.oidc.logins.begin(return_to, redirect_uri.clone()) {
+    let begun = match state
+        .oidc
+        .logins
+        .begin(return_to, redirect_uri.clone(), caller.ip)
+    {
         Ok(b) => b,
+        Err(StateError::ClientFull) => {
+            tracing::warn!(client = %caller.ip, "SSO login refused: too many logins in progress from this client");
+            return page(StatusCode::TOO_MANY_REQUESTS, TOO_MANY);
+        }
         Err(_) => return page(StatusCode::SERVICE_UNAVAILABLE, TOO_MANY),
     };
     let config = &current.config;

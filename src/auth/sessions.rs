@@ -472,6 +472,17 @@ impl Sessions {
         if now_s >= session.exp {
             return Err("token is expired".to_owned());
         }
+        // The session is only as good as the configuration that let it in:
+        // SSO turned off, or another provider configured, ends it.
+        let settings = self.config.current();
+        let configured = settings.oidc.as_ref().map(|o| o.issuer.as_str());
+        let stored = session.claims.get("iss").and_then(serde_json::Value::as_str);
+        if configured.is_none() || configured != stored {
+            return Err(
+                "the single sign-on session's provider is no longer configured, please log in again"
+                    .to_owned(),
+            );
+        }
         Ok(Principal::Sso(SsoPrincipal::from_claims(
             Arc::new(session.claims.clone()),
             session.iat,
@@ -1053,15 +1064,15 @@ mod tests {
     }
 
     async fn sessions(dir: &std::path::Path) -> Sessions {
+        sessions_with(dir, ConfigWatch::new(None).unwrap()).await
+    }
+
+    async fn sessions_with(dir: &std::path::Path, config: Arc<ConfigWatch>) -> Sessions {
+        std::fs::create_dir_all(dir).unwrap();
         let store = Arc::new(FileStore::open(dir).unwrap());
-        Sessions::open(
-            store,
-            ConfigWatch::new(None).unwrap(),
-            dir.to_path_buf(),
-            LoginLimits::default(),
-        )
-        .await
-        .unwrap()
+        Sessions::open(store, config, dir.to_path_buf(), LoginLimits::default())
+            .await
+            .unwrap()
     }
 
     #[tokio::test]
@@ -1112,10 +1123,64 @@ mod tests {
         assert_eq!(uuid::Uuid::parse_str(&other.jti).map(|_| ()), Ok(()));
     }
 
+    /// A config dir whose `oidc.config` names `issuer` (none: SSO off).
+    fn write_oidc(dir: &std::path::Path, issuer: Option<&str>) {
+        let mut cm = "kind: ConfigMap\nmetadata:\n  name: argocd-cm\ndata:\n".to_owned();
+        if let Some(issuer) = issuer {
+            cm.push_str(&format!(
+                "  oidc.config: |\n    name: IdP\n    issuer: {issuer}\n    clientID: cd\n"
+            ));
+        }
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("argocd-cm.yaml"), cm).unwrap();
+    }
+
+    fn oidc_config(dir: &std::path::Path, issuer: Option<&str>) -> Arc<ConfigWatch> {
+        write_oidc(dir, issuer);
+        ConfigWatch::new(Some(dir.to_path_buf())).unwrap()
+    }
+
+    async fn start(sessions: &Sessions, iss: &str) -> String {
+        let claims = serde_json::json!({"iss": iss, "sub": "u1", "exp": now_ms() / 1000 + 600});
+        sessions
+            .start_sso(claims.as_object().unwrap().clone(), "id.token".into())
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn sso_sessions_end_when_their_provider_is_no_longer_configured() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("config");
+        let config = oidc_config(&cfg, Some("https://idp"));
+        let sessions = sessions_with(&dir.path().join("store"), Arc::clone(&config)).await;
+        let token = start(&sessions, "https://idp").await;
+        assert!(sessions.authenticate(&token).is_ok());
+        // A session from some other issuer is refused under this configuration.
+        let foreign = start(&sessions, "https://other").await;
+        let gone = "the single sign-on session's provider is no longer configured, please log in again";
+        assert_eq!(sessions.authenticate(&foreign).unwrap_err(), gone);
+
+        // The admin switches provider.
+        write_oidc(&cfg, Some("https://idp2"));
+        assert!(config.poll_once().unwrap());
+        assert_eq!(sessions.authenticate(&token).unwrap_err(), gone);
+        // Switching back: the session is valid again (it was not ended).
+        write_oidc(&cfg, Some("https://idp"));
+        assert!(config.poll_once().unwrap());
+        assert!(sessions.authenticate(&token).is_ok());
+        // SSO turned off.
+        write_oidc(&cfg, None);
+        assert!(config.poll_once().unwrap());
+        assert_eq!(sessions.authenticate(&token).unwrap_err(), gone);
+    }
+
     #[tokio::test]
     async fn sso_sessions_name_their_server_side_state_and_end_at_logout() {
         let dir = tempfile::tempdir().unwrap();
-        let sessions = sessions(dir.path()).await;
+        let cfg = dir.path().join("config");
+        let store = dir.path().join("store");
+        let sessions = sessions_with(&store, oidc_config(&cfg, Some("https://idp"))).await;
         let now = now_ms() / 1000;
         let groups: Vec<String> = (0..500).map(|i| format!("group-with-a-long-name-{i}")).collect();
         let claims = serde_json::json!({
@@ -1141,7 +1206,7 @@ mod tests {
 
         // The session survives a restart of the server.
         drop(sessions);
-        let sessions = self::sessions(dir.path()).await;
+        let sessions = sessions_with(&store, oidc_config(&cfg, Some("https://idp"))).await;
         assert!(sessions.authenticate(&token).is_ok());
         sessions.end_sso(&sid).await.unwrap();
         assert_eq!(

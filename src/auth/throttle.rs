@@ -363,6 +363,12 @@ impl LoginGuard {
 /// The address a limit applies to: IPv4 as is (IPv4-mapped IPv6 too), IPv6
 /// by its /64, since one client commonly holds a whole /64.
 fn scope(ip: IpAddr) -> IpAddr {
+    client_scope(ip)
+}
+
+/// The unit of "one client" for per-client limits: IPv4 as is (IPv4-mapped
+/// IPv6 too), IPv6 by its /64.
+pub fn client_scope(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

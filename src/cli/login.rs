@@ -128,10 +128,14 @@ pub async fn login(config_path: &Path, args: LoginArgs, out: &mut dyn Write) -> 
         opts.server_crt = Some(std::path::absolute(crt).unwrap_or_else(|_| crt.clone()));
     }
     let conn = opts.connect().await?;
-    let (token, refresh_token) = if args.sso {
+    let (token, refresh_token, sso_origin) = if args.sso {
         let login = super::sso::login(&conn, args.sso_port, args.sso_launch_browser).await?;
         super::sso::greet(out, &login.name)?;
-        (login.id_token, login.refresh_token)
+        (
+            login.id_token,
+            login.refresh_token,
+            Some((login.issuer, login.client_id)),
+        )
     } else {
         let username = match args.username.filter(|u| !u.is_empty()) {
             Some(u) => u,
@@ -143,7 +147,7 @@ pub async fn login(config_path: &Path, args: LoginArgs, out: &mut dyn Write) -> 
         };
         let token = create_session(&conn, &username, &password).await?;
         writeln!(out, "'{username}' logged in successfully")?;
-        (token, None)
+        (token, None, None)
     };
 
     let name = args
@@ -163,6 +167,9 @@ pub async fn login(config_path: &Path, args: LoginArgs, out: &mut dyn Write) -> 
         other: Default::default(),
     });
     super::sso::save_tokens(&mut cfg, &name, &token, refresh_token.as_deref());
+    if let Some((issuer, client_id)) = &sso_origin {
+        super::sso::save_sso_origin(&mut cfg, &name, issuer, client_id);
+    }
     cfg.upsert_context(ContextRef {
         name: name.clone(),
         server,

@@ -15,6 +15,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
 use http_body_util::Full;
 use sha2::{Digest as _, Sha256};
+use subtle::ConstantTimeEq as _;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
@@ -30,6 +31,11 @@ use crate::pb::cluster::SettingsQuery;
 
 /// The key under a user entry that holds the refresh token (Argo CD's name).
 pub const REFRESH_TOKEN_KEY: &str = "refresh-token";
+/// The keys under a user entry that hold the provider and client of the SSO
+/// login, so that a refresh goes where the login went, whatever the saved
+/// (unverified) token claims.
+pub const SSO_ISSUER_KEY: &str = "sso-issuer";
+pub const SSO_CLIENT_ID_KEY: &str = "sso-client-id";
 /// How long the CLI waits for the browser to come back.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
@@ -39,6 +45,9 @@ pub struct SsoLogin {
     pub refresh_token: Option<String>,
     /// The name to greet the user with.
     pub name: String,
+    /// The provider and client the login went through.
+    pub issuer: String,
+    pub client_id: String,
 }
 
 /// The callback's query, or why the provider said no.
@@ -113,7 +122,7 @@ pub async fn login(conn: &Connection, port: u16, launch_browser: bool) -> anyhow
         open_browser(&url);
     }
 
-    let (code, returned_state) = tokio::time::timeout(LOGIN_TIMEOUT, wait_for_callback(listener))
+    let (code, returned_state) = tokio::time::timeout(LOGIN_TIMEOUT, wait_for_callback(listener, &state))
         .await
         .map_err(|_| anyhow!("no login within {} s", LOGIN_TIMEOUT.as_secs()))??
         .map_err(|why| anyhow!("the identity provider refused the login: {why}"))?;
@@ -156,23 +165,31 @@ pub async fn login(conn: &Connection, port: u16, launch_browser: bool) -> anyhow
         id_token,
         refresh_token: tokens.refresh_token.filter(|t| !t.is_empty()),
         name,
+        issuer: oidc.issuer.clone(),
+        client_id,
     })
 }
 
-/// Serves the loopback listener until the provider's redirect arrives.
-async fn wait_for_callback(listener: TcpListener) -> anyhow::Result<Callback> {
+/// Serves the loopback listener until the provider's redirect for the login
+/// with `expected_state` arrives. Callbacks with another (or no) state are
+/// answered 400 and ignored: anything on this machine can reach the
+/// listener, and must not be able to abort the login. The caller bounds the wait.
+async fn wait_for_callback(listener: TcpListener, expected_state: &str) -> anyhow::Result<Callback> {
     let (tx, mut rx) = mpsc::channel::<Callback>(1);
     let tx = Arc::new(Mutex::new(Some(tx)));
+    let expected: Arc<str> = Arc::from(expected_state);
     loop {
         tokio::select! {
             got = rx.recv() => return got.ok_or_else(|| anyhow!("the login callback listener stopped")),
             accepted = listener.accept() => {
                 let (stream, _) = accepted.context("the login callback listener failed")?;
                 let tx = Arc::clone(&tx);
+                let expected = Arc::clone(&expected);
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
                         let tx = Arc::clone(&tx);
-                        async move { Ok::<_, Infallible>(answer(&req, &tx)) }
+                        let expected = Arc::clone(&expected);
+                        async move { Ok::<_, Infallible>(answer(&req, &tx, &expected)) }
                     });
                     let io = hyper_util::rt::TokioIo::new(stream);
                     let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, service).await;
@@ -185,6 +202,7 @@ async fn wait_for_callback(listener: TcpListener) -> anyhow::Result<Callback> {
 fn answer(
     req: &http::Request<hyper::body::Incoming>,
     tx: &Mutex<Option<mpsc::Sender<Callback>>>,
+    expected_state: &str,
 ) -> http::Response<Full<Bytes>> {
     let reply = |status: u16, text: &'static str| {
         let mut r = http::Response::new(Full::new(Bytes::from_static(text.as_bytes())));
@@ -203,6 +221,10 @@ fn answer(
             .into_owned()
             .collect();
     let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let ours = get("state").is_some_and(|s| bool::from(s.as_bytes().ct_eq(expected_state.as_bytes())));
+    if !ours {
+        return reply(400, "this callback does not belong to the login in progress\n");
+    }
     let outcome = match (get("error"), get("code"), get("state")) {
         (Some(error), _, _) => {
             // Only an error code made of safe characters is shown in the terminal.
@@ -263,40 +285,17 @@ pub async fn refresh_if_expired(config_path: &Path, target: &mut Target) {
     let (Some(user), Some(token)) = (target.user.clone(), target.opts.auth_token.clone()) else {
         return;
     };
-    let Some(claims) = unverified_claims(&token) else {
-        return;
-    };
-    let text = |k: &str| {
-        claims
-            .get(k)
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    };
-    let issuer = text("iss").unwrap_or_default();
-    let exp = claims
-        .get("exp")
-        .and_then(serde_json::Value::as_i64)
-        .unwrap_or(i64::MAX);
-    if issuer.is_empty() || issuer == crate::auth::jwt::ISSUER || exp > crate::oidc::now_s() + 10 {
-        return;
-    }
     let Ok(cfg) = LocalConfig::load(config_path) else {
         return;
     };
-    let Some(refresh) = cfg
-        .user(&user)
-        .and_then(|u| u.other.get(REFRESH_TOKEN_KEY))
-        .and_then(serde_yaml_ng::Value::as_str)
-        .map(str::to_owned)
+    let Some(Refresh {
+        issuer,
+        client_id,
+        refresh,
+    }) = refresh_plan(&cfg, &user, &token, crate::oidc::now_s())
     else {
         return;
     };
-    let client_id = text("azp").or_else(|| match claims.get("aud") {
-        Some(serde_json::Value::String(a)) => Some(a.clone()),
-        Some(serde_json::Value::Array(a)) => a.first().and_then(|v| v.as_str()).map(str::to_owned),
-        _ => None,
-    });
-    let Some(client_id) = client_id else { return };
     let refreshed = async {
         let http = Http::new(&[], false).map_err(|e| anyhow!(e))?;
         let tokens = Provider::new(&issuer, http).refresh(&refresh, &client_id).await?;
@@ -323,6 +322,57 @@ pub async fn refresh_if_expired(config_path: &Path, target: &mut Target) {
     }
 }
 
+/// Where and how to refresh an expired SSO token.
+#[derive(Debug, PartialEq, Eq)]
+struct Refresh {
+    issuer: String,
+    client_id: String,
+    refresh: String,
+}
+
+/// Whether `token`, saved for `user`, is an expired provider ID token that
+/// can be refreshed, and how: at the issuer and with the client saved at
+/// login, never ones read from the token (not verified here).
+fn refresh_plan(cfg: &LocalConfig, user: &str, token: &str, now: i64) -> Option<Refresh> {
+    let claims = unverified_claims(token)?;
+    let issuer = claims
+        .get("iss")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let exp = claims
+        .get("exp")
+        .and_then(serde_json::Value::as_i64)
+        .unwrap_or(i64::MAX);
+    if issuer.is_empty() || issuer == crate::auth::jwt::ISSUER || exp > now + 10 {
+        return None;
+    }
+    let entry = cfg.user(user)?;
+    let saved = |key: &str| {
+        entry
+            .other
+            .get(key)
+            .and_then(serde_yaml_ng::Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    Some(Refresh {
+        issuer: saved(SSO_ISSUER_KEY)?,
+        client_id: saved(SSO_CLIENT_ID_KEY)?,
+        refresh: saved(REFRESH_TOKEN_KEY)?,
+    })
+}
+
+/// Records the provider and client of an SSO login under the user's entry.
+pub fn save_sso_origin(cfg: &mut LocalConfig, user: &str, issuer: &str, client_id: &str) {
+    if let Some(entry) = cfg.users.iter_mut().find(|u| u.name == user) {
+        for (key, value) in [(SSO_ISSUER_KEY, issuer), (SSO_CLIENT_ID_KEY, client_id)] {
+            entry
+                .other
+                .insert(key.to_owned(), serde_yaml_ng::Value::String(value.to_owned()));
+        }
+    }
+}
+
 /// Saves an ID token and its refresh token as the user's credentials.
 pub fn save_tokens(cfg: &mut LocalConfig, user: &str, id_token: &str, refresh_token: Option<&str>) {
     cfg.set_token(user, id_token);
@@ -337,4 +387,96 @@ pub fn save_tokens(cfg: &mut LocalConfig, user: &str, id_token: &str, refresh_to
 /// The greeting line of a login.
 pub fn greet(out: &mut dyn Write, name: &str) -> std::io::Result<()> {
     writeln!(out, "'{name}' logged in successfully")
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    /// One request to the callback listener; the status line of the answer.
+    async fn get(port: u16, path_and_query: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        let request =
+            format!("GET {path_and_query} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        answer.lines().next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn callbacks_for_another_login_are_ignored() {
+        let bounded = Duration::from_secs(20);
+        tokio::time::timeout(bounded, async {
+            let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let waiting = tokio::spawn(async move { wait_for_callback(listener, "s1").await });
+            for stray in [
+                "/auth/callback?code=c&state=other",
+                "/auth/callback?code=c",
+                "/auth/callback?error=access_denied&state=other",
+                "/auth/callback?error=access_denied",
+            ] {
+                assert!(get(port, stray).await.contains(" 400 "), "{stray}");
+            }
+            assert!(!waiting.is_finished(), "a stray callback must not end the login");
+            assert!(
+                get(port, "/auth/callback?code=c1&state=s1")
+                    .await
+                    .contains(" 200 ")
+            );
+            let outcome = waiting.await.unwrap().unwrap();
+            assert_eq!(outcome, Ok(("c1".to_owned(), "s1".to_owned())));
+        })
+        .await
+        .expect("bounded");
+    }
+
+    fn token(claims: &serde_json::Value) -> String {
+        format!(
+            "e30.{}.sig",
+            URL_SAFE_NO_PAD.encode(claims.to_string().as_bytes())
+        )
+    }
+
+    #[test]
+    fn a_refresh_goes_to_the_issuer_saved_at_login() {
+        let mut cfg = LocalConfig::default();
+        let expired = token(&serde_json::json!({"iss": "https://evil", "aud": "evil-client", "exp": 1000}));
+        save_tokens(&mut cfg, "u", &expired, Some("r1"));
+        // No provider saved at login: no refresh (and never the token's own issuer).
+        assert_eq!(refresh_plan(&cfg, "u", &expired, 2000), None);
+        save_sso_origin(&mut cfg, "u", "https://idp", "cd-cli");
+        assert_eq!(
+            refresh_plan(&cfg, "u", &expired, 2000),
+            Some(Refresh {
+                issuer: "https://idp".into(),
+                client_id: "cd-cli".into(),
+                refresh: "r1".into(),
+            })
+        );
+        // Not expired yet, or not a provider token: nothing to do.
+        assert_eq!(refresh_plan(&cfg, "u", &expired, 900), None);
+        let own = token(&serde_json::json!({"iss": crate::auth::jwt::ISSUER, "exp": 1000}));
+        assert_eq!(refresh_plan(&cfg, "u", &own, 2000), None);
+    }
+
+    #[tokio::test]
+    async fn a_provider_error_for_this_login_ends_it() {
+        tokio::time::timeout(Duration::from_secs(20), async {
+            let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let waiting = tokio::spawn(async move { wait_for_callback(listener, "s1").await });
+            assert!(
+                get(port, "/auth/callback?error=access_denied&state=s1")
+                    .await
+                    .contains(" 401 ")
+            );
+            assert_eq!(waiting.await.unwrap().unwrap(), Err("access_denied".to_owned()));
+        })
+        .await
+        .expect("bounded");
+    }
 }

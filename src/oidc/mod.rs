@@ -45,6 +45,11 @@ pub struct Current {
     pub provider: Arc<Provider>,
 }
 
+/// What an API caller is told when its ID token cannot be checked because
+/// the provider is unavailable (no internal URLs).
+pub const PROVIDER_UNAVAILABLE: &str =
+    "the identity provider cannot be reached; the token cannot be verified now";
+
 pub fn now_s() -> i64 {
     crate::auth::sessions::now_ms() / 1000
 }
@@ -128,8 +133,10 @@ impl Oidc {
             }
             Err(err @ ProviderError::Token(_)) => Err(err.to_string()),
             Err(err) => {
+                // The details (URLs, addresses) stay in the log; the caller
+                // is not authenticated yet.
                 tracing::warn!(error = %err, "cannot verify an ID token: the identity provider is unavailable");
-                Err(err.to_string())
+                Err(PROVIDER_UNAVAILABLE.to_owned())
             }
         }
     }

@@ -210,7 +210,7 @@ impl Provider {
         if claimed != expect.issuer {
             return Err(VerifyError::Issuer {
                 want: expect.issuer.to_owned(),
-                got: claimed,
+                got: verify::clip(&claimed),
             }
             .into());
         }

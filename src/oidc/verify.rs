@@ -18,6 +18,19 @@ pub const LEEWAY_SECONDS: i64 = 30;
 
 pub type Claims = Map<String, Value>;
 
+/// Longest part of a token's own value (issuer, algorithm, key id, audience)
+/// echoed in an error, in characters.
+pub const MAX_ECHO_CHARS: usize = 100;
+
+/// `value` cut to [`MAX_ECHO_CHARS`] (marked with `…` when cut), for echoing
+/// an unverified token's value back without letting it flood the message.
+pub fn clip(value: &str) -> String {
+    match value.char_indices().nth(MAX_ECHO_CHARS) {
+        Some((end, _)) => format!("{}…", &value[..end]),
+        None => value.to_owned(),
+    }
+}
+
 /// Why a token was refused. The text goes to the caller: it names the
 /// mismatch, never a secret.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,6 +65,15 @@ pub enum VerifyError {
     NotYetValid,
     #[error("token nonce does not match the login")]
     Nonce,
+    #[error("token has no subject (sub claim)")]
+    NoSubject,
+    #[error(
+        "token has several audiences but its authorized party (azp) {got:?} is not one of accepted={accepted:?}"
+    )]
+    AuthorizedParty {
+        got: Option<String>,
+        accepted: Vec<String>,
+    },
 }
 
 /// What a token must satisfy besides its signature.
@@ -127,7 +149,7 @@ pub fn parse(token: &str) -> Result<Parsed<'_>, VerifyError> {
         return Err(VerifyError::Critical);
     }
     if scheme(&header.alg).is_none() {
-        return Err(VerifyError::Algorithm(header.alg));
+        return Err(VerifyError::Algorithm(clip(&header.alg)));
     }
     let signature = decode(s)?;
     if signature.is_empty() {
@@ -156,7 +178,7 @@ impl Parsed<'_> {
     /// Checks the signature against the keys; `UnknownKey` when none fits.
     pub fn verify_signature(&self, jwks: &Jwks) -> Result<(), VerifyError> {
         let Some(scheme) = scheme(&self.alg) else {
-            return Err(VerifyError::Algorithm(self.alg.clone()));
+            return Err(VerifyError::Algorithm(clip(&self.alg)));
         };
         let candidates: Vec<&Jwk> = jwks
             .keys
@@ -167,7 +189,9 @@ impl Parsed<'_> {
             .filter(|k| scheme.fits(k))
             .collect();
         if candidates.is_empty() {
-            return Err(VerifyError::UnknownKey(self.kid.clone().unwrap_or_default()));
+            return Err(VerifyError::UnknownKey(clip(
+                self.kid.as_deref().unwrap_or_default(),
+            )));
         }
         let message = self.signing_input.as_bytes();
         if candidates
@@ -194,8 +218,15 @@ pub fn check_claims(claims: &Claims, expect: &Expect<'_>) -> Result<(), VerifyEr
     if iss != expect.issuer {
         return Err(VerifyError::Issuer {
             want: expect.issuer.to_owned(),
-            got: iss.to_owned(),
+            got: clip(iss),
         });
+    }
+    if claims
+        .get("sub")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+    {
+        return Err(VerifyError::NoSubject);
     }
     let aud: Vec<String> = match claims.get("aud") {
         Some(Value::String(a)) => vec![a.clone()],
@@ -212,9 +243,20 @@ pub fn check_claims(claims: &Claims, expect: &Expect<'_>) -> Result<(), VerifyEr
         }
     } else if !aud.iter().any(|a| expect.audiences.contains(a)) {
         return Err(VerifyError::Audience {
-            got: aud,
+            got: aud.iter().take(10).map(|a| clip(a)).collect(),
             accepted: expect.audiences.to_vec(),
         });
+    }
+    // OIDC Core 3.1.3.7: with several audiences, the party the token was
+    // issued to must be named, and be one of ours.
+    if aud.len() > 1 {
+        let azp = claims.get("azp").and_then(Value::as_str);
+        if !azp.is_some_and(|azp| expect.audiences.iter().any(|a| a == azp)) {
+            return Err(VerifyError::AuthorizedParty {
+                got: azp.map(clip),
+                accepted: expect.audiences.to_vec(),
+            });
+        }
     }
     let time = |name: &str| claims.get(name).and_then(Value::as_f64).map(|t| t as i64);
     let exp = time("exp").ok_or(VerifyError::NoExpiry)?;
@@ -436,11 +478,60 @@ mod tests {
     }
 
     #[test]
+    fn echoed_token_values_are_capped() {
+        let long = "x".repeat(5000);
+        let aud = vec!["cd".to_owned()];
+        let err = check_claims(
+            claims(serde_json::json!({"iss": long})).as_object().unwrap(),
+            &expect(&aud),
+        )
+        .unwrap_err();
+        assert!(err.to_string().len() < 250, "{err}");
+        let token = format!(
+            "{}.sig",
+            unsigned(&format!(r#"{{"alg":"{long}"}}"#), &claims(Value::Null))
+        );
+        let err = parse(&token).err().unwrap();
+        assert!(err.to_string().len() < 250, "{err}");
+        assert_eq!(clip("é".repeat(150).as_str()).chars().count(), 101);
+        assert_eq!(clip("short"), "short");
+    }
+
+    #[test]
     fn claim_rules() {
         let aud = vec!["cd".to_owned(), "cd-cli".to_owned()];
         let check = |extra: Value| check_claims(claims(extra).as_object().unwrap(), &expect(&aud));
         assert_eq!(check(Value::Null), Ok(()));
-        assert_eq!(check(serde_json::json!({"aud": ["x", "cd-cli"]})), Ok(()));
+        assert_eq!(
+            check(serde_json::json!({"aud": ["x", "cd-cli"], "azp": "cd-cli"})),
+            Ok(())
+        );
+        assert_eq!(
+            check(serde_json::json!({"aud": ["cd"], "azp": "whoever"})),
+            Ok(()),
+            "azp is not required with one audience"
+        );
+        assert!(matches!(
+            check(serde_json::json!({"aud": ["x", "cd-cli"]})),
+            Err(VerifyError::AuthorizedParty { got: None, .. })
+        ));
+        assert!(matches!(
+            check(serde_json::json!({"aud": ["cd", "cd-cli"], "azp": "x"})),
+            Err(VerifyError::AuthorizedParty { got: Some(_), .. })
+        ));
+        // A subject is required.
+        assert_eq!(check(serde_json::json!({"sub": ""})), Err(VerifyError::NoSubject));
+        assert_eq!(check(serde_json::json!({"sub": 7})), Err(VerifyError::NoSubject));
+        let mut no_sub = claims(Value::Null);
+        no_sub.as_object_mut().unwrap().remove("sub");
+        assert_eq!(
+            check_claims(no_sub.as_object().unwrap(), &expect(&aud)),
+            Err(VerifyError::NoSubject)
+        );
+        assert_eq!(
+            VerifyError::NoSubject.to_string(),
+            "token has no subject (sub claim)"
+        );
         assert!(matches!(
             check(serde_json::json!({"iss": "https://idp/"})),
             Err(VerifyError::Issuer { .. })
