@@ -61,7 +61,7 @@ class Provider:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([NODE, str(OIDC_DIR / "server.mjs")], cwd=OIDC_DIR, stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 30  # generous: a loaded 2-core machine starts node slowly
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 pytest.fail(f"oidc-provider exited with {self.proc.returncode}: {self.log.read_text()[-2000:]}")
@@ -69,7 +69,7 @@ class Provider:
                 return
             time.sleep(0.05)
         self.stop()
-        pytest.fail(f"oidc-provider did not start within 15 s: {self.log.read_text()[-2000:]}")
+        pytest.fail(f"oidc-provider did not start within 30 s: {self.log.read_text()[-2000:]}")
 
     def stop(self):
         if self.proc is not None and self.proc.poll() is None:
