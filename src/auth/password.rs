@@ -136,24 +136,10 @@ fn worker(rx: &std::sync::Mutex<mpsc::Receiver<Job>>, dummy: &OnceLock<String>) 
 
 /// Lowers this thread's scheduling priority. Best effort: without it, logins
 /// only compete harder with other requests.
-///
-/// `SCHED_IDLE` first: the thread then runs only when no other thread wants the
-/// CPU, so a login storm cannot take a core from request handling (niceness 19
-/// still got about 1.5% of a contended core per thread, enough to hurt the p99 of
-/// other requests on two cores). Under full load logins wait rather than the API.
 fn lower_priority() {
-    use thread_priority::unix::{
-        NormalThreadSchedulePolicy, ThreadSchedulePolicy, set_thread_priority_and_policy, thread_native_id,
-    };
-    let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
-    let Err(idle_err) =
-        set_thread_priority_and_policy(thread_native_id(), thread_priority::ThreadPriority::Min, idle)
-    else {
-        return;
-    };
     let tid = rustix::thread::gettid();
     if let Err(err) = rustix::process::setpriority_process(Some(tid), NICENESS) {
-        tracing::debug!(error = %err, idle_error = ?idle_err, "could not lower the priority of a bcrypt thread");
+        tracing::debug!(error = %err, "could not lower the priority of a bcrypt thread");
     }
 }
 
@@ -169,36 +155,6 @@ mod tests {
         assert!(pool.verify("s3cret-pass", Some(&hash)).await.unwrap());
         assert!(!pool.verify("wrong", Some(&hash)).await.unwrap());
         assert!(!pool.verify("s3cret-pass", None).await.unwrap());
-    }
-
-    /// The scheduling policy of this process's thread named `name` (field 41 of
-    /// `/proc/self/task/TID/stat`), once it is running.
-    fn policy_of(name: &str) -> Option<u32> {
-        for _ in 0..200 {
-            for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
-                let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-                if comm.trim() != name {
-                    continue;
-                }
-                let stat = std::fs::read_to_string(task.path().join("stat")).ok()?;
-                // Fields after the command (which is in parentheses and may hold spaces).
-                let rest = stat.rsplit_once(')')?.1;
-                let policy: u32 = rest.split_whitespace().nth(38)?.parse().ok()?;
-                // The thread sets its policy first thing; wait until it has.
-                if policy != 0 {
-                    return Some(policy);
-                }
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        Some(0)
-    }
-
-    #[tokio::test]
-    async fn hashing_threads_run_only_when_the_cpu_is_idle() {
-        const SCHED_IDLE: u32 = 5;
-        let _pool = PasswordPool::start(1, 1).unwrap();
-        assert_eq!(policy_of("bcrypt-0"), Some(SCHED_IDLE));
     }
 
     #[tokio::test]
