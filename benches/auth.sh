@@ -9,7 +9,8 @@
 #   bash benches/auth.sh
 #
 # Environment: AUTH_REQUESTS=200000 (h2load requests per scenario), AUTH_SECONDS=8 (per login_load
-# phase), AUTH_RATE=2000 (version requests/s), AUTH_RUNS=3, BENCH_SKIP_BUILD=1.
+# phase), AUTH_RATE=2000 (version requests/s), AUTH_ROUNDS=3 (quiet/loaded pairs per login_load
+# run), AUTH_RUNS=3, BENCH_SKIP_BUILD=1.
 # Needs h2load (nghttp2-client). Only processes started here are stopped, by PID.
 set -euo pipefail
 
@@ -61,5 +62,5 @@ done
 echo "== GET /api/version p99 at $rate req/s, quiet vs 200 concurrent logins"
 for run in $(seq "$runs"); do
   echo "run $run:"
-  "$load" "127.0.0.1:$port" "$password" "$seconds" 200 "$rate"
+  "$load" "127.0.0.1:$port" "$password" "$seconds" 200 "$rate" "${AUTH_ROUNDS:-3}"
 done

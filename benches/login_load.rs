@@ -1,16 +1,17 @@
 //! Latency of `GET /api/version` with and without a concurrent login storm.
 //!
-//! `cargo run --release --example login_load -- ADDR PASSWORD [SECONDS] [LOGINS] [RATE]`
+//! `cargo run --release --example login_load -- ADDR PASSWORD [SECONDS] [LOGINS] [RATE] [ROUNDS]`
 //!
-//! Phase 1 measures 16 keep-alive HTTP/1.1 clients calling `/api/version`
-//! against an `--insecure` server at `ADDR` for SECONDS, together at RATE
-//! requests per second (default 2000; open loop, so the CPU is not simply
-//! saturated and latency means latency). Phase 2 measures
-//! the same while LOGINS (default 200) clients log in as `admin` in a loop,
-//! each from its own loopback address (127.0.1.x, 127.0.2.x, …) so that the
-//! brute-force rules do not turn them away. A discarded 3 s warm-up comes
-//! first, so start-up and CPU clock ramp-up do not land in the quiet phase.
-//! It prints p50/p99 of both phases, their ratio, and how many logins succeeded.
+//! A quiet phase measures 16 keep-alive HTTP/1.1 clients calling
+//! `/api/version` against an `--insecure` server at `ADDR` for SECONDS,
+//! together at RATE requests per second (default 2000), evenly spread (open
+//! loop, so the CPU is not simply saturated and latency means latency). A
+//! loaded phase measures the same while LOGINS (default 200) clients log in as
+//! `admin` in a loop, each from its own loopback address (127.0.1.x, …) so
+//! that the brute-force rules do not turn them away. After a discarded 3 s
+//! warm-up, ROUNDS (default 3) pairs of quiet and loaded phases alternate. It
+//! prints each round's p99, then p50/p99 over all rounds, their ratio, and how
+//! many logins succeeded.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -38,12 +39,13 @@ async fn connect(server: SocketAddr, from: IpAddr) -> anyhow::Result<Sender> {
 async fn version_client(
     server: SocketAddr,
     rate: f64,
+    first: Instant,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<Vec<Duration>> {
     let mut sender = connect(server, IpAddr::V4(Ipv4Addr::LOCALHOST)).await?;
     let mut latencies = Vec::with_capacity(100_000);
     let interval = Duration::from_secs_f64(1.0 / rate);
-    let mut due = Instant::now();
+    let mut due = first;
     while !stop.load(Ordering::Relaxed) && latencies.len() < 5_000_000 {
         // Ahead of schedule: wait, and time from the wake-up (the timer is
         // coarser than a request). Behind schedule: time from when the
@@ -120,8 +122,21 @@ async fn phase(
         // Let the storm build up before measuring.
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
-    let clients: Vec<_> = (0..16)
-        .map(|_| tokio::spawn(version_client(server, rate / CLIENTS as f64, Arc::clone(&stop))))
+    // Each client sends at RATE/CLIENTS, offset by an equal share of its
+    // interval, so that requests arrive evenly spread rather than as bursts of
+    // CLIENTS at once (which would measure the load generator's own queueing).
+    let per_client = rate / CLIENTS as f64;
+    let start = Instant::now() + Duration::from_millis(20);
+    let clients: Vec<_> = (0..CLIENTS)
+        .map(|i| {
+            let offset = Duration::from_secs_f64(i as f64 / (per_client * CLIENTS as f64));
+            tokio::spawn(version_client(
+                server,
+                per_client,
+                start + offset,
+                Arc::clone(&stop),
+            ))
+        })
         .collect();
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     stop.store(true, Ordering::Relaxed);
@@ -156,12 +171,29 @@ async fn main() -> anyhow::Result<()> {
     let seconds: u64 = args.get(3).map_or(Ok(10), |s| s.parse())?;
     let logins: usize = args.get(4).map_or(Ok(200), |s| s.parse())?;
     let rate: f64 = args.get(5).map_or(Ok(2000.0), |s| s.parse())?;
+    let rounds: usize = args.get(6).map_or(Ok(3), |s| s.parse())?;
     // Warm-up, discarded: connections, caches and CPU clocks settle first, so
-    // start-up cost does not land in the quiet phase. (No quiet phase after
-    // the storm: the login queue keeps bcrypt busy for seconds after it.)
+    // start-up cost does not land in the quiet phase.
     phase(server, 3, rate, 0, password).await?;
-    let (quiet, _) = phase(server, seconds, rate, 0, password).await?;
-    let (loaded, ok) = phase(server, seconds, rate, logins, password).await?;
+    // Quiet and loaded phases alternate, so that drift in the machine's
+    // background load falls on both alike. A loaded phase returns only once
+    // its clients' last logins are answered, so the next quiet phase is quiet.
+    let (mut quiet, mut loaded, mut ok) = (Vec::new(), Vec::new(), 0);
+    for round in 1..=rounds.max(1) {
+        let (q, _) = phase(server, seconds, rate, 0, password).await?;
+        let (l, n) = phase(server, seconds, rate, logins, password).await?;
+        println!(
+            "round {round}: p99 quiet {:?} / under logins {:?} (ratio {:.2})",
+            pct(&q, 0.99),
+            pct(&l, 0.99),
+            pct(&l, 0.99).as_secs_f64() / pct(&q, 0.99).as_secs_f64()
+        );
+        quiet.extend(q);
+        loaded.extend(l);
+        ok += n;
+    }
+    quiet.sort_unstable();
+    loaded.sort_unstable();
     let (q99, l99) = (pct(&quiet, 0.99), pct(&loaded, 0.99));
     println!(
         "version requests: quiet {} / under logins {}",
@@ -177,6 +209,6 @@ async fn main() -> anyhow::Result<()> {
         "p99: quiet {q99:?} / under logins {l99:?} (ratio {:.2})",
         l99.as_secs_f64() / q99.as_secs_f64()
     );
-    println!("successful logins during the loaded phase: {ok} ({logins} concurrent clients)");
+    println!("successful logins during the loaded phases: {ok} ({logins} concurrent clients)");
     Ok(())
 }
