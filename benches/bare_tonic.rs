@@ -80,7 +80,9 @@ async fn main() -> Result<()> {
         "bare_tonic listening on {local} {mode} grpc-web={}",
         args.grpc_web
     );
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    // TCP_NODELAY as tonic's own `serve` sets it by default (and as tiphys, Go and nginx do):
+    // `serve_with_incoming` ignores the builder's setting, so the incoming stream sets it.
+    let incoming = tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true));
     // Stop on Ctrl-C / SIGINT; run.sh stops it by PID with SIGTERM (default action).
     let shutdown = async {
         let _ = tokio::signal::ctrl_c().await;

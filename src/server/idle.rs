@@ -1,5 +1,11 @@
 //! Closes a connection that has had no traffic and no request in flight for
 //! the idle timeout (HTTP/1 keep-alive and HTTP/2 alike).
+//!
+//! Reads and writes only set a flag: resetting a timer (and reading the
+//! clock) on every read and write cost measurably on busy HTTP/2
+//! connections. A timer instead fires every quarter of the timeout and
+//! counts the quiet quarters, so an idle connection is closed between 1 and
+//! 1.25 timeouts after its last traffic.
 
 use std::io;
 use std::pin::Pin;
@@ -12,22 +18,31 @@ use pin_project_lite::pin_project;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
 
+/// Checks per timeout.
+const TICKS: u32 = 4;
+
 pin_project! {
     pub struct IdleIo<T> {
         #[pin]
         inner: T,
         timer: Pin<Box<Sleep>>,
-        timeout: Duration,
+        tick: Duration,
+        // Traffic since the last tick.
+        active: bool,
+        quiet_ticks: u32,
         in_flight: Arc<AtomicUsize>,
     }
 }
 
 impl<T> IdleIo<T> {
     pub fn new(inner: T, timeout: Duration, in_flight: Arc<AtomicUsize>) -> Self {
+        let tick = timeout / TICKS;
         Self {
             inner,
-            timer: Box::pin(tokio::time::sleep(timeout)),
-            timeout,
+            timer: Box::pin(tokio::time::sleep(tick)),
+            tick,
+            active: false,
+            quiet_ticks: 0,
             in_flight,
         }
     }
@@ -40,16 +55,24 @@ impl<T: AsyncRead> AsyncRead for IdleIo<T> {
         match this.inner.poll_read(cx, buf) {
             Poll::Ready(result) => {
                 if buf.filled().len() > before {
-                    this.timer.as_mut().reset(Instant::now() + *this.timeout);
+                    *this.active = true;
                 }
                 Poll::Ready(result)
             }
             Poll::Pending => {
                 while this.timer.as_mut().poll(cx).is_ready() {
-                    if this.in_flight.load(Ordering::Acquire) == 0 {
-                        return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "idle connection")));
+                    if std::mem::take(this.active) || this.in_flight.load(Ordering::Acquire) > 0 {
+                        *this.quiet_ticks = 0;
+                    } else {
+                        *this.quiet_ticks += 1;
+                        if *this.quiet_ticks >= TICKS {
+                            return Poll::Ready(Err(io::Error::new(
+                                io::ErrorKind::TimedOut,
+                                "idle connection",
+                            )));
+                        }
                     }
-                    this.timer.as_mut().reset(Instant::now() + *this.timeout);
+                    this.timer.as_mut().reset(Instant::now() + *this.tick);
                 }
                 Poll::Pending
             }
@@ -62,7 +85,7 @@ impl<T: AsyncWrite> AsyncWrite for IdleIo<T> {
         let this = self.project();
         let polled = this.inner.poll_write(cx, buf);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            this.timer.as_mut().reset(Instant::now() + *this.timeout);
+            *this.active = true;
         }
         polled
     }
@@ -83,7 +106,7 @@ impl<T: AsyncWrite> AsyncWrite for IdleIo<T> {
         let this = self.project();
         let polled = this.inner.poll_write_vectored(cx, bufs);
         if matches!(polled, Poll::Ready(Ok(n)) if n > 0) {
-            this.timer.as_mut().reset(Instant::now() + *this.timeout);
+            *this.active = true;
         }
         polled
     }

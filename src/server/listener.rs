@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -21,6 +21,7 @@ use super::config::Limits;
 use super::conn::ConnInfo;
 use super::dispatch::Dispatcher;
 use super::idle::IdleIo;
+use super::streams::ConnStreams;
 
 /// The first byte of a TLS connection: a handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
@@ -30,12 +31,22 @@ pub struct Front {
     /// `None` in `--insecure` mode.
     pub tls: Option<TlsAcceptor>,
     pub limits: Limits,
-    builder: auto::Builder<TokioExecutor>,
 }
 
 impl Front {
     pub fn new(dispatcher: Dispatcher, tls: Option<TlsAcceptor>, limits: Limits) -> Self {
-        let mut builder = auto::Builder::new(TokioExecutor::new());
+        Self {
+            dispatcher,
+            tls,
+            limits,
+        }
+    }
+
+    /// The HTTP/1.1 and HTTP/2 settings of one connection, whose streams run
+    /// on `streams`.
+    fn builder(&self, streams: ConnStreams) -> auto::Builder<ConnStreams> {
+        let limits = &self.limits;
+        let mut builder = auto::Builder::new(streams);
         builder
             .http1()
             .timer(TokioTimer::new())
@@ -48,12 +59,7 @@ impl Front {
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
             .keep_alive_interval(Some(Duration::from_secs(60)))
             .keep_alive_timeout(Duration::from_secs(20));
-        Self {
-            dispatcher,
-            tls,
-            limits,
-            builder,
-        }
+        builder
     }
 }
 
@@ -165,8 +171,10 @@ where
         let shared = Arc::clone(&shared);
         async move { Ok::<_, Infallible>(shared.dispatcher.handle(req, info, guard).await) }
     });
-    let conn = front.builder.serve_connection(io, service);
-    if let Err(err) = watcher.watch(conn).await {
+    let streams = ConnStreams::default();
+    let builder = front.builder(streams.clone());
+    let conn = builder.serve_connection(io, service);
+    if let Err(err) = streams.drive(watcher.watch(conn)).await {
         tracing::debug!(peer = %info.peer, error = %err, "connection ended with an error");
     }
 }

@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod shutdown;
 pub mod state;
+pub mod streams;
 pub mod tls;
 
 use std::net::SocketAddr;
