@@ -27,6 +27,7 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?,
     );
+    sessions.ensure_initial_admin().await?;
     let token = sessions.issue_login("admin");
     let auth = Authenticator { sessions, oidc: None };
     let ip = std::net::IpAddr::from([127, 0, 0, 1]);

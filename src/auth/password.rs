@@ -3,12 +3,18 @@
 //! logins then queues (and past the bound is refused) instead of starving the
 //! runtime that serves every other request.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot};
 
 /// Argo CD's cost (Go's `bcrypt.DefaultCost`).
 pub const COST: u32 = 10;
+
+/// Checked for unknown users, so that they take as long as known ones: a
+/// hash at [`COST`] of a random password that was thrown away. A constant,
+/// so that no start-up time goes into making one; a match against it never
+/// counts (see [`PasswordPool::verify`]).
+const DUMMY_HASH: &str = "$2b$10$w.YHYcIMgTq5Oy8ne4pPGu3vpb4lv1uCFAlMVd9lpUVVQyBjDK0B2";
 
 /// Niceness of the hashing threads: the scheduler lets request handling run first.
 const NICENESS: i32 = 19;
@@ -51,16 +57,11 @@ impl PasswordPool {
     pub fn start(threads: usize, queue: usize) -> anyhow::Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(queue.max(1));
         let rx = Arc::new(std::sync::Mutex::new(rx));
-        // A valid hash of a random password, checked for unknown users so
-        // that they take as long as known ones. Made by the first worker,
-        // not on the start-up path.
-        let dummy: Arc<OnceLock<String>> = Arc::default();
         for i in 0..threads.max(1) {
             let rx = Arc::clone(&rx);
-            let dummy = Arc::clone(&dummy);
             std::thread::Builder::new()
                 .name(format!("bcrypt-{i}"))
-                .spawn(move || worker(&rx, &dummy))?;
+                .spawn(move || worker(&rx))?;
         }
         Ok(Self { jobs: tx })
     }
@@ -99,14 +100,8 @@ impl PasswordPool {
     }
 }
 
-fn worker(rx: &std::sync::Mutex<mpsc::Receiver<Job>>, dummy: &OnceLock<String>) {
+fn worker(rx: &std::sync::Mutex<mpsc::Receiver<Job>>) {
     lower_priority();
-    let dummy_hash = || {
-        dummy
-            .get_or_init(|| bcrypt::hash(crate::auth::random::token(24), COST).unwrap_or_default())
-            .as_str()
-    };
-    dummy_hash();
     loop {
         let job = {
             let Ok(mut rx) = rx.lock() else { return };
@@ -121,7 +116,7 @@ fn worker(rx: &std::sync::Mutex<mpsc::Receiver<Job>>, dummy: &OnceLock<String>) 
             }) => {
                 let ok = match hash.as_deref() {
                     Some(h) => bcrypt::verify(password, h),
-                    None => bcrypt::verify(password, dummy_hash()),
+                    None => bcrypt::verify(password, DUMMY_HASH),
                 }
                 .unwrap_or(false);
                 let _ = reply.send(ok);
@@ -146,6 +141,13 @@ fn lower_priority() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_dummy_hash_costs_what_real_hashes_cost() {
+        let cost: u32 = DUMMY_HASH.split('$').nth(2).unwrap().parse().unwrap();
+        assert_eq!(cost, COST);
+        assert!(!bcrypt::verify("", DUMMY_HASH).unwrap());
+    }
 
     #[tokio::test]
     async fn hash_then_verify() {

@@ -267,7 +267,6 @@ impl Sessions {
             project_tokens: OnceLock::new(),
         };
         sessions.reload_config().await?;
-        sessions.ensure_initial_admin().await?;
         Ok(sessions)
     }
 
@@ -344,14 +343,22 @@ impl Sessions {
         }));
     }
 
-    async fn ensure_initial_admin(&self) -> anyhow::Result<()> {
-        let settings = self.settings();
-        if !settings.admin_enabled || self.account("admin").is_some_and(|a| a.password_hash.is_some()) {
+    /// On the first start, gives the admin account a random password and
+    /// writes it where `tiphys admin initial-password` finds it. The server
+    /// runs this beside serving (bcrypt takes a while): until it is done the
+    /// admin account has no password, which nobody could know yet anyway.
+    pub async fn ensure_initial_admin(&self) -> anyhow::Result<()> {
+        if !self.needs_initial_admin() {
             return Ok(());
         }
         let password = super::random::token(20);
         let hash = self.pool.hash(&password).await?;
         let mut records = self.records.lock().await;
+        // The configuration may have set a password while bcrypt ran.
+        if !self.needs_initial_admin() {
+            return Ok(());
+        }
+        let settings = self.settings();
         let record = records.entry("admin".to_owned()).or_default();
         record.password_hash = Some(hash);
         record.password_mtime_ms = Some(now_ms());
@@ -368,6 +375,10 @@ impl Sessions {
             self.data_dir.display()
         );
         Ok(())
+    }
+
+    fn needs_initial_admin(&self) -> bool {
+        self.settings().admin_enabled && self.account("admin").is_none_or(|a| a.password_hash.is_none())
     }
 
     fn remove_initial_password_file(&self) {
@@ -1070,9 +1081,11 @@ mod tests {
     async fn sessions_with(dir: &std::path::Path, config: Arc<ConfigWatch>) -> Sessions {
         std::fs::create_dir_all(dir).unwrap();
         let store = Arc::new(FileStore::open(dir).unwrap());
-        Sessions::open(store, config, dir.to_path_buf(), LoginLimits::default())
+        let sessions = Sessions::open(store, config, dir.to_path_buf(), LoginLimits::default())
             .await
-            .unwrap()
+            .unwrap();
+        sessions.ensure_initial_admin().await.unwrap();
+        sessions
     }
 
     #[tokio::test]

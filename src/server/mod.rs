@@ -17,7 +17,6 @@ pub mod tls;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use anyhow::Context as _;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -206,11 +205,22 @@ impl Server {
             Arc::clone(&self.state),
             internal.clone(),
         ));
-        if let Some(path) = &self.config.ready_file {
-            let ready = serde_json::json!({ "port": addr.port(), "metrics_port": metrics_addr.port() });
-            std::fs::write(path, ready.to_string())
-                .with_context(|| format!("cannot write {}", path.display()))?;
-        }
+        // The first start's admin password is made beside serving, so that
+        // bcrypt does not delay the first request. The ready file, which
+        // scripts read the port (and then that password) from, waits for it.
+        let sessions = Arc::clone(&self.state.sessions);
+        let ready_file = self.config.ready_file.clone();
+        tokio::spawn(async move {
+            if let Err(err) = sessions.ensure_initial_admin().await {
+                tracing::error!(error = %format!("{err:#}"), "cannot set the initial admin password");
+            }
+            if let Some(path) = ready_file {
+                let ready = serde_json::json!({ "port": addr.port(), "metrics_port": metrics_addr.port() });
+                if let Err(err) = std::fs::write(&path, ready.to_string()) {
+                    tracing::error!(path = %path.display(), error = %err, "cannot write the ready file");
+                }
+            }
+        });
         tracing::info!(
             "tiphys {} serving on {addr} (tls: {}, url: {}, metrics: {metrics_addr}, rootpath: {:?})",
             crate::buildinfo::VERSION,

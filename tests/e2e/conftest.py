@@ -202,6 +202,12 @@ class Servers:
     def __init__(self, workdir):
         self.workdir = workdir
         self.running = []
+        self.helpers = []
+
+    def also_stop(self, helper):
+        """Stops `helper` (anything with `stop()`, such as an OIDC provider) at teardown too."""
+        self.helpers.append(helper)
+        return helper
 
     def start(self, *args, config=None, address="127.0.0.1", data_dir=None):
         """`config`: a config dir (anything with a `path`) passed as --config-dir."""
@@ -226,6 +232,8 @@ class Servers:
     def stop_all(self):
         while self.running:
             self.running.pop().stop()
+        while self.helpers:
+            self.helpers.pop().stop()
 
 
 @pytest.fixture

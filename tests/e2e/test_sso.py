@@ -63,9 +63,9 @@ def setup_sso(tmp_path, servers, config_dir, cm=None, rbac=RBAC, tls=None, id_to
     write_rbac(config, rbac)
     server = servers.start("--insecure", config=config)
     cli_port = free_port()
-    provider = Provider(tmp_path / f"oidc-{server.port}",
+    provider = servers.also_stop(Provider(tmp_path / f"oidc-{server.port}",
                         [server.url("/auth/callback"), f"http://localhost:{cli_port}/auth/callback"],
-                        tls=tls, id_token_ttl=id_token_ttl)
+                        tls=tls, id_token_ttl=id_token_ttl))
     enable_sso(config, server, provider, **extra)
     return Sso(server, provider, config, cli_port)
 
