@@ -51,6 +51,9 @@ impl Front {
             .http1()
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
+            // One buffer per response: through TLS, separate header and body
+            // buffers would each become a record of their own.
+            .writev(false)
             .max_buf_size(limits.max_header_bytes.max(8192));
         builder
             .http2()
