@@ -166,6 +166,9 @@ pids+=("$tiphys_pid")
 wait_http "https://$host:$tiphys_port/healthz" || { cat "$tmp/tiphys.log" >&2; die "tiphys did not come up"; }
 sleep 1
 tiphys_rss_idle="$(awk '/^VmRSS:/ {print $2}' "/proc/$tiphys_pid/status")" # kB
+# The two parts of it: memory of the process's own (heap, stacks) and pages of the binary mapped in.
+tiphys_rss_anon="$(awk '/^RssAnon:/ {print $2}' "/proc/$tiphys_pid/status")"
+tiphys_rss_file="$(awk '/^RssFile:/ {print $2}' "/proc/$tiphys_pid/status")"
 
 say "starting bare_tonic on $host:$tonic_port"
 "${srv_pin[@]}" "$tonic_bin" --addr "$host:$tonic_port" --cert "$tmp/cert.pem" --key "$tmp/key.pem" \
@@ -389,6 +392,8 @@ echo
 echo "| tiphys | value |"
 echo "| --- | ---: |"
 echo "| idle RSS after start (VmRSS) | $(awk -v k="$tiphys_rss_idle" 'BEGIN { printf "%.1f MB", k / 1024 }') |"
+echo "| … of which anonymous (RssAnon: heap, stacks) | $(awk -v k="$tiphys_rss_anon" 'BEGIN { printf "%.1f MB", k / 1024 }') |"
+echo "| … of which the binary's mapped pages (RssFile) | $(awk -v k="$tiphys_rss_file" 'BEGIN { printf "%.1f MB", k / 1024 }') |"
 [ -n "$tiphys_rss_after" ] && echo "| RSS after the load runs | $(awk -v k="$tiphys_rss_after" 'BEGIN { printf "%.1f MB", k / 1024 }') |"
 echo "| start to first served request (median of ${#start_ms[@]}) | ${start_median:-n/a} ms (runs: ${start_ms[*]:-none}) |"
 echo "| still alive after the load runs | $tiphys_alive |"
