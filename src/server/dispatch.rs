@@ -95,11 +95,11 @@ impl Dispatcher {
     }
 
     async fn route(&self, mut req: Request<Incoming>, conn: ConnInfo) -> (Protocol, Response<Body>) {
-        let wire = Protocol::classify(req.headers(), "/");
+        let wire = Protocol::of_content_type(req.headers());
         let scheme = match self.scheme(&req, conn, wire) {
             Ok(scheme) => scheme,
             Err(response) => {
-                let protocol = Protocol::classify(req.headers(), req.uri().path());
+                let protocol = wire.at_path(req.uri().path());
                 return (protocol, *response);
             }
         };
@@ -119,12 +119,12 @@ impl Dispatcher {
                 // Native gRPC is served at the root as well, as upstream does.
                 None if wire == Protocol::Grpc => {}
                 None => {
-                    let protocol = Protocol::classify(req.headers(), req.uri().path());
+                    let protocol = wire.at_path(req.uri().path());
                     return (protocol, not_found());
                 }
             }
         }
-        let protocol = Protocol::classify(req.headers(), req.uri().path());
+        let protocol = wire.at_path(req.uri().path());
         let renewed = self.identify(&mut req, protocol, conn).await;
         let mut response = match protocol {
             Protocol::Grpc => {

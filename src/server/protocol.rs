@@ -28,16 +28,39 @@ impl Protocol {
     }
 
     pub fn classify(headers: &HeaderMap, path: &str) -> Self {
-        match media_type(headers).as_deref() {
-            Some("application/grpc" | "application/grpc+proto") => Self::Grpc,
-            Some(
-                "application/grpc-web"
-                | "application/grpc-web+proto"
-                | "application/grpc-web-text"
-                | "application/grpc-web-text+proto",
-            ) => Self::GrpcWeb,
-            _ if is_rest_path(path) => Self::Rest,
-            _ => Self::Ui,
+        Self::of_content_type(headers).at_path(path)
+    }
+
+    /// The protocol the content type says: gRPC, gRPC-Web, or (for anything
+    /// else) `Ui` until [`Protocol::at_path`] tells REST from the dashboard.
+    /// Per request, so it compares without allocating.
+    pub fn of_content_type(headers: &HeaderMap) -> Self {
+        const GRPC: [&str; 2] = ["application/grpc", "application/grpc+proto"];
+        const GRPC_WEB: [&str; 4] = [
+            "application/grpc-web",
+            "application/grpc-web+proto",
+            "application/grpc-web-text",
+            "application/grpc-web-text+proto",
+        ];
+        let Some(essence) = essence(headers) else {
+            return Self::Ui;
+        };
+        if GRPC.iter().any(|t| essence.eq_ignore_ascii_case(t)) {
+            Self::Grpc
+        } else if GRPC_WEB.iter().any(|t| essence.eq_ignore_ascii_case(t)) {
+            Self::GrpcWeb
+        } else {
+            Self::Ui
+        }
+    }
+
+    /// gRPC and gRPC-Web stay what they are; anything else is REST or the
+    /// dashboard by its path.
+    pub fn at_path(self, path: &str) -> Self {
+        match self {
+            Self::Grpc | Self::GrpcWeb => self,
+            Self::Rest | Self::Ui if is_rest_path(path) => Self::Rest,
+            Self::Rest | Self::Ui => Self::Ui,
         }
     }
 }
@@ -46,11 +69,15 @@ fn is_rest_path(path: &str) -> bool {
     path.starts_with("/api/") || path == "/api" || path.starts_with("/auth/") || path == "/healthz"
 }
 
+/// `Content-Type` without its parameters, as sent.
+fn essence(headers: &HeaderMap) -> Option<&str> {
+    let raw = headers.get(CONTENT_TYPE)?.to_str().ok()?;
+    raw.split(';').next().map(str::trim)
+}
+
 /// The media type of `Content-Type`, lower-cased, without parameters.
 pub fn media_type(headers: &HeaderMap) -> Option<String> {
-    let raw = headers.get(CONTENT_TYPE)?.to_str().ok()?;
-    let essence = raw.split(';').next()?.trim();
-    Some(essence.to_ascii_lowercase())
+    essence(headers).map(str::to_ascii_lowercase)
 }
 
 #[cfg(test)]
