@@ -114,8 +114,10 @@ describe("dashboard as admin", () => {
     await page.getByTestId("sync").click();
     await page.getByTestId("confirm-sync").click();
     await page.getByTestId("operation").getByText("Requested operation").waitFor();
-    const yaml = await page.getByTestId("operation").getByTestId("yaml").innerText();
-    assert.match(yaml, /sync:/);
+    // The YAML is rendered once the (lazily loaded) formatter has run: wait for it.
+    const operationYaml = page.getByTestId("operation").getByTestId("yaml");
+    await operationYaml.filter({ hasText: "sync:" }).waitFor();
+    assert.match(await operationYaml.innerText(), /sync:/);
     const app = await api(server, adminToken, "GET", "api/v1/applications/guestbook");
     assert.ok(app.operation?.sync, "the server recorded a sync operation");
     await shot(page, "07-details-synced");
