@@ -394,6 +394,12 @@ echo "| --- | ---: |"
 echo "| idle RSS after start (VmRSS) | $(awk -v k="$tiphys_rss_idle" 'BEGIN { printf "%.1f MB", k / 1024 }') |"
 echo "| … of which anonymous (RssAnon: heap, stacks) | $(awk -v k="$tiphys_rss_anon" 'BEGIN { printf "%.1f MB", k / 1024 }') |"
 echo "| … of which the binary's mapped pages (RssFile) | $(awk -v k="$tiphys_rss_file" 'BEGIN { printf "%.1f MB", k / 1024 }') |"
+# How much of benches/text-order.txt (see text-order.sh) still names functions of this binary.
+if [ -s benches/text-order.txt ] && command -v nm >/dev/null; then
+  order_total="$(wc -l <benches/text-order.txt)"
+  order_found="$(nm "$tiphys_bin" | awk 'NR == FNR { want[$1] = 1; next } ($3 in want) { n++ } END { print n + 0 }' benches/text-order.txt -)"
+  echo "| functions of benches/text-order.txt found in the binary | $order_found of $order_total |"
+fi
 [ -n "$tiphys_rss_after" ] && echo "| RSS after the load runs | $(awk -v k="$tiphys_rss_after" 'BEGIN { printf "%.1f MB", k / 1024 }') |"
 echo "| start to first served request (median of ${#start_ms[@]}) | ${start_median:-n/a} ms (runs: ${start_ms[*]:-none}) |"
 echo "| still alive after the load runs | $tiphys_alive |"

@@ -1,17 +1,16 @@
 use std::process::ExitCode;
 
-use clap::Parser;
 use tiphys::cli::{self, Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from_env();
     if matches!(cli.command, Command::Server(_)) {
         limit_malloc_arenas();
     }
     // One crypto provider for the whole process (rustls panics if two are
     // linked and none is chosen).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    tiphys::telemetry::init(cli.log_format, cli.default_log_level());
+    tiphys::telemetry::init(cli.global.log_format, cli.default_log_level());
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(err) => {

@@ -40,6 +40,15 @@ use crate::telemetry::LogFormat;
 #[derive(Parser, Debug)]
 #[command(name = "tiphys", version = crate::buildinfo::VERSION, about = "GitOps API server and CLI, compatible with Argo CD")]
 pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes, before or after its name.
+#[derive(clap::Args, Debug)]
+pub struct GlobalArgs {
     /// Log format (logs go to stderr).
     #[arg(
         long,
@@ -55,8 +64,21 @@ pub struct Cli {
     /// The CLI's config file: contexts, servers and tokens (client commands only) [default: <config dir>/tiphys/config].
     #[arg(long, global = true, env = "TIPHYS_CONFIG", value_name = "PATH")]
     pub config: Option<PathBuf>,
+}
+
+/// The command line with `server` as its only subcommand: see [`Cli::parse_from_env`].
+#[derive(Parser, Debug)]
+#[command(name = "tiphys", version = crate::buildinfo::VERSION)]
+struct ServerOnly {
+    #[command(flatten)]
+    global: GlobalArgs,
     #[command(subcommand)]
-    pub command: Command,
+    command: ServerCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum ServerCommand {
+    Server(Box<ServerArgs>),
 }
 
 #[derive(Subcommand, Debug)]
@@ -100,9 +122,35 @@ pub enum Command {
 }
 
 impl Cli {
+    /// Parses the process's arguments; a usage error or `--help` exits, as clap does.
+    pub fn parse_from_env() -> Self {
+        Self::parse_args(std::env::args_os()).unwrap_or_else(|err| err.exit())
+    }
+
+    /// Parses `args` (the program name first).
+    ///
+    /// A server is parsed against a tree that holds only `server`. Clap builds its whole tree,
+    /// every client command and option, before parsing, and that work left about 1 MB of code
+    /// and heap pages in a server that never needs them again. Anything the small tree rejects,
+    /// including help and usage errors, is parsed again against the whole tree, so what clap
+    /// prints is the same.
+    pub fn parse_args(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Self, clap::Error> {
+        let args: Vec<_> = args.into_iter().collect();
+        match ServerOnly::try_parse_from(&args) {
+            Ok(ServerOnly {
+                global,
+                command: ServerCommand::Server(server),
+            }) => Ok(Self {
+                global,
+                command: Command::Server(server),
+            }),
+            Err(_) => Self::try_parse_from(args),
+        }
+    }
+
     /// The default log level: servers log their lifecycle, the CLI only problems.
     pub fn default_log_level(&self) -> &str {
-        match (&self.log_level, &self.command) {
+        match (&self.global.log_level, &self.command) {
             (Some(level), _) => level,
             (None, Command::Server(_)) => "info",
             (None, _) => "warn",
@@ -112,7 +160,7 @@ impl Cli {
 
 /// Runs a command; the message of a failure goes to stderr, output to `out`.
 pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
-    let config_path = || config::path(cli.config.as_deref());
+    let config_path = || config::path(cli.global.config.as_deref());
     let result = match cli.command {
         Command::Server(args) => {
             if args.tlsciphers.as_deref() == Some("list") {
@@ -123,7 +171,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
             }
             crate::server::run(*args).await
         }
-        Command::Version(args) => version::run(args, cli.config.as_deref(), out).await,
+        Command::Version(args) => version::run(args, cli.global.config.as_deref(), out).await,
         Command::Login(args) => match config_path() {
             Ok(path) => login::login(&path, args, out).await,
             Err(err) => Err(err),
@@ -141,7 +189,7 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
             Ok(path) => account::run(&path, command, out).await,
             Err(err) => Err(err),
         },
-        Command::Admin(command) => match admin::run(command, cli.config.as_deref(), out).await {
+        Command::Admin(command) => match admin::run(command, cli.global.config.as_deref(), out).await {
             Ok(code) => return code,
             Err(err) => Err(err),
         },
@@ -176,5 +224,57 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
             eprintln!("error: {err:#}");
             exit::code(&err)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::parse_args(args.iter().map(Into::into))
+    }
+
+    #[test]
+    fn server_parses_with_global_options_on_either_side() {
+        let cli = parse(&[
+            "tiphys",
+            "--log-level",
+            "debug",
+            "server",
+            "--port",
+            "9000",
+            "--insecure",
+        ])
+        .expect("a valid server command line");
+        let Command::Server(args) = &cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(args.port, 9000);
+        assert!(args.insecure);
+        assert_eq!(cli.default_log_level(), "debug");
+
+        let cli =
+            parse(&["tiphys", "server", "--log-format", "json"]).expect("a global option after the name");
+        assert!(matches!(cli.global.log_format, LogFormat::Json));
+        assert_eq!(cli.default_log_level(), "info");
+    }
+
+    #[test]
+    fn client_commands_and_errors_go_through_the_whole_tree() {
+        let cli = parse(&["tiphys", "version", "--client"]).expect("a client command");
+        assert!(matches!(cli.command, Command::Version(_)));
+
+        let err = parse(&["tiphys", "server", "--no-such-flag"]).expect_err("an unknown server flag");
+        assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument);
+        assert!(err.to_string().contains("--no-such-flag"), "{err}");
+
+        let err = parse(&["tiphys", "nonsense"]).expect_err("an unknown command");
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidSubcommand);
+        // The whole tree's suggestions and help: the client commands are named.
+        let help = parse(&["tiphys", "--help"])
+            .expect_err("help is an early exit")
+            .to_string();
+        assert!(help.contains("login") && help.contains("server"), "{help}");
     }
 }

@@ -2,6 +2,7 @@
 
 mod account;
 pub mod dynamic;
+mod reflection;
 mod session;
 mod settings;
 mod version;
@@ -78,27 +79,8 @@ pub fn routes(
             state,
             max_message_bytes,
         ));
-    add_reflection(&mut builder);
+    reflection::add(&mut builder);
     builder.routes()
-}
-
-fn add_reflection(builder: &mut tonic::service::RoutesBuilder) {
-    let v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(crate::schema::RESOURCE_DESCRIPTORS)
-        .build_v1();
-    let v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(crate::schema::RESOURCE_DESCRIPTORS)
-        .build_v1alpha();
-    match (v1, v1alpha) {
-        (Ok(v1), Ok(v1alpha)) => {
-            builder.add_service(v1).add_service(v1alpha);
-        }
-        (Err(err), _) | (_, Err(err)) => tracing::error!(error = %err, "gRPC reflection unavailable"),
-    }
 }
 
 /// The caller, as the dispatcher worked it out for this request.
