@@ -397,7 +397,7 @@ echo "| … of which the binary's mapped pages (RssFile) | $(awk -v k="$tiphys_r
 # How much of benches/text-order.txt (see text-order.sh) still names functions of this binary.
 if [ -s benches/text-order.txt ] && command -v nm >/dev/null; then
   order_total="$(wc -l <benches/text-order.txt)"
-  order_found="$(nm "$tiphys_bin" | awk 'NR == FNR { want[$1] = 1; next } ($3 in want) { n++ } END { print n + 0 }' benches/text-order.txt -)"
+  order_found="$(nm "$tiphys_bin" | awk 'NR == FNR { want[$1] = 1; next } ($3 in want) && !seen[$3]++ { n++ } END { print n + 0 }' benches/text-order.txt -)"
   echo "| functions of benches/text-order.txt found in the binary | $order_found of $order_total |"
 fi
 [ -n "$tiphys_rss_after" ] && echo "| RSS after the load runs | $(awk -v k="$tiphys_rss_after" 'BEGIN { printf "%.1f MB", k / 1024 }') |"
