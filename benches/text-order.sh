@@ -19,7 +19,8 @@
 # longer exists is ignored by the linker; `benches/run.sh` prints how many still match. Rerun
 # this after a toolchain update, a dependency update, or large changes to start-up or serving.
 #
-# Environment: BENCH_SKIP_BUILD=1 uses target/x86_64-unknown-linux-gnu/release/tiphys as built.
+# Environment: BENCH_SKIP_BUILD=1 uses target/x86_64-unknown-linux-gnu/release/tiphys as built;
+# TIPHYS_BIN=PATH profiles that binary instead (with BENCH_SKIP_BUILD=1).
 # Needs: cargo, valgrind, openssl, curl, h2load (nghttp2-client), python3, nm (binutils).
 # Only loopback addresses are used; only the process this script started is stopped, by PID.
 set -euo pipefail
@@ -27,7 +28,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$repo"
 out="$repo/benches/text-order.txt"
-bin="$repo/target/x86_64-unknown-linux-gnu/release/tiphys"
+bin="${TIPHYS_BIN:-$repo/target/x86_64-unknown-linux-gnu/release/tiphys}"
 host=127.0.0.1
 
 say() { printf '== %s\n' "$*" >&2; }

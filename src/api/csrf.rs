@@ -4,50 +4,109 @@
 //! preflight can only send `text/plain`, form or multipart bodies, so it is
 //! refused before any handler runs. The media type is compared without
 //! parameters (`application/json; charset=utf-8` is JSON).
+//!
+//! The dispatcher asks [`refusal`] once it knows who is calling, before the
+//! router: a plain function call rather than a middleware layer, which would
+//! box every REST request's future, safe ones included.
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http::Method;
+use http::{HeaderMap, Method};
 
-use crate::auth::Carrier;
 use crate::error::AppError;
-use crate::principal::{Caller, Credentials};
 use crate::server::protocol::media_type;
-use crate::server::state::AppState;
 
-use super::extract::AuthInfo;
+/// The response that refuses the call, or `None` to let it through.
+///
+/// `verified_bearer`: the caller authenticated with a bearer token that
+/// verified. A browser cannot be made to send one, but anyone can send a
+/// bogus one, so only a valid token exempts the call.
+pub fn refusal(
+    allowed: &[String],
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    verified_bearer: bool,
+) -> Option<Response> {
+    let safe = matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS);
+    if safe || verified_bearer || allowed.is_empty() || !path.starts_with("/api/") {
+        return None;
+    }
+    let media = media_type(headers);
+    if media.as_deref().is_some_and(|m| allowed.iter().any(|a| a == m)) {
+        return None;
+    }
+    Some(
+        AppError::UnsupportedMediaType(format!(
+            "unsupported content type {}: use {}",
+            media
+                .as_deref()
+                .map_or_else(|| "(none)".to_owned(), |m| format!("{m:?}")),
+            allowed.join(" or ")
+        ))
+        .into_response(),
+    )
+}
 
-pub async fn enforce_content_type(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
-    // Only a bearer token that verified exempts the call: a browser cannot
-    // be made to send one, but anyone can send a bogus one.
-    let bearer = req
-        .extensions()
-        .get::<AuthInfo>()
-        .is_some_and(|a| a.carrier == Some(Carrier::Bearer))
-        && req
-            .extensions()
-            .get::<Caller>()
-            .is_some_and(|c| matches!(c.credentials, Credentials::Valid(_)));
-    if safe || bearer || state.api_content_types.is_empty() || !req.uri().path().starts_with("/api/") {
-        return next.run(req).await;
+#[cfg(test)]
+mod tests {
+    use http::HeaderValue;
+    use http::header::CONTENT_TYPE;
+
+    use super::*;
+
+    fn check(method: Method, path: &str, content_type: Option<&'static str>, bearer: bool) -> Option<u16> {
+        let allowed = ["application/json".to_owned()];
+        let mut headers = HeaderMap::new();
+        if let Some(ct) = content_type {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(ct));
+        }
+        refusal(&allowed, &method, path, &headers, bearer).map(|r| r.status().as_u16())
     }
-    let media = media_type(req.headers());
-    if media
-        .as_deref()
-        .is_some_and(|m| state.api_content_types.iter().any(|a| a == m))
-    {
-        return next.run(req).await;
+
+    #[test]
+    fn state_changing_api_calls_need_an_allowed_media_type() {
+        assert_eq!(check(Method::POST, "/api/v1/session", None, false), Some(415));
+        assert_eq!(
+            check(Method::POST, "/api/v1/session", Some("text/plain"), false),
+            Some(415)
+        );
+        assert_eq!(
+            check(
+                Method::PUT,
+                "/api/v1/account/password",
+                Some("application/x-www-form-urlencoded"),
+                false
+            ),
+            Some(415)
+        );
+        assert_eq!(
+            check(
+                Method::POST,
+                "/api/v1/session",
+                Some("application/json; charset=utf-8"),
+                false
+            ),
+            None
+        );
+        assert_eq!(
+            check(Method::DELETE, "/api/v1/session", Some("Application/JSON"), false),
+            None
+        );
     }
-    AppError::UnsupportedMediaType(format!(
-        "unsupported content type {}: use {}",
-        media
-            .as_deref()
-            .map_or_else(|| "(none)".to_owned(), |m| format!("{m:?}")),
-        state.api_content_types.join(" or ")
-    ))
-    .into_response()
+
+    #[test]
+    fn safe_methods_verified_bearers_and_other_paths_pass() {
+        assert_eq!(check(Method::GET, "/api/v1/applications", None, false), None);
+        assert_eq!(
+            check(Method::HEAD, "/api/version", Some("text/plain"), false),
+            None
+        );
+        assert_eq!(
+            check(Method::POST, "/api/v1/applications", Some("text/plain"), true),
+            None
+        );
+        assert_eq!(check(Method::POST, "/auth/logout", None, false), None);
+        let unchecked = refusal(&[], &Method::POST, "/api/v1/session", &HeaderMap::new(), false);
+        assert!(unchecked.is_none());
+    }
 }

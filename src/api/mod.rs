@@ -3,7 +3,7 @@
 
 mod account;
 pub mod auth;
-mod csrf;
+pub mod csrf;
 mod dynamic;
 pub mod extract;
 mod health;
@@ -54,10 +54,6 @@ pub fn router(state: Arc<AppState>, ui: Arc<Ui>) -> Router {
         .route("/api/{*rest}", any(not_found))
         .route("/auth/{*rest}", any(not_found))
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            Arc::clone(&state),
-            csrf::enforce_content_type,
-        ))
         .with_state(state);
     api.fallback_service(crate::ui::router(ui))
 }

@@ -49,6 +49,8 @@ pub struct Dispatcher {
     pub trusted_proxies: Vec<IpNet>,
     pub rootpath: String,
     pub max_body_bytes: usize,
+    /// Media types a state-changing REST call may carry (CSRF defence); empty: unchecked.
+    pub api_content_types: Vec<String>,
     pub html_headers: HtmlHeaders,
     pub downgrade_warning: LogThrottle,
 }
@@ -287,6 +289,23 @@ impl Dispatcher {
             .and_then(|v| v.parse::<u64>().ok());
         if declared.is_some_and(|len| len > self.max_body_bytes as u64) {
             return too_large(self.max_body_bytes);
+        }
+        let verified_bearer = req
+            .extensions()
+            .get::<AuthInfo>()
+            .is_some_and(|a| a.carrier == Some(Carrier::Bearer))
+            && req
+                .extensions()
+                .get::<Caller>()
+                .is_some_and(|c| matches!(c.credentials, Credentials::Valid(_)));
+        if let Some(refusal) = crate::api::csrf::refusal(
+            &self.api_content_types,
+            req.method(),
+            req.uri().path(),
+            req.headers(),
+            verified_bearer,
+        ) {
+            return refusal;
         }
         let limit = self.max_body_bytes;
         let req = req.map(|body| Body::new(Limited::new(body, limit)));

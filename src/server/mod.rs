@@ -127,7 +127,6 @@ impl Server {
             config.namespace.clone(),
             config.url.as_ref().map(|u| u.raw.clone()),
             config.basehref.clone(),
-            content_types,
             Arc::clone(&oidc),
         ));
         check_sso_url(&state)?;
@@ -152,6 +151,7 @@ impl Server {
             trusted_proxies: config.trusted_proxies.clone(),
             rootpath: config.rootpath.clone(),
             max_body_bytes: config.limits.max_body_bytes,
+            api_content_types: content_types,
             html_headers: config.html_headers.clone(),
             downgrade_warning: LogThrottle::default(),
         };

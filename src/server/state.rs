@@ -18,8 +18,6 @@ pub struct AppState {
     pub url_flag: Option<String>,
     /// The UI's base href: the path of session cookies.
     pub basehref: String,
-    /// Media types a state-changing REST call may carry (CSRF defence); empty: unchecked.
-    pub api_content_types: Vec<String>,
     /// Single sign-on (idle unless `oidc.config` is set).
     pub oidc: Arc<crate::oidc::Oidc>,
     /// False once shutdown has begun: `/healthz` then answers 503.
@@ -27,7 +25,6 @@ pub struct AppState {
 }
 
 impl AppState {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         sessions: Arc<Sessions>,
         rbac: Rbac,
@@ -35,7 +32,6 @@ impl AppState {
         namespace: String,
         url_flag: Option<String>,
         basehref: String,
-        api_content_types: Vec<String>,
         oidc: Arc<crate::oidc::Oidc>,
     ) -> Self {
         Self {
@@ -45,7 +41,6 @@ impl AppState {
             namespace,
             url_flag,
             basehref,
-            api_content_types,
             oidc,
             serving: AtomicBool::new(true),
         }
