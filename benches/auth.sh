@@ -23,7 +23,9 @@ runs="${AUTH_RUNS:-3}"
 command -v h2load >/dev/null || { echo "auth.sh: h2load not found (apt-get install nghttp2-client)" >&2; exit 1; }
 
 if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
-  cargo build --release --bin tiphys --example login_load >&2
+  # Separately: see run.sh on examples and benches/text-order.txt.
+  cargo build --release --bin tiphys >&2
+  cargo build --release --example login_load >&2
 fi
 target="${CARGO_TARGET_DIR:-$repo/target}/$(rustc -vV | sed -n 's/^host: //p')/release"
 bin="$target/tiphys"

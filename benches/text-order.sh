@@ -15,9 +15,12 @@
 # failed and a good login, authenticated lists and a metrics scrape. The names found in the
 # binary's symbol table are written sorted, which also keeps each crate's functions together.
 #
-# The file lists mangled names, so it belongs to one compiler and one Cargo.lock. A name that no
-# longer exists is ignored by the linker; `benches/run.sh` prints how many still match. Rerun
-# this after a toolchain update, a dependency update, or large changes to start-up or serving.
+# The file lists mangled names, so it belongs to one compiler, one Cargo.lock and one set of
+# dependency features. Build the binary alone (`cargo build --release --bin tiphys`, as here, in
+# CI and for users): in a build that includes examples or tests, cargo turns on the
+# dev-dependencies' features, and every name's hash changes. A name that no longer exists is
+# ignored by the linker; `benches/run.sh` prints how many still match. Rerun this after a
+# toolchain update, a dependency update, or large changes to start-up or serving.
 #
 # Environment: BENCH_SKIP_BUILD=1 uses target/x86_64-unknown-linux-gnu/release/tiphys as built;
 # TIPHYS_BIN=PATH profiles that binary instead (with BENCH_SKIP_BUILD=1).
