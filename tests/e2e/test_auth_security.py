@@ -603,9 +603,14 @@ def test_sec_28_unknown_and_known_users_get_identical_answers(servers, config_di
 def test_sec_28_unknown_user_takes_as_long_as_a_known_one(servers, config_dir):
     # The generated admin password has the real bcrypt cost the dummy check must match. Answers
     # may carry random jitter: the fastest answer shows the fixed part, the median the typical.
+    # The jitter is uniform over 0-510 ms, so the fastest of n answers lies 510/(n+1) ms above the
+    # fixed part on average, and the two fastest differ by chance: with 10 answers each and 0.1 s
+    # allowed, one run in 10-15 failed on an honest server (CI saw it). 15 answers each and 0.2 s
+    # allowed fail about one run in 2,000, and still catch a fixed part that differs by more than
+    # 0.2 s, such as a bcrypt check skipped for unknown users where it outlasts the floor.
     server = servers.start("--insecure", config=config_dir(admin_hash=False))
     times = {"admin": [], "nobody-e2e": []}
-    for _ in range(10):
+    for _ in range(15):
         for user in times:
             source = fresh_source()
             t = time.monotonic()
@@ -614,7 +619,7 @@ def test_sec_28_unknown_user_takes_as_long_as_a_known_one(servers, config_dir):
             assert r.status == 401, r
     known, unknown = times["admin"], times["nobody-e2e"]
     assert min(known + unknown) >= 0.5, times  # the documented floor of a failed check
-    assert abs(min(known) - min(unknown)) <= max(0.1, 0.2 * min(known)), times
+    assert abs(min(known) - min(unknown)) <= max(0.2, 0.2 * min(known)), times
     assert abs(statistics.median(known) - statistics.median(unknown)) <= max(0.3, 0.3 * statistics.median(known)), \
         times
 
