@@ -27,10 +27,6 @@ impl Protocol {
         }
     }
 
-    pub fn classify(headers: &HeaderMap, path: &str) -> Self {
-        Self::of_content_type(headers).at_path(path)
-    }
-
     /// The protocol the content type says: gRPC, gRPC-Web, or (for anything
     /// else) `Ui` until [`Protocol::at_path`] tells REST from the dashboard.
     /// Per request, so it compares without allocating.
@@ -83,6 +79,13 @@ pub fn media_type(headers: &HeaderMap) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Protocol {
+        /// Both steps, as the dispatcher takes them.
+        fn classify(headers: &HeaderMap, path: &str) -> Self {
+            Self::of_content_type(headers).at_path(path)
+        }
+    }
 
     fn with_ct(ct: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
