@@ -6,19 +6,11 @@ use axum::response::{IntoResponse, Response};
 use http::request::Parts;
 use serde::de::DeserializeOwned;
 
-use crate::auth::Carrier;
 use crate::auth::cookie::CookieScope;
 use crate::error::AppError;
 use crate::principal::Caller;
-use crate::server::conn::ClientScheme;
-
-/// How the request authenticated; set by the dispatcher with the [`Caller`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct AuthInfo {
-    pub carrier: Option<Carrier>,
-    /// `argocd.token*` cookies the request carried.
-    pub cookie_chunks: usize,
-}
+pub use crate::server::conn::AuthInfo;
+use crate::server::conn::{ClientScheme, RequestContext};
 
 /// The caller of this request (anonymous if the dispatcher did not say).
 pub struct Who(pub Caller, pub AuthInfo);
@@ -27,12 +19,12 @@ impl<S: Send + Sync> FromRequestParts<S> for Who {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let caller = parts
+        let caller = RequestContext::caller_of(&parts.extensions);
+        let info = parts
             .extensions
-            .get::<Caller>()
-            .cloned()
-            .unwrap_or_else(|| Caller::anonymous(std::net::Ipv4Addr::UNSPECIFIED.into()));
-        let info = parts.extensions.get::<AuthInfo>().copied().unwrap_or_default();
+            .get::<RequestContext>()
+            .map(|c| c.auth)
+            .unwrap_or_default();
         Ok(Self(caller, info))
     }
 }
@@ -48,7 +40,10 @@ impl FromRequestParts<std::sync::Arc<crate::server::state::AppState>> for Scope 
         parts: &mut Parts,
         state: &std::sync::Arc<crate::server::state::AppState>,
     ) -> Result<Self, Self::Rejection> {
-        let secure = parts.extensions.get::<ClientScheme>() == Some(&ClientScheme::Https);
+        let secure = parts
+            .extensions
+            .get::<RequestContext>()
+            .is_some_and(|c| c.scheme == ClientScheme::Https);
         Ok(Self(CookieScope {
             path: state.basehref.clone(),
             secure,

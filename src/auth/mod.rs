@@ -104,13 +104,16 @@ impl Authenticator {
 
 type Found = Option<(Carrier, Result<String, String>)>;
 
+/// The gRPC metadata key Argo CD's clients send their token in.
+const TOKEN_METADATA: http::HeaderName = http::HeaderName::from_static("token");
+
 /// The token a request carries, where from, and how many session cookie
 /// chunks it sent.
 fn find_token(headers: &HeaderMap, channel: Channel) -> (Found, usize) {
     let sent = cookie::read(headers);
     let chunks = sent.chunks;
     if channel == Channel::Grpc
-        && let Some(v) = headers.get("token")
+        && let Some(v) = headers.get(TOKEN_METADATA)
     {
         let token = v
             .to_str()

@@ -3,18 +3,19 @@
 mod account;
 pub mod dynamic;
 mod reflection;
+mod services;
 mod session;
 mod settings;
 mod version;
 
 use std::sync::Arc;
 
-use tonic::service::Routes;
-
 use self::dynamic::DynService;
+pub use self::services::GrpcServices;
 
 use crate::pb;
 use crate::principal::Caller;
+use crate::server::conn::RequestContext;
 use crate::server::state::AppState;
 
 /// Every gRPC service the server offers, with the message size limit applied.
@@ -22,7 +23,7 @@ pub fn routes(
     state: &Arc<AppState>,
     health: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
     max_message_bytes: usize,
-) -> Routes {
+) -> GrpcServices {
     use pb::account::account_service_server::AccountServiceServer;
     use pb::cluster::settings_service_server::SettingsServiceServer;
     use pb::session::session_service_server::SessionServiceServer;
@@ -47,8 +48,8 @@ pub fn routes(
     .max_decoding_message_size(max_message_bytes)
     .max_encoding_message_size(max_message_bytes);
     let rpcs = crate::rpc::table();
-    let mut builder = Routes::builder();
-    builder
+    let mut services = GrpcServices::builder();
+    services
         .add_service(version)
         .add_service(settings)
         .add_service(session)
@@ -79,15 +80,11 @@ pub fn routes(
             state,
             max_message_bytes,
         ));
-    reflection::add(&mut builder);
-    builder.routes()
+    reflection::add(&mut services);
+    services.build()
 }
 
 /// The caller, as the dispatcher worked it out for this request.
 fn caller<T>(request: &tonic::Request<T>) -> Caller {
-    request
-        .extensions()
-        .get::<Caller>()
-        .cloned()
-        .unwrap_or_else(|| Caller::anonymous(std::net::Ipv4Addr::UNSPECIFIED.into()))
+    RequestContext::caller_of(request.extensions())
 }

@@ -10,14 +10,14 @@ use std::task::{Context, Poll};
 use futures_util::future::{Either, Ready, ready};
 use tonic::body::Body;
 use tonic::server::NamedService;
-use tonic::service::RoutesBuilder;
 use tonic_reflection::server::{Builder, Error};
 
+use super::services::GrpcServicesBuilder;
 use crate::pb;
 
-/// Adds both reflection services to `routes`.
-pub fn add(routes: &mut RoutesBuilder) {
-    routes
+/// Adds both reflection services to `services`.
+pub fn add(services: &mut GrpcServicesBuilder) {
+    services
         .add_service(Lazy::new(|| with_our_files().build_v1()))
         .add_service(Lazy::new(|| with_our_files().build_v1alpha()));
 }

@@ -14,7 +14,7 @@ use http_body::{Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use super::metrics::{Metrics, Outcome};
-use super::protocol::Protocol;
+use super::protocol::{GRPC_STATUS, Protocol};
 
 /// Counts one in-flight request of a connection until dropped.
 pub struct InFlight(Arc<AtomicUsize>);
@@ -89,7 +89,7 @@ impl http_body::Body for ObservedBody {
                     && let Some(pending) = this.pending.take()
                 {
                     let code = trailers
-                        .get("grpc-status")
+                        .get(GRPC_STATUS)
                         .and_then(|v| v.to_str().ok())
                         .unwrap_or("2");
                     pending.finish(Outcome::from_grpc(code));

@@ -3,29 +3,34 @@
 //! router (REST, health, UI). Routing is per request, so one HTTP/2
 //! connection can carry all of them.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
-use http::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
+use http::header::{
+    ACCEPT, CONTENT_LENGTH, CONTENT_SECURITY_POLICY, CONTENT_TYPE, LOCATION, REFERRER_POLICY,
+    STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
 use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body_util::Limited;
 use hyper::body::Incoming;
 use ipnet::IpNet;
-use tower::ServiceExt;
+use tonic_web::GrpcWebService;
+use tower::{Service, ServiceExt};
 
 use super::body::{InFlight, ObservedBody, PendingOutcome};
 use super::config::HtmlHeaders;
-use super::conn::{ClientScheme, ConnInfo};
+use super::conn::{AuthInfo, ClientScheme, ConnInfo, RequestContext};
 use super::edge::{self, Decision};
 use super::metrics::{Metrics, Outcome};
-use super::protocol::Protocol;
-use crate::api::extract::AuthInfo;
+use super::protocol::{GRPC_MESSAGE, GRPC_STATUS, Protocol};
 use crate::auth::cookie::CookieScope;
 use crate::auth::{Authenticator, Carrier, Channel};
 use crate::error::rest_error;
+use crate::grpc::GrpcServices;
 use crate::principal::{Caller, Credentials};
 
 pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call reached tiphys over HTTP/1.1 \
@@ -36,8 +41,8 @@ pub const PLAINTEXT_GRPC_REFUSED: &str = "this port serves gRPC over TLS only: c
 
 /// Everything the dispatcher needs, fixed at startup.
 pub struct Dispatcher {
-    pub grpc: Router,
-    pub grpc_web: Router,
+    pub grpc: GrpcServices,
+    pub grpc_web: GrpcWebService<GrpcServices>,
     pub http: Router,
     pub auth: Authenticator,
     /// The UI's base href: the path of session cookies.
@@ -67,11 +72,7 @@ impl Dispatcher {
         let elapsed = start.elapsed();
         let grpc_like = matches!(protocol, Protocol::Grpc | Protocol::GrpcWeb);
         let pending = if grpc_like {
-            match response
-                .headers()
-                .get("grpc-status")
-                .and_then(|v| v.to_str().ok())
-            {
+            match response.headers().get(GRPC_STATUS).and_then(|v| v.to_str().ok()) {
                 // Trailers-only: the outcome is already known.
                 Some(code) => {
                     self.metrics.observe(protocol, Outcome::from_grpc(code), elapsed);
@@ -112,9 +113,6 @@ impl Dispatcher {
             }
             return (wire, grpc_error(tonic::Code::Unavailable, GRPC_NEEDS_HTTP2));
         }
-        req.extensions_mut().insert(conn);
-        req.extensions_mut().insert(scheme);
-
         if !self.rootpath.is_empty() && req.uri().path() != "/healthz" {
             match strip_prefix(req.uri(), &self.rootpath) {
                 Some(uri) => *req.uri_mut() = uri,
@@ -127,21 +125,25 @@ impl Dispatcher {
             }
         }
         let protocol = wire.at_path(req.uri().path());
-        let renewed = self.identify(&mut req, protocol, conn).await;
+        let (context, renewed) = self.identify(&req, protocol, conn, scheme).await;
+        let verified_bearer = context.auth.carrier == Some(Carrier::Bearer)
+            && matches!(context.caller.credentials, Credentials::Valid(_));
+        req.extensions_mut().insert(context);
         let mut response = match protocol {
             Protocol::Grpc => {
-                let mut response = call(&self.grpc, req).await;
+                let response = self.grpc.call(req.map(tonic::body::Body::new)).await;
+                let mut response = response.map(Body::new);
                 fix_message_size_status(&mut response);
                 response
             }
             Protocol::GrpcWeb => {
                 normalize_grpc_web_content_type(&mut req);
-                let mut response = call(&self.grpc_web, req).await;
+                let mut response = call(self.grpc_web.clone(), req).await;
                 fix_message_size_status(&mut response);
                 response
             }
             Protocol::Rest | Protocol::Ui => {
-                let mut response = self.call_http(req).await;
+                let mut response = self.call_http(req, verified_bearer).await;
                 self.add_security_headers(&mut response, scheme);
                 response
             }
@@ -156,38 +158,43 @@ impl Dispatcher {
     /// no identity, so they skip the token check.
     async fn identify(
         &self,
-        req: &mut Request<Incoming>,
+        req: &Request<Incoming>,
         protocol: Protocol,
         conn: ConnInfo,
-    ) -> Option<Renewal> {
+        scheme: ClientScheme,
+    ) -> (RequestContext, Option<Renewal>) {
         let ip = edge::client_ip(req.headers(), conn.peer.ip(), &self.trusted_proxies);
         let channel = match protocol {
             Protocol::Grpc | Protocol::GrpcWeb => Channel::Grpc,
             Protocol::Rest => Channel::Http,
             Protocol::Ui => {
-                req.extensions_mut().insert(Caller::anonymous(ip));
-                return None;
+                let context = RequestContext {
+                    caller: Caller::anonymous(ip),
+                    auth: AuthInfo::default(),
+                    scheme,
+                };
+                return (context, None);
             }
         };
         let identified = self.auth.identify(req.headers(), channel, ip).await;
-        let presented = match &identified.caller.credentials {
-            Credentials::Valid(token) => Some(Arc::clone(token)),
-            _ => None,
-        };
-        req.extensions_mut().insert(identified.caller);
-        req.extensions_mut().insert(AuthInfo {
-            carrier: identified.carrier,
-            cookie_chunks: identified.cookie_chunks,
-        });
-        identified
-            .renewed
-            .zip(presented)
-            .map(|(token, presented)| Renewal {
+        let renewal = match (&identified.caller.credentials, identified.renewed) {
+            (Credentials::Valid(presented), Some(token)) => Some(Renewal {
                 token,
-                presented,
+                presented: Arc::clone(presented),
                 carrier: identified.carrier,
                 chunks: identified.cookie_chunks,
-            })
+            }),
+            _ => None,
+        };
+        let context = RequestContext {
+            caller: identified.caller,
+            auth: AuthInfo {
+                carrier: identified.carrier,
+                cookie_chunks: identified.cookie_chunks,
+            },
+            scheme,
+        };
+        (context, renewal)
     }
 
     /// Hands a renewed login token back where only the client can read it:
@@ -281,7 +288,8 @@ impl Dispatcher {
         }
     }
 
-    async fn call_http(&self, req: Request<Incoming>) -> Response<Body> {
+    /// `verified_bearer`: see [`crate::api::csrf::refusal`].
+    async fn call_http(&self, req: Request<Incoming>, verified_bearer: bool) -> Response<Body> {
         let declared = req
             .headers()
             .get(CONTENT_LENGTH)
@@ -290,14 +298,6 @@ impl Dispatcher {
         if declared.is_some_and(|len| len > self.max_body_bytes as u64) {
             return too_large(self.max_body_bytes);
         }
-        let verified_bearer = req
-            .extensions()
-            .get::<AuthInfo>()
-            .is_some_and(|a| a.carrier == Some(Carrier::Bearer))
-            && req
-                .extensions()
-                .get::<Caller>()
-                .is_some_and(|c| matches!(c.credentials, Credentials::Valid(_)));
         if let Some(refusal) = crate::api::csrf::refusal(
             &self.api_content_types,
             req.method(),
@@ -309,7 +309,7 @@ impl Dispatcher {
         }
         let limit = self.max_body_bytes;
         let req = req.map(|body| Body::new(Limited::new(body, limit)));
-        call(&self.http, req).await
+        call(self.http.clone(), req).await
     }
 
     fn add_security_headers(&self, response: &mut Response<Body>, scheme: ClientScheme) {
@@ -319,11 +319,11 @@ impl Dispatcher {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|ct| ct.starts_with("text/html"));
         let headers = response.headers_mut();
-        headers.insert("x-content-type-options", HeaderValue::from_static("nosniff"));
-        headers.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+        headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+        headers.insert(REFERRER_POLICY, HeaderValue::from_static("same-origin"));
         if scheme == ClientScheme::Https {
             headers.insert(
-                "strict-transport-security",
+                STRICT_TRANSPORT_SECURITY,
                 HeaderValue::from_static("max-age=31536000"),
             );
         }
@@ -332,24 +332,26 @@ impl Dispatcher {
             if let Ok(v) = HeaderValue::from_str(&h.content_security_policy)
                 && !h.content_security_policy.is_empty()
             {
-                headers.insert("content-security-policy", v);
+                headers.insert(CONTENT_SECURITY_POLICY, v);
             }
             if let Ok(v) = HeaderValue::from_str(&h.x_frame_options)
                 && !h.x_frame_options.is_empty()
             {
-                headers.insert("x-frame-options", v);
+                headers.insert(X_FRAME_OPTIONS, v);
             }
         }
     }
 }
 
-async fn call<B>(router: &Router, req: Request<B>) -> Response<Body>
+/// Calls a service that cannot fail (its errors are responses).
+async fn call<S, B, R>(service: S, req: Request<B>) -> Response<Body>
 where
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<axum::BoxError>,
+    S: Service<Request<B>, Response = Response<R>, Error = Infallible>,
+    R: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    R::Error: Into<axum::BoxError>,
 {
-    match router.clone().oneshot(req).await {
-        Ok(response) => response,
+    match service.oneshot(req).await {
+        Ok(response) => response.map(Body::new),
         Err(never) => match never {},
     }
 }
@@ -389,15 +391,15 @@ fn normalize_grpc_web_content_type(req: &mut Request<Incoming>) {
 /// (and grpc-go, which Argo CD's clients know) says RESOURCE_EXHAUSTED.
 fn fix_message_size_status(response: &mut Response<Body>) {
     let headers = response.headers_mut();
-    let too_large = headers.get("grpc-status").is_some_and(|v| v == "11")
+    let too_large = headers.get(GRPC_STATUS).is_some_and(|v| v == "11")
         && headers
-            .get("grpc-message")
+            .get(GRPC_MESSAGE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|m| {
                 m.contains("message%20length%20too%20large") || m.contains("message length too large")
             });
     if too_large {
-        headers.insert("grpc-status", HeaderValue::from_static("8"));
+        headers.insert(GRPC_STATUS, HeaderValue::from_static("8"));
     }
 }
 

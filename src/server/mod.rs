@@ -132,13 +132,11 @@ impl Server {
         check_sso_url(&state)?;
         let metrics = Arc::new(Metrics::default());
         let (health, health_service) = tonic_health::server::health_reporter();
-        let grpc_routes = crate::grpc::routes(&state, health_service, config.limits.grpc_max_message_bytes);
+        let grpc = crate::grpc::routes(&state, health_service, config.limits.grpc_max_message_bytes);
         let ui = crate::ui::Ui::new(config.staticassets.clone(), &config.basehref)?;
         let dispatcher = Dispatcher {
-            grpc: grpc_routes.clone().into_axum_router(),
-            grpc_web: grpc_routes
-                .into_axum_router()
-                .layer(tonic_web::GrpcWebLayer::new()),
+            grpc_web: tower::Layer::layer(&tonic_web::GrpcWebLayer::new(), grpc.clone()),
+            grpc,
             http: crate::api::router(Arc::clone(&state), Arc::new(ui)),
             auth: crate::auth::Authenticator {
                 sessions,

@@ -1,7 +1,12 @@
 //! What kind of request this is, decided per request from its content type.
 
-use http::HeaderMap;
 use http::header::CONTENT_TYPE;
+use http::{HeaderMap, HeaderName};
+
+/// Header names looked up on every gRPC call: a `HeaderName` skips parsing
+/// the name each time, which a `&str` key costs.
+pub const GRPC_STATUS: HeaderName = HeaderName::from_static("grpc-status");
+pub const GRPC_MESSAGE: HeaderName = HeaderName::from_static("grpc-message");
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Protocol {
