@@ -5,13 +5,15 @@
 #   bash benches/run.sh
 #
 # Environment (all optional):
-#   BENCH_DURATION=8     seconds measured per scenario (h2load -D), after BENCH_WARMUP=2 s of warm-up
+#   BENCH_ROUNDS=5       rounds; each measures every scenario on every server once (order rotated)
+#   BENCH_DURATION=4     seconds measured per scenario and server (h2load -D), after BENCH_WARMUP=1 s
 #   BENCH_REQUESTS=N     use a fixed request count (h2load -n N) instead of a duration
 #   BENCH_CLIENTS=20     connections; BENCH_STREAMS=10 concurrent streams per connection (h2)
 #   BENCH_THREADS=1      h2load threads
 #   BENCH_PIN=1          pin every server to CPU 0 and h2load to CPU 1 (taskset); default: unpinned
 #   BENCH_STARTS=5       start-up measurements (median reported)
-#   BENCH_SKIP_BUILD=1   use the binaries already in target/release
+#   BENCH_SKIP_BUILD=1   use the binaries already built under $CARGO_TARGET_DIR or target/
+#                        (TIPHYS_BIN=PATH, TONIC_BIN=PATH: those binaries)
 #   BENCH_KEEP=1         keep the temporary directory (logs, certificate, nginx.conf)
 #   PEER_GO_DIR          the Go peer's sources (default ../shared/peers/peer-go); skipped if missing
 #   PEER_GO_OUT          where build.sh puts peer-go (default ~/.cache/peer-go)
@@ -23,8 +25,9 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$repo"
 
-duration="${BENCH_DURATION:-8}"
-warmup="${BENCH_WARMUP:-2}"
+duration="${BENCH_DURATION:-4}"
+warmup="${BENCH_WARMUP:-1}"
+rounds="${BENCH_ROUNDS:-5}"
 requests="${BENCH_REQUESTS:-}"
 clients="${BENCH_CLIENTS:-20}"
 streams="${BENCH_STREAMS:-10}"
@@ -108,12 +111,16 @@ if [ "${BENCH_SKIP_BUILD:-0}" != 1 ]; then
   tiphys_bin="$(exe tiphys)"
   tonic_bin="$(exe bare_tonic)"
 else
-  newest() { ls -t "$@" 2>/dev/null | head -1; }
-  tiphys_bin="$(newest "$repo"/target/release/tiphys "$repo"/target/*/release/tiphys)"
-  tonic_bin="$(newest "$repo"/target/release/examples/bare_tonic "$repo"/target/*/release/examples/bare_tonic)"
+  # Missing paths are expected here (no build yet); the checks below say what is missing.
+  newest() { ls -t "$@" 2>/dev/null | head -1 || true; }
+  target="${CARGO_TARGET_DIR:-$repo/target}"
+  tiphys_bin="${TIPHYS_BIN:-$(newest "$target"/release/tiphys "$target"/*/release/tiphys)}"
+  tonic_bin="${TONIC_BIN:-$(newest "$target"/release/examples/bare_tonic "$target"/*/release/examples/bare_tonic)}"
 fi
-[ -n "$tiphys_bin" ] && [ -x "$tiphys_bin" ] || die "release tiphys binary not found"
-[ -n "$tonic_bin" ] && [ -x "$tonic_bin" ] || die "release bare_tonic binary not found"
+[ -n "$tiphys_bin" ] && [ -x "$tiphys_bin" ] ||
+  die "release tiphys binary not found (build it: cargo build --release --bin tiphys; or set TIPHYS_BIN)"
+[ -n "$tonic_bin" ] && [ -x "$tonic_bin" ] ||
+  die "release bare_tonic binary not found (build it: cargo build --release --example bare_tonic; or set TONIC_BIN)"
 say "tiphys: $tiphys_bin ($(file -b "$tiphys_bin" 2>/dev/null | cut -d, -f1-5 || true))"
 
 peer_bin=""
@@ -160,12 +167,14 @@ tonicweb_port="$(free_port)"
 peer_port="$(free_port)"
 nginx_port="$(free_port)"
 
+declare -A pid_of=() # server -> PID, for its CPU time
 say "starting tiphys on $host:$tiphys_port"
 mkdir -p "$tmp/tiphys-data"
 "${srv_pin[@]}" "$tiphys_bin" server --address "$host" --port "$tiphys_port" \
   --metrics-address "$host" --metrics-port 0 --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" \
   --data-dir "$tmp/tiphys-data" --ready-file "$tmp/tiphys-data/ready.json" >"$tmp/tiphys.log" 2>&1 &
 tiphys_pid=$!
+pid_of[tiphys]=$tiphys_pid
 pids+=("$tiphys_pid")
 wait_http "https://$host:$tiphys_port/healthz" || { cat "$tmp/tiphys.log" >&2; die "tiphys did not come up"; }
 sleep 1
@@ -178,16 +187,19 @@ say "starting bare_tonic on $host:$tonic_port"
 "${srv_pin[@]}" "$tonic_bin" --addr "$host:$tonic_port" --cert "$tmp/cert.pem" --key "$tmp/key.pem" \
   >"$tmp/bare_tonic.log" 2>&1 &
 pids+=($!)
+pid_of[tonic]=$!
 say "starting bare_tonic --grpc-web on $host:$tonicweb_port"
 "${srv_pin[@]}" "$tonic_bin" --addr "$host:$tonicweb_port" --cert "$tmp/cert.pem" --key "$tmp/key.pem" --grpc-web \
   >"$tmp/bare_tonic-web.log" 2>&1 &
 pids+=($!)
+pid_of[tonicweb]=$!
 
 if [ -n "$peer_bin" ]; then
   say "starting peer-go on $host:$peer_port"
   "${srv_pin[@]}" "$peer_bin" --addr "$host:$peer_port" --cert "$tmp/cert.pem" --key "$tmp/key.pem" \
     --alpn h2,http/1.1 --version-string v0.1.0 --quiet >"$tmp/peer-go.log" 2>&1 &
   pids+=($!)
+  pid_of[peer]=$!
   wait_http "https://$host:$peer_port/healthz" || { cat "$tmp/peer-go.log" >&2; say "peer-go did not come up: skipped"; peer_bin=""; }
 fi
 
@@ -224,6 +236,7 @@ http {
 EOF
   "${srv_pin[@]}" "$nginx_bin" -p "$tmp/nginx" -c "$tmp/nginx/nginx.conf" >"$tmp/nginx/stdout.log" 2>&1 &
   pids+=($!)
+  pid_of[nginx]=$!
   wait_http "https://$host:$nginx_port/healthz" || { cat "$tmp/nginx/error.log" >&2; say "nginx did not come up: skipped"; nginx_bin=""; }
 fi
 
@@ -271,59 +284,88 @@ done
 [ "$check_failed" = 0 ] || say "some checks failed; their numbers below are not comparable"
 
 # ---------------------------------------------------------------- load
-declare -A rps=() note=()
-# bench KEY PORT PATH [h2load args...]: h2load against https://127.0.0.1:PORT/PATH; stores req/s.
+# Rounds: every scenario runs once per server in each round, and the order of the servers rotates
+# from round to round, so drift of the shared machine and the position in a round hit all alike.
+# The report gives medians over rounds: of each server's req/s, and of the ratios, which are taken
+# within one round (measurements seconds apart). Beside req/s, each measurement records the
+# server's CPU time per request (all its threads and child processes, from /proc/PID/stat over
+# the measured window), which the client's share of the two cores does not move.
+declare -A rps=() cpu=() note=() # KEY.ROUND -> req/s, µs of server CPU per request; KEY -> failure
+clk_tck="$(getconf CLK_TCK)"
+# shellcheck source=benches/lib.sh
+. "$repo/benches/lib.sh"
+# bench KEY SERVER ROUND PORT PATH [h2load args...]: h2load against https://127.0.0.1:PORT/PATH.
 bench() {
-  local key="$1" port="$2" path="$3" out log="$tmp/h2load-$1.log" limit
-  shift 3
+  local key="$1" server="$2" round="$3" port="$4" path="$5" out log="$tmp/h2load-$1.$3.log" limit
+  shift 5
   local mode=(-D "$duration" --warm-up-time "$warmup")
   limit=$((duration + warmup + 30))
   if [ -n "$requests" ]; then mode=(-n "$requests"); limit=120; fi
-  set +e
   timeout "$limit" "${gen_pin[@]}" h2load "${mode[@]}" -c "$clients" -t "$threads" "$@" \
-    "https://$host:$port$path" >"$log" 2>&1
-  set -e
+    "https://$host:$port$path" >"$log" 2>&1 &
+  local load_pid=$! t0 t1
+  # The CPU window starts after the warm-up, when h2load starts counting.
+  [ -n "$requests" ] || sleep "$warmup"
+  t0="$(cpu_ticks "${pid_of[$server]}")"
+  wait "$load_pid" || true
+  t1="$(cpu_ticks "${pid_of[$server]}")"
   out="$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$log" | head -1)"
-  local summary codes
+  local summary codes failed errored non2xx succeeded
   summary="$(grep -m1 '^requests:' "$log" || true)"
   codes="$(grep -m1 '^status codes:' "$log" || true)"
-  rps[$key]="${out:-}"
-  local failed errored non2xx
   failed="$(printf '%s' "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')"
   errored="$(printf '%s' "$summary" | sed -n 's/.* \([0-9]*\) errored.*/\1/p')"
   non2xx="$(printf '%s' "$codes" | awk -F'[:,]' '{n=0; for (i=3;i<=NF;i++) {split($i,a," "); n+=a[1]} print n}')"
-  local succeeded
   succeeded="$(printf '%s' "$summary" | sed -n 's/.* \([0-9]*\) succeeded.*/\1/p')"
+  rps[$key.$round]="${out:-}"
+  if [ "${succeeded:-0}" -gt 0 ]; then
+    cpu[$key.$round]="$(awk -v t=$((t1 - t0)) -v hz="$clk_tck" -v n="$succeeded" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')"
+  fi
   if [ "${failed:-0}" != 0 ] || [ "${errored:-0}" != 0 ] || [ "${non2xx:-0}" != 0 ] || [ -z "$out" ] \
     || [ "${succeeded:-0}" = 0 ]; then
-    note[$key]="failed=${failed:-?} errored=${errored:-?} non-2xx=${non2xx:-?}"
+    note[$key]="failed=${failed:-?} errored=${errored:-?} non-2xx=${non2xx:-?} (round $round)"
     say "WARNING $key: $summary / $codes (see $log)"
   fi
-  say "$(printf '%-22s %10s req/s  %s' "$key" "${out:-n/a}" "$summary")"
+  say "$(printf 'round %s %-14s %10s req/s %8s µs CPU/req  %s' "$round" "$key" "${out:-n/a}" "${cpu[$key.$round]:-n/a}" "$summary")"
 }
 
 grpc_args=(-m "$streams" -d "$tmp/grpc-empty.bin" -H 'content-type: application/grpc' -H 'te: trailers')
 web_args=(-m "$streams" -d "$tmp/grpc-empty.bin" -H 'content-type: application/grpc-web+proto' -H 'x-grpc-web: 1')
 h1web_args=(--h1 -d "$tmp/grpc-empty.bin" -H 'content-type: application/grpc-web+proto' -H 'x-grpc-web: 1')
+tiphys_rpc=/version.VersionService/Version peer_rpc=/bench.Bench/Version
 
-say "load: $clients connections x $streams streams, $([ -n "$requests" ] && echo "$requests requests" || echo "${duration}s + ${warmup}s warm-up") per scenario"
-bench grpc.tiphys "$tiphys_port" /version.VersionService/Version "${grpc_args[@]}"
-bench grpc.tonic "$tonic_port" /version.VersionService/Version "${grpc_args[@]}"
-[ -n "$peer_bin" ] && bench grpc.peer "$peer_port" /bench.Bench/Version "${grpc_args[@]}"
+# scenario PREFIX ROUND ENTRY...: one measurement per ENTRY (SERVER:PORT:PATH), in rotated order.
+scenario() {
+  local prefix="$1" round="$2" n i server port path
+  shift 2
+  local entries=("$@")
+  n="${#entries[@]}"
+  for ((i = 0; i < n; i++)); do
+    IFS=: read -r server port path <<<"${entries[$(((i + round) % n))]}"
+    bench "$prefix.$server" "$server" "$round" "$port" "$path" "${scenario_args[@]}"
+  done
+}
+with_peer() { [ -n "$peer_bin" ] && echo "peer:$peer_port:$1"; }
+with_nginx() { [ -n "$nginx_bin" ] && echo "nginx:$nginx_port:$1"; }
 
-bench rest2.tiphys "$tiphys_port" /api/version -m "$streams"
-[ -n "$peer_bin" ] && bench rest2.peer "$peer_port" /api/version -m "$streams"
-[ -n "$nginx_bin" ] && bench rest2.nginx "$nginx_port" /api/version -m "$streams"
-
-bench rest1.tiphys "$tiphys_port" /api/version --h1
-[ -n "$peer_bin" ] && bench rest1.peer "$peer_port" /api/version --h1
-[ -n "$nginx_bin" ] && bench rest1.nginx "$nginx_port" /api/version --h1
-
-bench web2.tiphys "$tiphys_port" /version.VersionService/Version "${web_args[@]}"
-bench web2.tonic "$tonicweb_port" /version.VersionService/Version "${web_args[@]}"
-[ -n "$peer_bin" ] && bench web2.peer "$peer_port" /bench.Bench/Version "${web_args[@]}"
-bench web1.tiphys "$tiphys_port" /version.VersionService/Version "${h1web_args[@]}"
-[ -n "$peer_bin" ] && bench web1.peer "$peer_port" /bench.Bench/Version "${h1web_args[@]}"
+say "load: $rounds rounds; $clients connections x $streams streams, $([ -n "$requests" ] && echo "$requests requests" || echo "${duration}s + ${warmup}s warm-up") per measurement"
+for ((round = 1; round <= rounds; round++)); do
+  scenario_args=("${grpc_args[@]}")
+  # shellcheck disable=SC2046 # one word per entry
+  scenario grpc "$round" "tiphys:$tiphys_port:$tiphys_rpc" "tonic:$tonic_port:$tiphys_rpc" $(with_peer "$peer_rpc")
+  scenario_args=(-m "$streams")
+  # shellcheck disable=SC2046
+  scenario rest2 "$round" "tiphys:$tiphys_port:/api/version" $(with_peer /api/version) $(with_nginx /api/version)
+  scenario_args=(--h1)
+  # shellcheck disable=SC2046
+  scenario rest1 "$round" "tiphys:$tiphys_port:/api/version" $(with_peer /api/version) $(with_nginx /api/version)
+  scenario_args=("${web_args[@]}")
+  # shellcheck disable=SC2046
+  scenario web2 "$round" "tiphys:$tiphys_port:$tiphys_rpc" "tonicweb:$tonicweb_port:$tiphys_rpc" $(with_peer "$peer_rpc")
+  scenario_args=("${h1web_args[@]}")
+  # shellcheck disable=SC2046
+  scenario web1 "$round" "tiphys:$tiphys_port:$tiphys_rpc" $(with_peer "$peer_rpc")
+done
 
 tiphys_rss_after="$(awk '/^VmRSS:/ {print $2}' "/proc/$tiphys_pid/status" 2>/dev/null || echo '')"
 tiphys_alive=yes
@@ -369,29 +411,68 @@ if [ "${#start_ms[@]}" -gt 0 ]; then
 fi
 
 # ---------------------------------------------------------------- report
-ratio() { # ratio A B -> A/B with 2 decimals, or "n/a"
-  if [ -n "${1:-}" ] && [ -n "${2:-}" ]; then awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; else echo "n/a"; fi
+# median: the median of the numbers on stdin (one per line), or nothing when there are none.
+median() { sort -g | awk '{ a[NR] = $1 } END { if (NR) printf "%.2f", (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+# series MAP KEY: the values of MAP[KEY.1..rounds], one per line.
+series() {
+  local -n map="$1"
+  local r
+  for ((r = 1; r <= rounds; r++)); do [ -z "${map[$2.$r]:-}" ] || echo "${map[$2.$r]}"; done
 }
-fmt() { # fmt KEY -> req/s rounded, marked when requests failed
-  local v="${rps[$1]:-}"
-  if [ -z "$v" ]; then echo "—"; return; fi
+# ratios MAP A B [INVERT]: A/B within each round where both were measured (B/A with INVERT=1).
+ratios() {
+  local -n map="$1"
+  local r
+  for ((r = 1; r <= rounds; r++)); do
+    [ -n "${map[$2.$r]:-}" ] && [ -n "${map[$3.$r]:-}" ] || continue
+    awk -v a="${map[$2.$r]}" -v b="${map[$3.$r]}" -v inv="${4:-0}" \
+      'BEGIN { if (inv) { t = a; a = b; b = t } if (b > 0) printf "%.4f\n", a / b }'
+  done
+}
+# spread: "median (min–max)" of the numbers on stdin, or "—".
+spread() {
+  local v
+  v="$(cat)"
+  [ -n "$v" ] || { echo "—"; return; }
+  printf '%s (%s–%s)' "$(printf '%s\n' "$v" | median)" \
+    "$(printf '%s\n' "$v" | sort -g | head -1 | awk '{ printf "%.2f", $1 }')" \
+    "$(printf '%s\n' "$v" | sort -g | tail -1 | awk '{ printf "%.2f", $1 }')"
+}
+fmt_rps() { # KEY -> median req/s, marked when requests failed
+  local v
+  v="$(series rps "$1" | median)"
+  [ -n "$v" ] || { echo "—"; return; }
   printf '%.0f%s' "$v" "${note[$1]:+ (!)}"
 }
+fmt_cpu() { local v; v="$(series cpu "$1" | median)"; echo "${v:-—}"; }
 
 echo
-echo "## Results ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, h2load -c $clients -m $streams -t $threads, $([ -n "$requests" ] && echo "-n $requests" || echo "-D $duration --warm-up-time $warmup")$([ "${BENCH_PIN:-0}" = 1 ] && echo ', servers pinned to CPU 0, h2load to CPU 1'))"
+echo "## Results ($(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs, $rounds rounds, h2load -c $clients -m $streams -t $threads, $([ -n "$requests" ] && echo "-n $requests" || echo "-D $duration --warm-up-time $warmup")$([ "${BENCH_PIN:-0}" = 1 ] && echo ', servers pinned to CPU 0, h2load to CPU 1'))"
+echo
+echo "Requests per second: the median over the rounds. Ratios: the median of the ratios taken within each round, with the lowest and highest round in brackets."
 echo
 echo "| Scenario | tiphys req/s | bare tonic | peer-go | nginx | tiphys/bare tonic | tiphys/peer-go | tiphys/nginx |"
 echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-row() { # row LABEL PREFIX
-  local p="$2"
-  echo "| $1 | $(fmt "$p.tiphys") | $(fmt "$p.tonic") | $(fmt "$p.peer") | $(fmt "$p.nginx") | $(ratio "${rps[$p.tiphys]:-}" "${rps[$p.tonic]:-}") | $(ratio "${rps[$p.tiphys]:-}" "${rps[$p.peer]:-}") | $(ratio "${rps[$p.tiphys]:-}" "${rps[$p.nginx]:-}") |"
+# table MAP FORMAT INVERT: one row per scenario; medians of MAP and of its ratios within rounds.
+table() {
+  local map="$1" fmt="$2" inv="$3" label p t
+  while IFS='|' read -r label p t; do
+    echo "| $label | $("$fmt" "$p.tiphys") | $("$fmt" "$p.$t") | $("$fmt" "$p.peer") | $("$fmt" "$p.nginx") | $(ratios "$map" "$p.tiphys" "$p.$t" "$inv" | spread) | $(ratios "$map" "$p.tiphys" "$p.peer" "$inv" | spread) | $(ratios "$map" "$p.tiphys" "$p.nginx" "$inv" | spread) |"
+  done <<'ROWS'
+gRPC unary, TLS h2|grpc|tonic
+REST GET /api/version, TLS h2|rest2|tonic
+REST GET /api/version, TLS HTTP/1.1|rest1|tonic
+gRPC-Web, TLS h2|web2|tonicweb
+gRPC-Web, TLS HTTP/1.1|web1|tonicweb
+ROWS
 }
-row "gRPC unary, TLS h2" grpc
-row "REST GET /api/version, TLS h2" rest2
-row "REST GET /api/version, TLS HTTP/1.1" rest1
-row "gRPC-Web, TLS h2" web2
-row "gRPC-Web, TLS HTTP/1.1" web1
+table rps fmt_rps 0
+echo
+echo "Server CPU time per request in µs (median over the rounds), and how many times more the reference spends (its µs over tiphys's, per round; median and range):"
+echo
+echo "| Scenario | tiphys µs | bare tonic | peer-go | nginx | bare tonic/tiphys | peer-go/tiphys | nginx/tiphys |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+table cpu fmt_cpu 1
 echo
 echo "| tiphys | value |"
 echo "| --- | ---: |"

@@ -15,7 +15,7 @@
 // automatically. Claims: sub=<login>, email=<login>@example.test, name, preferred_username,
 // groups: ["devs"], plus "admins" for logins starting with "admin", plus 400 more groups for
 // logins starting with "many"; the user-info endpoint (/me) adds "from-userinfo".
-import { generateKeyPairSync, randomUUID } from 'node:crypto';
+import { createPrivateKey, generateKeyPairSync, randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import https from 'node:https';
 import Provider from 'oidc-provider';
@@ -29,8 +29,12 @@ const keyFile = process.env.OIDC_KEY_FILE;
 
 function signingKey() {
   if (keyFile && existsSync(keyFile)) return JSON.parse(readFileSync(keyFile, 'utf8'));
-  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-  const jwk = { ...privateKey.export({ format: 'jwk' }), kid: randomUUID(), use: 'sig', alg: 'RS256' };
+  // PEM out of the generator, then a new key object for the JWK. Node 20 can deadlock when a GC
+  // during the JWK export of a freshly generated key object runs the generator job's destructor,
+  // which waits for the lock the export holds (seen about once in 200 starts on a busy machine).
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048,
+    publicKeyEncoding: { type: 'spki', format: 'pem' }, privateKeyEncoding: { type: 'pkcs8', format: 'pem' } });
+  const jwk = { ...createPrivateKey(privateKey).export({ format: 'jwk' }), kid: randomUUID(), use: 'sig', alg: 'RS256' };
   if (keyFile) writeFileSync(keyFile, JSON.stringify(jwk), { mode: 0o600 });
   return jwk;
 }
