@@ -20,10 +20,13 @@
 # CI and for users): in a build that includes examples or tests, cargo turns on the
 # dev-dependencies' features, and every name's hash changes. A name that no longer exists is
 # ignored by the linker; `benches/run.sh` prints how many still match. Rerun this after a
-# toolchain update, a dependency update, or large changes to start-up or serving.
+# toolchain update, a dependency update, or any change to the code that runs: fat LTO gives the
+# local copies of a function that several crates instantiate `.N` suffixes numbered across the
+# whole program, so even a small change renumbers some (a builder added to the gRPC service
+# table left 125 of 3,104 names unmatched, and idle RSS rose from 9.8 to 12.7 MB).
 #
-# Environment: BENCH_SKIP_BUILD=1 uses target/x86_64-unknown-linux-gnu/release/tiphys as built;
-# TIPHYS_BIN=PATH profiles that binary instead (with BENCH_SKIP_BUILD=1).
+# Environment: BENCH_SKIP_BUILD=1 uses the release binary as built under $CARGO_TARGET_DIR (or
+# target/); TIPHYS_BIN=PATH profiles that binary instead (with BENCH_SKIP_BUILD=1).
 # Needs: cargo, valgrind, openssl, curl, h2load (nghttp2-client), python3, nm (binutils).
 # Only loopback addresses are used; only the process this script started is stopped, by PID.
 set -euo pipefail
@@ -31,7 +34,7 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
 cd "$repo"
 out="$repo/benches/text-order.txt"
-bin="${TIPHYS_BIN:-$repo/target/x86_64-unknown-linux-gnu/release/tiphys}"
+bin="${TIPHYS_BIN:-${CARGO_TARGET_DIR:-$repo/target}/x86_64-unknown-linux-gnu/release/tiphys}"
 host=127.0.0.1
 
 say() { printf '== %s\n' "$*" >&2; }
