@@ -79,7 +79,6 @@ for port in "$a_port" "$b_port" "$nginx_port"; do
 done
 sleep 1
 
-clk_tck="$(getconf CLK_TCK)"
 # shellcheck source=benches/lib.sh
 . "$repo/benches/lib.sh"
 # load SERVER PORT PATH [h2load args]: prints "REQ/S CPU" (µs of the server's CPU per request,
@@ -93,10 +92,7 @@ load() {
   t0="$(cpu_ticks "${pid_of[$server]}")"
   wait "$pid" || true
   t1="$(cpu_ticks "${pid_of[$server]}")"
-  awk -v t=$((t1 - t0)) -v hz="$clk_tck" '
-    /^finished in/ { r = $0; sub(/^finished in [^,]*, /, "", r); sub(/ req\/s.*/, "", r) }
-    /^requests:/ { for (i = 1; i <= NF; i++) if ($(i + 1) ~ /^succeeded/) n = $i }
-    END { printf "%s %.2f\n", r, (n > 0) ? t / hz * 1e6 / n : 0 }' "$tmp/load.log"
+  echo "$(h2load_rps "$tmp/load.log") $(cpu_us_per_request $((t1 - t0)) "$(h2load_succeeded "$tmp/load.log")")"
 }
 grpc() { load "$1" "$2" /version.VersionService/Version -m 10 -H 'content-type: application/grpc' -H 'te: trailers' -d "$tmp/grpc-empty.bin"; }
 rest_h2() { load "$1" "$2" /api/version -m 10; }

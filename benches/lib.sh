@@ -8,3 +8,12 @@ cpu_ticks() {
   done
   echo "$t"
 }
+
+# cpu_us_per_request TICKS REQUESTS: µs of CPU per request, two decimals (nothing if REQUESTS is 0).
+cpu_us_per_request() {
+  awk -v t="$1" -v n="$2" -v hz="$(getconf CLK_TCK)" 'BEGIN { if (n > 0) printf "%.2f", t / hz * 1e6 / n }'
+}
+
+# h2load_rps LOG: the req/s h2load reported; h2load_succeeded LOG: how many requests succeeded.
+h2load_rps() { sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$1" | head -1; }
+h2load_succeeded() { sed -n 's/^requests:.* \([0-9]*\) succeeded.*/\1/p' "$1" | head -1; }

@@ -291,7 +291,6 @@ done
 # server's CPU time per request (all its threads and child processes, from /proc/PID/stat over
 # the measured window), which the client's share of the two cores does not move.
 declare -A rps=() cpu=() note=() # KEY.ROUND -> req/s, µs of server CPU per request; KEY -> failure
-clk_tck="$(getconf CLK_TCK)"
 # shellcheck source=benches/lib.sh
 . "$repo/benches/lib.sh"
 # bench KEY SERVER ROUND PORT PATH [h2load args...]: h2load against https://127.0.0.1:PORT/PATH.
@@ -309,18 +308,16 @@ bench() {
   t0="$(cpu_ticks "${pid_of[$server]}")"
   wait "$load_pid" || true
   t1="$(cpu_ticks "${pid_of[$server]}")"
-  out="$(sed -n 's/^finished in [^,]*, \([0-9.]*\) req\/s.*/\1/p' "$log" | head -1)"
+  out="$(h2load_rps "$log")"
   local summary codes failed errored non2xx succeeded
   summary="$(grep -m1 '^requests:' "$log" || true)"
   codes="$(grep -m1 '^status codes:' "$log" || true)"
   failed="$(printf '%s' "$summary" | sed -n 's/.* \([0-9]*\) failed.*/\1/p')"
   errored="$(printf '%s' "$summary" | sed -n 's/.* \([0-9]*\) errored.*/\1/p')"
   non2xx="$(printf '%s' "$codes" | awk -F'[:,]' '{n=0; for (i=3;i<=NF;i++) {split($i,a," "); n+=a[1]} print n}')"
-  succeeded="$(printf '%s' "$summary" | sed -n 's/.* \([0-9]*\) succeeded.*/\1/p')"
+  succeeded="$(h2load_succeeded "$log")"
   rps[$key.$round]="${out:-}"
-  if [ "${succeeded:-0}" -gt 0 ]; then
-    cpu[$key.$round]="$(awk -v t=$((t1 - t0)) -v hz="$clk_tck" -v n="$succeeded" 'BEGIN { printf "%.2f", t / hz * 1e6 / n }')"
-  fi
+  cpu[$key.$round]="$(cpu_us_per_request $((t1 - t0)) "${succeeded:-0}")"
   if [ "${failed:-0}" != 0 ] || [ "${errored:-0}" != 0 ] || [ "${non2xx:-0}" != 0 ] || [ -z "$out" ] \
     || [ "${succeeded:-0}" = 0 ]; then
     note[$key]="failed=${failed:-?} errored=${errored:-?} non-2xx=${non2xx:-?} (round $round)"
