@@ -5,9 +5,11 @@
 //! `server` wires everything and is the only module that knows all the others.
 
 pub mod api;
+pub mod app;
 pub mod auth;
 pub mod buildinfo;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod fsutil;

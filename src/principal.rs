@@ -1,10 +1,14 @@
 //! Who is calling. Worked out once per request (see `auth::Authenticator`)
 //! and handed to every use case; use cases decide what the caller may do.
+//! The request's identity is defined here, below every module that reads it.
 
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::error::AppError;
+
+/// The issuer of every token this server signs (Argo CD's value, so tokens and tools carry over).
+pub const LOCAL_ISSUER: &str = "argocd";
 
 /// Which kind of local token a caller presented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,7 +146,7 @@ impl Principal {
     pub fn issuer(&self) -> &str {
         match self {
             Self::Anonymous => "",
-            Self::Account(_) | Self::Project(_) => crate::auth::jwt::ISSUER,
+            Self::Account(_) | Self::Project(_) => LOCAL_ISSUER,
             Self::Sso(s) => &s.issuer,
         }
     }
@@ -248,6 +252,50 @@ impl Caller {
             }
             (_, principal) => Ok(principal),
         }
+    }
+}
+
+/// How the token of a request was carried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Carrier {
+    Metadata,
+    Bearer,
+    Cookie,
+}
+
+/// The scheme the client used, as far as the server can tell: TLS here, or a
+/// trusted proxy that says it terminated https.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientScheme {
+    Http,
+    Https,
+}
+
+/// How the request authenticated.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AuthInfo {
+    pub carrier: Option<Carrier>,
+    /// `argocd.token*` cookies the request carried.
+    pub cookie_chunks: usize,
+}
+
+/// The one request extension the dispatcher sets for the transport adapters (each
+/// extension is an allocation of its own, on every request).
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    pub caller: Caller,
+    pub auth: AuthInfo,
+    pub scheme: ClientScheme,
+}
+
+impl RequestContext {
+    /// A request's caller; anonymous from an unknown address if the
+    /// dispatcher did not say.
+    pub fn caller_of(extensions: &http::Extensions) -> Caller {
+        extensions
+            .get::<Self>()
+            .map(|c| c.caller.clone())
+            .unwrap_or_else(|| Caller::anonymous(std::net::Ipv4Addr::UNSPECIFIED.into()))
     }
 }
 

@@ -5,8 +5,8 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 
 use super::extract::{ApiJson, Who};
+use crate::app::App;
 use crate::error::AppError;
-use crate::server::state::AppState;
 use crate::service::account::{self, AccountView, CreateToken, UpdatePassword};
 
 #[derive(Serialize)]
@@ -29,7 +29,7 @@ pub struct Empty {}
 
 /// `GET /api/v1/account`
 pub async fn list(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, _): Who,
 ) -> Result<Json<Items<AccountView>>, AppError> {
     let items = account::list(&state.sessions, &state.rbac, &caller)?;
@@ -38,7 +38,7 @@ pub async fn list(
 
 /// `GET /api/v1/account/{name}`
 pub async fn get(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, _): Who,
     Path(name): Path<String>,
 ) -> Result<Json<AccountView>, AppError> {
@@ -47,7 +47,7 @@ pub async fn get(
 
 /// `GET /api/v1/account/can-i/{resource}/{action}/{subresource=**}`
 pub async fn can_i(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, _): Who,
     Path((resource, action, subresource)): Path<(String, String, String)>,
 ) -> Result<Json<Value>, AppError> {
@@ -66,7 +66,7 @@ pub async fn can_i(
 
 /// `GET /api/v1/account/can-i/{resource}/{action}[/]`: the empty sub-resource.
 pub async fn can_i_without_object(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, _): Who,
     Path((resource, action)): Path<(String, String)>,
 ) -> Result<Json<Value>, AppError> {
@@ -78,7 +78,7 @@ pub async fn can_i_without_object(
 
 /// `PUT /api/v1/account/password`
 pub async fn update_password(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, _): Who,
     ApiJson(req): ApiJson<UpdatePassword>,
 ) -> Result<Json<Empty>, AppError> {
@@ -88,7 +88,7 @@ pub async fn update_password(
 
 /// `POST /api/v1/account/{name}/token`: the path names the account.
 pub async fn create_token(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, _): Who,
     Path(name): Path<String>,
     ApiJson(mut req): ApiJson<CreateToken>,
@@ -100,7 +100,7 @@ pub async fn create_token(
 
 /// `DELETE /api/v1/account/{name}/token/{id}`
 pub async fn delete_token(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, _): Who,
     Path((name, id)): Path<(String, String)>,
 ) -> Result<Json<Empty>, AppError> {

@@ -16,11 +16,11 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::extract::{Scope, Who};
 use super::session::append_cookies;
+use crate::app::App;
 use crate::auth::cookie::CookieScope;
 use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
 use crate::oidc::verify::{Claims, Expect};
 use crate::oidc::{Current, now_s};
-use crate::server::state::AppState;
 use crate::service::session;
 
 /// RFC 3986 unreserved characters stay; everything else is encoded.
@@ -96,7 +96,7 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-fn sso(state: &AppState) -> Result<Current, Box<Response>> {
+fn sso(state: &App) -> Result<Current, Box<Response>> {
     match state.oidc.current() {
         Ok(Some(current)) => Ok(current),
         Ok(None) => Err(Box::new(page(StatusCode::NOT_FOUND, SSO_OFF))),
@@ -179,7 +179,7 @@ fn read_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// `GET /auth/login?return_url=…`: off to the provider.
 pub async fn login(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, _): Who,
     Scope(scope): Scope,
     RawQuery(query): RawQuery,
@@ -249,7 +249,7 @@ pub async fn login(
 
 /// `GET /auth/callback?code=…&state=…`: the provider sends the browser back.
 pub async fn callback(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(_, auth): Who,
     Scope(scope): Scope,
     headers: HeaderMap,
@@ -394,11 +394,7 @@ async fn merge_user_info_groups(current: &Current, url: &str, access: &str, clai
 /// and sends the browser on: to `logoutURL` (with `{{token}}` and
 /// `{{logoutRedirectURL}}` filled in, URL-encoded), or to the provider's
 /// `end_session_endpoint`, for an SSO session; to the dashboard otherwise.
-pub async fn logout(
-    State(state): State<Arc<AppState>>,
-    Who(caller, auth): Who,
-    Scope(scope): Scope,
-) -> Response {
+pub async fn logout(State(state): State<Arc<App>>, Who(caller, auth): Who, Scope(scope): Scope) -> Response {
     let id_token = caller
         .principal
         .sso()

@@ -21,14 +21,16 @@ use prost_reflect::{Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
 use super::extract::Who;
+use super::fields::Fields;
+use crate::app::App;
+use crate::auth::cookie::CookieScope;
 use crate::error::AppError;
-use crate::principal::Caller;
+use crate::principal::{Caller, ClientScheme, RequestContext};
 use crate::registry::DocRef;
-use crate::rpc::fields::Fields;
-use crate::rpc::{Body as BodyMap, Ctx, Handler, Reply, Rpc, StreamItem};
+use crate::rpc::{Body as BodyMap, Handler, Rpc};
 use crate::schema::Schema;
 use crate::schema::gojson::kind_of;
-use crate::server::state::AppState;
+use crate::service::{Ctx, Reply, StreamItem};
 
 /// How often a quiet stream sends a keepalive.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -36,15 +38,15 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const LIST_CHUNK: usize = 64;
 
 /// Adds a route for every REST mapping in the table.
-pub fn routes(mut router: Router<Arc<AppState>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<AppState>> {
-    let mut by_path: HashMap<String, axum::routing::MethodRouter<Arc<AppState>>> = HashMap::new();
+pub fn routes(mut router: Router<Arc<App>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<App>> {
+    let mut by_path: HashMap<String, axum::routing::MethodRouter<Arc<App>>> = HashMap::new();
     let mut order = Vec::new();
     for rpc in rpcs {
         for (index, route) in rpc.rest.iter().enumerate() {
             let (axum_path, param_fields) = axum_template(route.path);
             let filter = MethodFilter::try_from(route.method.clone()).unwrap_or(MethodFilter::GET);
             let rpc = Arc::clone(rpc);
-            let handler = move |state: State<Arc<AppState>>,
+            let handler = move |state: State<Arc<App>>,
                                 who: Who,
                                 params: Option<Path<HashMap<String, String>>>,
                                 req: Request| {
@@ -100,7 +102,7 @@ fn axum_template(path: &str) -> (String, Vec<String>) {
 }
 
 async fn serve(
-    state: Arc<AppState>,
+    state: Arc<App>,
     caller: Caller,
     rpc: &Rpc,
     index: usize,
@@ -114,7 +116,7 @@ async fn serve(
 }
 
 async fn serve_inner(
-    state: Arc<AppState>,
+    state: Arc<App>,
     caller: Caller,
     rpc: &Rpc,
     index: usize,
@@ -179,8 +181,19 @@ async fn serve_inner(
         .map(|msg| schema.to_json(&msg))
         .map_err(|e| AppError::InvalidArgument(e.to_string()))?;
     let fields = fields_param.as_deref().and_then(Fields::parse);
-    let ctx = Ctx { state, caller };
+    let context = parts.extensions.get::<RequestContext>();
+    let scope = CookieScope {
+        path: state.basehref.clone(),
+        secure: context.is_some_and(|c| c.scheme == ClientScheme::Https),
+    };
+    let chunks = context.map_or(0, |c| c.auth.cookie_chunks);
+    let ctx = Ctx { app: state, caller };
     match call(ctx, json).await? {
+        Reply::Session { message, cookie } => {
+            let mut response = json_response(message);
+            super::cookies::write(&mut response, &scope, &cookie, chunks)?;
+            Ok(response)
+        }
         Reply::Message(value) => Ok(json_response(match &fields {
             Some(f) => f.apply(&value),
             None => value,

@@ -8,9 +8,9 @@ use serde::de::DeserializeOwned;
 
 use crate::auth::cookie::CookieScope;
 use crate::error::AppError;
+pub use crate::principal::AuthInfo;
 use crate::principal::Caller;
-pub use crate::server::conn::AuthInfo;
-use crate::server::conn::{ClientScheme, RequestContext};
+use crate::principal::{ClientScheme, RequestContext};
 
 /// The caller of this request (anonymous if the dispatcher did not say).
 pub struct Who(pub Caller, pub AuthInfo);
@@ -33,12 +33,12 @@ impl<S: Send + Sync> FromRequestParts<S> for Who {
 /// client reached us over https (directly or through a trusted proxy).
 pub struct Scope(pub CookieScope);
 
-impl FromRequestParts<std::sync::Arc<crate::server::state::AppState>> for Scope {
+impl FromRequestParts<std::sync::Arc<crate::app::App>> for Scope {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &std::sync::Arc<crate::server::state::AppState>,
+        state: &std::sync::Arc<crate::app::App>,
     ) -> Result<Self, Self::Rejection> {
         let secure = parts
             .extensions

@@ -3,11 +3,11 @@ use std::sync::Arc;
 use axum::extract::State;
 use http::StatusCode;
 
-use crate::server::state::AppState;
+use crate::app::App;
 
 /// `GET /healthz`: `ok` while serving; 503 with the reason once shutting down,
 /// so a load balancer drains this replica.
-pub async fn healthz(State(state): State<Arc<AppState>>) -> (StatusCode, &'static str) {
+pub async fn healthz(State(state): State<Arc<App>>) -> (StatusCode, &'static str) {
     if state.is_serving() {
         (StatusCode::OK, "ok\n")
     } else {

@@ -1,11 +1,12 @@
-//! The HTTP router for everything that is not gRPC: REST (`/api/…`), health,
-//! `/auth/…` and, as the fallback, the UI.
+//! The HTTP router for everything that is not gRPC: REST (`/api/…`), health and
+//! `/auth/…`; the server adds the dashboard as its fallback.
 
 mod account;
 pub mod auth;
-pub mod csrf;
+pub mod cookies;
 mod dynamic;
 pub mod extract;
+mod fields;
 mod health;
 mod session;
 mod settings;
@@ -18,11 +19,11 @@ use axum::response::Response;
 use axum::routing::{any, delete, get, post, put};
 use http::StatusCode;
 
+use crate::app::App;
 use crate::error::rest_error;
-use crate::server::state::AppState;
-use crate::ui::Ui;
 
-pub fn router(state: Arc<AppState>, ui: Arc<Ui>) -> Router {
+/// The REST API, `/auth/…` and `/healthz`; the caller adds the fallback (the dashboard).
+pub fn router(state: Arc<App>) -> Router {
     let api = Router::new()
         .route("/api/version", get(version::get_version))
         .route("/api/v1/settings", get(settings::get_settings))
@@ -49,13 +50,12 @@ pub fn router(state: Arc<AppState>, ui: Arc<Ui>) -> Router {
         .route("/auth/login", get(auth::login))
         .route("/auth/callback", get(auth::callback))
         .route("/healthz", get(health::healthz));
-    let api = dynamic::routes(api, &crate::rpc::table())
+    dynamic::routes(api, &crate::rpc::table())
         .route("/api", any(not_found))
         .route("/api/{*rest}", any(not_found))
         .route("/auth/{*rest}", any(not_found))
         .method_not_allowed_fallback(method_not_allowed)
-        .with_state(state);
-    api.fallback_service(crate::ui::router(ui))
+        .with_state(state)
 }
 
 async fn not_found() -> Response {

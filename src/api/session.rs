@@ -8,8 +8,8 @@ use http::header::SET_COOKIE;
 use serde::{Deserialize, Serialize};
 
 use super::extract::{ApiJson, Scope, Who};
+use crate::app::App;
 use crate::error::AppError;
-use crate::server::state::AppState;
 use crate::service::session::{self, UserInfo};
 
 #[derive(Deserialize, Default)]
@@ -28,7 +28,7 @@ pub struct TokenResponse {
 
 /// `POST /api/v1/session`: the token in the body and as the session cookie.
 pub async fn create(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, auth): Who,
     Scope(scope): Scope,
     ApiJson(req): ApiJson<CreateRequest>,
@@ -44,7 +44,7 @@ pub async fn create(
 
 /// `DELETE /api/v1/session`: revokes the session and clears the cookie.
 pub async fn delete(
-    State(state): State<Arc<AppState>>,
+    State(state): State<Arc<App>>,
     Who(caller, auth): Who,
     Scope(scope): Scope,
 ) -> Result<Response, AppError> {
@@ -55,7 +55,7 @@ pub async fn delete(
 }
 
 /// `GET /api/v1/session/userinfo`
-pub async fn user_info(State(state): State<Arc<AppState>>, Who(caller, _): Who) -> Json<UserInfo> {
+pub async fn user_info(State(state): State<Arc<App>>, Who(caller, _): Who) -> Json<UserInfo> {
     Json(session::user_info(&caller, &state.rbac))
 }
 

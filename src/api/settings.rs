@@ -4,10 +4,10 @@ use axum::Json;
 use axum::extract::State;
 
 use super::extract::Who;
-use crate::server::state::AppState;
+use crate::app::App;
 use crate::service::settings::{PublicSettings, SettingsSource, settings};
 
 /// `GET /api/v1/settings`
-pub async fn get_settings(State(state): State<Arc<AppState>>, Who(caller, _): Who) -> Json<PublicSettings> {
+pub async fn get_settings(State(state): State<Arc<App>>, Who(caller, _): Who) -> Json<PublicSettings> {
     Json(settings(&SettingsSource::of(&state), &caller.principal))
 }

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 
+pub use crate::principal::Carrier;
 use crate::principal::{Caller, Credentials, Principal};
 use sessions::Sessions;
 
@@ -26,14 +27,6 @@ pub enum Channel {
     Grpc,
     /// REST and `/auth/*`: `Authorization: Bearer`, then the cookie.
     Http,
-}
-
-/// How the token of a request was carried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Carrier {
-    Metadata,
-    Bearer,
-    Cookie,
 }
 
 /// The outcome of identifying one request.

@@ -39,12 +39,7 @@ const FAILURE_FLOOR: Duration = Duration::from_millis(500);
 /// A login token is renewed when less than this (or half its lifetime) is left.
 const RENEW_WITHIN: Duration = Duration::from_secs(5 * 60);
 
-pub fn now_ms() -> i64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
-}
+pub use crate::clock::now_ms;
 
 /// Limits of password logins.
 #[derive(Clone, Debug)]

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::client::{Client, call_error};
 use super::exit;
-use crate::rpc::codec::RawCodec;
+use crate::grpc::codec::RawCodec;
 use crate::schema::Schema;
 
 /// Answers larger than this are refused (lists of many objects can be large).

@@ -96,6 +96,23 @@ pub struct ConfigWatch {
     last_seen: Mutex<Result<Inputs, ConfigError>>,
 }
 
+impl crate::rbac::PolicySource for ConfigWatch {
+    fn policy(&self) -> Arc<crate::rbac::Policy> {
+        Arc::clone(&self.current().policy)
+    }
+
+    fn rollback_enforced(&self) -> bool {
+        self.current()
+            .cm
+            .get("server.rbac.rollback.enforce.enable")
+            .is_some_and(|v| v.trim() == "true")
+    }
+
+    fn policy_errors(&self) -> u64 {
+        ConfigWatch::policy_errors(self)
+    }
+}
+
 impl ConfigWatch {
     /// Loads the initial configuration; an error means the server must not start.
     pub fn new(dir: Option<PathBuf>) -> Result<Arc<Self>, ConfigError> {

@@ -2,17 +2,17 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use crate::app::App;
 use crate::pb::account::account_service_server::AccountService;
 use crate::pb::account::{
     Account, AccountsList, CanIRequest, CanIResponse, CreateTokenRequest, CreateTokenResponse,
     DeleteTokenRequest, EmptyResponse, GetAccountRequest, ListAccountRequest, Token, UpdatePasswordRequest,
     UpdatePasswordResponse,
 };
-use crate::server::state::AppState;
 use crate::service::account::{self, AccountView, CreateToken, UpdatePassword};
 
 pub struct AccountGrpc {
-    pub state: Arc<AppState>,
+    pub state: Arc<App>,
 }
 
 #[tonic::async_trait]

@@ -15,12 +15,14 @@ use prost_reflect::MethodDescriptor;
 use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
+use super::codec::RawCodec;
+use super::encode::{encode_event, encode_list_head, list_item_prefix};
+use crate::app::App;
 use crate::error::AppError;
 use crate::registry::{DocRef, Registry};
-use crate::rpc::codec::RawCodec;
-use crate::rpc::{Ctx, Handler, Reply, Rpc, StreamItem, encode_event, encode_list_head, list_item_prefix};
+use crate::rpc::{Handler, Rpc};
 use crate::schema::Schema;
-use crate::server::state::AppState;
+use crate::service::{Ctx, Reply, StreamItem};
 
 /// A service name known at compile time (tonic routes by `NamedService::NAME`).
 pub trait ServiceName: Send + Sync + 'static {
@@ -46,7 +48,7 @@ service_names! {
 
 pub struct DynService<N> {
     rpcs: Arc<HashMap<&'static str, Arc<Rpc>>>,
-    state: Arc<AppState>,
+    state: Arc<App>,
     max_message_bytes: usize,
     _name: PhantomData<fn() -> N>,
 }
@@ -67,7 +69,7 @@ impl<N: ServiceName> NamedService for DynService<N> {
 }
 
 impl<N: ServiceName> DynService<N> {
-    pub fn new(rpcs: &[Arc<Rpc>], state: &Arc<AppState>, max_message_bytes: usize) -> Self {
+    pub fn new(rpcs: &[Arc<Rpc>], state: &Arc<App>, max_message_bytes: usize) -> Self {
         let prefix = format!("/{}/", N::NAME);
         let rpcs = rpcs
             .iter()
@@ -126,7 +128,7 @@ impl<N: ServiceName> tower::Service<http::Request<tonic::body::Body>> for DynSer
 struct Call {
     call: Arc<crate::rpc::UnaryFnRef>,
     method: MethodDescriptor,
-    state: Arc<AppState>,
+    state: Arc<App>,
 }
 
 impl Call {
@@ -137,7 +139,7 @@ impl Call {
             .decode(&self.method.input(), request.get_ref())
             .map_err(|e| AppError::InvalidArgument(e.to_string()))?;
         let ctx = Ctx {
-            state: self.state,
+            app: self.state,
             caller,
         };
         Ok((self.call)(ctx, json).await?)
@@ -212,10 +214,13 @@ async fn unary(
         Err(status) => return status.into_http(),
     };
     let parts: ReplyParts = match reply {
-        Reply::Message(json) => match Schema::get().encode(&output, &json) {
-            Ok(bytes) => ReplyParts::One(bytes.into()),
-            Err(e) => return Status::from(AppError::Internal(e.into())).into_http(),
-        },
+        // gRPC clients keep the token themselves: the cookie is the browser's.
+        Reply::Message(json) | Reply::Session { message: json, .. } => {
+            match Schema::get().encode(&output, &json) {
+                Ok(bytes) => ReplyParts::One(bytes.into()),
+                Err(e) => return Status::from(AppError::Internal(e.into())).into_http(),
+            }
+        }
         Reply::Doc(doc) => match registry.proto(&doc) {
             Ok(bytes) => ReplyParts::One(bytes),
             Err(e) => return Status::from(internal(e)).into_http(),

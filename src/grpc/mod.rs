@@ -1,7 +1,9 @@
 //! gRPC adapters: decode, call the use case, encode. One place lists every service.
 
 mod account;
+pub mod codec;
 pub mod dynamic;
+mod encode;
 mod reflection;
 mod services;
 mod session;
@@ -13,14 +15,14 @@ use std::sync::Arc;
 use self::dynamic::DynService;
 pub use self::services::GrpcServices;
 
+use crate::app::App;
 use crate::pb;
 use crate::principal::Caller;
-use crate::server::conn::RequestContext;
-use crate::server::state::AppState;
+use crate::principal::RequestContext;
 
 /// Every gRPC service the server offers, with the message size limit applied.
 pub fn routes(
-    state: &Arc<AppState>,
+    state: &Arc<App>,
     health: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
     max_message_bytes: usize,
 ) -> GrpcServices {

@@ -2,15 +2,15 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use crate::app::App;
 use crate::pb::session::session_service_server::SessionService;
 use crate::pb::session::{
     GetUserInfoRequest, GetUserInfoResponse, SessionCreateRequest, SessionDeleteRequest, SessionResponse,
 };
-use crate::server::state::AppState;
 use crate::service::session;
 
 pub struct SessionGrpc {
-    pub state: Arc<AppState>,
+    pub state: Arc<App>,
 }
 
 #[tonic::async_trait]

@@ -2,16 +2,16 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use crate::app::App;
 use crate::pb::cluster::settings_service_server::SettingsService;
 use crate::pb::cluster::{
     Claim, GoogleAnalyticsConfig, Help, KustomizeOptions, OidcConfig, Settings, SettingsPluginsResponse,
     SettingsQuery,
 };
-use crate::server::state::AppState;
 use crate::service::settings::{PublicSettings, SettingsSource, settings};
 
 pub struct SettingsGrpc {
-    pub state: Arc<AppState>,
+    pub state: Arc<App>,
 }
 
 #[tonic::async_trait]

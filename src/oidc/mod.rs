@@ -51,7 +51,7 @@ pub const PROVIDER_UNAVAILABLE: &str =
     "the identity provider cannot be reached; the token cannot be verified now";
 
 pub fn now_s() -> i64 {
-    crate::auth::sessions::now_ms() / 1000
+    crate::clock::now_s()
 }
 
 impl Oidc {

@@ -8,7 +8,7 @@
 //! - [`cache`] remembers decisions per policy version;
 //! - [`project`] turns AppProject roles into a policy layer.
 //!
-//! The compiled policy lives in [`crate::config::Settings`], so it is built
+//! The compiled policy lives in the configuration's settings, so it is built
 //! and validated with the rest of the configuration: a bad policy never
 //! replaces a good one, and every decision sees one consistent version.
 
@@ -30,19 +30,30 @@ pub use decide::{LoadError, LoadOptions, Policy, Subject};
 pub use matcher::MatchMode;
 pub use project::{FixedProjects, ProjectRole, ProjectRoles, ProjectSource};
 
-use crate::config::ConfigWatch;
 use crate::error::AppError;
 use crate::principal::Principal;
 
+/// Where the authoriser reads the policy in force: the configuration (`crate::config`
+/// implements it), which this module does not depend on.
+pub trait PolicySource: Send + Sync {
+    /// The policy in force now.
+    fn policy(&self) -> Arc<Policy>;
+    /// `server.rbac.rollback.enforce.enable`: rollback has its own action (otherwise it is
+    /// decided as `sync`).
+    fn rollback_enforced(&self) -> bool;
+    /// Edits of the policy refused so far (the last valid policy stayed in force).
+    fn policy_errors(&self) -> u64;
+}
+
 /// The server's authoriser: the current policy plus the projects it may consult.
 pub struct Rbac {
-    config: Arc<ConfigWatch>,
+    config: Arc<dyn PolicySource>,
     projects: Arc<dyn ProjectSource>,
     denials: AtomicU64,
 }
 
 impl Rbac {
-    pub fn new(config: Arc<ConfigWatch>, projects: Arc<dyn ProjectSource>) -> Self {
+    pub fn new(config: Arc<dyn PolicySource>, projects: Arc<dyn ProjectSource>) -> Self {
         Self {
             config,
             projects,
@@ -52,17 +63,13 @@ impl Rbac {
 
     /// The policy in force now.
     pub fn policy(&self) -> Arc<Policy> {
-        Arc::clone(&self.config.current().policy)
+        self.config.policy()
     }
 
     /// `server.rbac.rollback.enforce.enable`: rollback has its own action
     /// (otherwise it is decided as `sync`).
     pub fn rollback_enforced(&self) -> bool {
-        self.config
-            .current()
-            .cm
-            .get("server.rbac.rollback.enforce.enable")
-            .is_some_and(|v| v.trim() == "true")
+        self.config.rollback_enforced()
     }
 
     /// Whether `principal` may perform `action` on `resource`/`object`.

@@ -11,7 +11,7 @@
 
 mod doc;
 mod kind;
-mod projects;
+pub mod projects;
 mod proto;
 mod record;
 #[cfg(test)]
@@ -26,7 +26,6 @@ use serde_json::{Map, Value};
 
 pub use self::doc::{Doc, DocRef, Summary};
 pub use self::kind::{Key, Kind};
-pub use self::projects::RegistryProjects;
 use self::watch::History;
 pub use self::watch::{Event, EventType, Subscription, WatchError};
 use crate::schema::{Schema, SchemaError};

@@ -1,35 +1,68 @@
-//! Project roles for RBAC, read from the AppProjects in the registry (`rbac::ProjectSource`).
+//! What the server reads of a stored AppProject besides its JSON: its roles, with their
+//! policies, groups and the tokens issued for them. RBAC (through `app::projects`), the
+//! project-token check and the project use cases all read roles this one way.
+//!
+//! A role's tokens are recorded twice, as upstream does: `spec.roles[].jwtTokens` and
+//! `status.jwtTokensByRole[<role>].items`, each entry `{iat, exp, id}`. Read together, they
+//! are the union of both, by id, newest first; an entry without an id gets its `iat` as id.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::{Key, Kind, Registry};
-use crate::rbac::{ProjectRole, ProjectRoles, ProjectSource};
+use crate::json::is_zero;
 
-/// Parses a project's roles once per stored version, so RBAC's per-project caches (keyed by
-/// the `Arc`) stay valid until the project changes.
-pub struct RegistryProjects {
-    registry: Arc<Registry>,
-    namespace: String,
-    parsed: Mutex<HashMap<String, (u64, Arc<ProjectRoles>)>>,
+/// One issued token as a role records it (`JWTToken`).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(default)]
+pub struct TokenEntry {
+    pub iat: i64,
+    /// Unix seconds; 0: no expiry.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub exp: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub id: String,
 }
 
-impl RegistryProjects {
-    pub fn new(registry: Arc<Registry>, namespace: &str) -> Self {
-        Self {
-            registry,
-            namespace: namespace.to_owned(),
-            parsed: Mutex::new(HashMap::new()),
+impl TokenEntry {
+    /// The entry's identity: its id, or its issue time for an entry without one.
+    pub fn normalized(mut self) -> Self {
+        if self.id.is_empty() {
+            self.id = self.iat.to_string();
         }
+        self
+    }
+
+    /// Whether a presented token (its `jti`, `iat` and `exp`) is the one this entry records.
+    pub fn records(&self, jti: &str, iat: i64, exp: Option<i64>) -> bool {
+        let id_matches = if jti.is_empty() {
+            self.id == iat.to_string()
+        } else {
+            self.id == jti
+        };
+        id_matches && self.iat == iat && self.exp == exp.unwrap_or(0)
     }
 }
+
+/// One role of a project, its token lists merged.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Role {
+    pub name: String,
+    pub policies: Vec<String>,
+    pub groups: Vec<String>,
+    pub tokens: Vec<TokenEntry>,
+}
+
+/// The roles of a project.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Roles(pub Vec<Role>);
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct ProjectView {
     spec: SpecView,
+    status: StatusView,
 }
 
 #[derive(Deserialize, Default)]
@@ -39,46 +72,69 @@ struct SpecView {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
+#[serde(default, rename_all = "camelCase")]
 struct RoleView {
     name: String,
     policies: Vec<String>,
     groups: Vec<String>,
+    jwt_tokens: Vec<TokenEntry>,
 }
 
-impl ProjectSource for RegistryProjects {
-    fn project(&self, name: &str) -> Option<Arc<ProjectRoles>> {
-        let doc = self
-            .registry
-            .get(&Key::new(Kind::AppProject, &self.namespace, name))?;
-        let mut parsed = self
-            .parsed
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((rv, roles)) = parsed.get(name)
-            && *rv == doc.rv
-        {
-            return Some(Arc::clone(roles));
-        }
-        let view: ProjectView = serde_json::from_slice(&doc.json).unwrap_or_default();
-        let roles = Arc::new(ProjectRoles {
-            name: name.to_owned(),
-            roles: view
-                .spec
-                .roles
-                .into_iter()
-                .map(|r| ProjectRole {
-                    name: r.name,
-                    policies: r.policies,
-                    groups: r.groups,
-                })
-                .collect(),
-        });
-        parsed.insert(name.to_owned(), (doc.rv, Arc::clone(&roles)));
-        Some(roles)
+#[derive(Deserialize, Default)]
+#[serde(default, rename_all = "camelCase")]
+struct StatusView {
+    jwt_tokens_by_role: BTreeMap<String, ItemsView>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ItemsView {
+    items: Vec<TokenEntry>,
+}
+
+impl Roles {
+    /// The roles of a project's JSON (spec and status merged); none when it does not read as
+    /// a project.
+    pub fn read(project: &Value) -> Self {
+        Self::from_view(ProjectView::deserialize(project).unwrap_or_default())
     }
 
-    fn generation(&self) -> u64 {
-        self.registry.kind_revision(Kind::AppProject)
+    /// [`Roles::read`] from the stored JSON text.
+    pub fn read_json(json: &[u8]) -> Self {
+        Self::from_view(serde_json::from_slice(json).unwrap_or_default())
     }
+
+    fn from_view(view: ProjectView) -> Self {
+        let mut status = view.status.jwt_tokens_by_role;
+        Self(
+            view.spec
+                .roles
+                .into_iter()
+                .map(|role| {
+                    let from_status = status.remove(&role.name).map(|i| i.items).unwrap_or_default();
+                    Role {
+                        tokens: merge_tokens(role.jwt_tokens.into_iter().chain(from_status)),
+                        name: role.name,
+                        policies: role.policies,
+                        groups: role.groups,
+                    }
+                })
+                .collect(),
+        )
+    }
+
+    pub fn role(&self, name: &str) -> Option<&Role> {
+        self.0.iter().find(|r| r.name == name)
+    }
+}
+
+/// Entries by id (the last one read wins), newest first.
+pub fn merge_tokens(entries: impl Iterator<Item = TokenEntry>) -> Vec<TokenEntry> {
+    let mut by_id = BTreeMap::new();
+    for entry in entries.map(TokenEntry::normalized) {
+        by_id.insert(entry.id.clone(), entry);
+    }
+    let mut tokens: Vec<TokenEntry> = by_id.into_values().collect();
+    tokens.sort_by(|a, b| b.iat.cmp(&a.iat).then_with(|| a.id.cmp(&b.id)));
+    tokens
 }

@@ -23,7 +23,7 @@ use tower::{Service, ServiceExt};
 
 use super::body::{InFlight, ObservedBody, PendingOutcome};
 use super::config::HtmlHeaders;
-use super::conn::{AuthInfo, ClientScheme, ConnInfo, RequestContext};
+use super::conn::ConnInfo;
 use super::edge::{self, Decision};
 use super::metrics::{Metrics, Outcome};
 use super::protocol::{GRPC_MESSAGE, GRPC_STATUS, Protocol};
@@ -31,6 +31,7 @@ use crate::auth::cookie::CookieScope;
 use crate::auth::{Authenticator, Carrier, Channel};
 use crate::error::rest_error;
 use crate::grpc::GrpcServices;
+use crate::principal::{AuthInfo, ClientScheme, RequestContext};
 use crate::principal::{Caller, Credentials};
 
 pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call reached tiphys over HTTP/1.1 \
@@ -288,7 +289,7 @@ impl Dispatcher {
         }
     }
 
-    /// `verified_bearer`: see [`crate::api::csrf::refusal`].
+    /// `verified_bearer`: see [`super::csrf::refusal`].
     async fn call_http(&self, req: Request<Incoming>, verified_bearer: bool) -> Response<Body> {
         let declared = req
             .headers()
@@ -298,7 +299,7 @@ impl Dispatcher {
         if declared.is_some_and(|len| len > self.max_body_bytes as u64) {
             return too_large(self.max_body_bytes);
         }
-        if let Some(refusal) = crate::api::csrf::refusal(
+        if let Some(refusal) = super::csrf::refusal(
             &self.api_content_types,
             req.method(),
             req.uri().path(),

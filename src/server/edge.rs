@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use http::{HeaderMap, Uri};
 use ipnet::IpNet;
 
-use super::conn::ClientScheme;
+use crate::principal::ClientScheme;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Decision {

@@ -3,6 +3,7 @@
 pub mod body;
 pub mod config;
 pub mod conn;
+pub mod csrf;
 pub mod dispatch;
 pub mod edge;
 pub mod idle;
@@ -10,7 +11,6 @@ pub mod listener;
 pub mod metrics;
 pub mod protocol;
 pub mod shutdown;
-pub mod state;
 pub mod streams;
 pub mod tls;
 
@@ -24,20 +24,18 @@ use self::config::{ServerArgs, ServerConfig};
 use self::dispatch::{Dispatcher, LogThrottle};
 use self::listener::Front;
 use self::metrics::Metrics;
-use self::state::AppState;
 use self::tls::{CertSource, TlsPolicy};
+use crate::app::App;
 use crate::auth::sessions::{LoginLimits, Sessions};
 use crate::auth::throttle::ThrottlePolicy;
 use crate::config::ConfigWatch;
-use crate::rbac::Rbac;
-use crate::store::Store;
 
 /// A server whose sockets are bound and which is ready to serve.
 pub struct Server {
     listener: TcpListener,
     metrics_listener: TcpListener,
     front: Arc<Front>,
-    state: Arc<AppState>,
+    state: Arc<App>,
     config_watch: Arc<ConfigWatch>,
     metrics: Arc<Metrics>,
     health: tonic_health::server::HealthReporter,
@@ -82,8 +80,6 @@ impl Server {
             )
         };
 
-        let config_watch = ConfigWatch::new(args.config_dir.clone())?;
-        let store: Arc<dyn Store> = Arc::new(crate::store::file::FileStore::open(&config.data_dir)?);
         let limits = LoginLimits {
             throttle: ThrottlePolicy {
                 max_failures: args.login_max_failures.max(1),
@@ -93,13 +89,20 @@ impl Server {
             max_concurrent: args.login_max_concurrent.max(1),
             ..LoginLimits::default()
         };
-        let registry = Arc::new(crate::registry::Registry::open(Arc::clone(&store)).await?);
-        crate::service::project_rules::ensure_default_project(&registry, &config.namespace)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot create the default project: {e}"))?;
-        let sessions = Arc::new(
-            Sessions::open(store, Arc::clone(&config_watch), config.data_dir.clone(), limits).await?,
+        let state = Arc::new(
+            App::open(crate::app::Options {
+                data_dir: config.data_dir.clone(),
+                config_dir: args.config_dir.clone(),
+                namespace: config.namespace.clone(),
+                url: config.url.as_ref().map(|u| u.raw.clone()),
+                basehref: config.basehref.clone(),
+                login_limits: limits,
+            })
+            .await?,
         );
+        let config_watch = Arc::clone(&state.config);
+        let sessions = Arc::clone(&state.sessions);
+        let oidc = Arc::clone(&state.oidc);
         let content_types: Vec<String> = args
             .api_content_types
             .split(',')
@@ -112,23 +115,6 @@ impl Server {
             );
         }
         crate::config::log_policy(&config_watch.current());
-        // Project role tokens are checked against the projects they name.
-        sessions.set_project_tokens(Arc::new(crate::service::project::RegistryTokens::new(
-            Arc::clone(&registry),
-            &config.namespace,
-        )));
-        let projects = crate::registry::RegistryProjects::new(Arc::clone(&registry), &config.namespace);
-        let rbac = Rbac::new(Arc::clone(&config_watch), Arc::new(projects));
-        let oidc = Arc::new(crate::oidc::Oidc::new(Arc::clone(&config_watch)));
-        let state = Arc::new(AppState::new(
-            Arc::clone(&sessions),
-            rbac,
-            registry,
-            config.namespace.clone(),
-            config.url.as_ref().map(|u| u.raw.clone()),
-            config.basehref.clone(),
-            Arc::clone(&oidc),
-        ));
         check_sso_url(&state)?;
         let metrics = Arc::new(Metrics::default());
         let (health, health_service) = tonic_health::server::health_reporter();
@@ -137,7 +123,7 @@ impl Server {
         let dispatcher = Dispatcher {
             grpc_web: tower::Layer::layer(&tonic_web::GrpcWebLayer::new(), grpc.clone()),
             grpc,
-            http: crate::api::router(Arc::clone(&state), Arc::new(ui)),
+            http: crate::api::router(Arc::clone(&state)).fallback_service(crate::ui::router(Arc::new(ui))),
             auth: crate::auth::Authenticator {
                 sessions,
                 oidc: Some(oidc),
@@ -245,9 +231,8 @@ impl Server {
 /// Single sign-on needs the external URL: the provider sends browsers back
 /// to `<url>/auth/callback`. Without it, say so instead of starting with a
 /// broken redirect URI.
-fn check_sso_url(state: &AppState) -> anyhow::Result<()> {
-    let settings = state.sessions.settings();
-    if settings.oidc.is_some() && state.url().is_empty() {
+fn check_sso_url(state: &App) -> anyhow::Result<()> {
+    if state.config.current().oidc.is_some() && state.url().is_empty() {
         anyhow::bail!(
             "oidc.config is set in argocd-cm, but the server's external URL is not: set `url` in argocd-cm \
              (or --url), e.g. https://argocd.example.com; the provider must know <url>/auth/callback as a redirect URI"
@@ -307,7 +292,7 @@ async fn purge_revocations(sessions: Arc<Sessions>, cancel: CancellationToken) {
 async fn serve_metrics(
     listener: TcpListener,
     metrics: Arc<Metrics>,
-    state: Arc<AppState>,
+    state: Arc<App>,
     cancel: CancellationToken,
 ) {
     use axum::routing::get;

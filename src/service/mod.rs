@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod project;
 pub mod project_rules;
 pub mod redact;
+mod reply;
 pub mod repocreds;
 pub mod repository;
 pub mod resource;
@@ -15,3 +16,5 @@ pub mod session;
 pub mod settings;
 pub mod sync_windows;
 pub mod version;
+
+pub use self::reply::{Ctx, Reply, SessionCookie, StreamItem};

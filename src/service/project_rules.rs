@@ -111,27 +111,6 @@ impl ProjectRules {
     }
 }
 
-/// Creates the `default` project, which permits everything, unless it exists. Upstream's
-/// controller does the same at start.
-pub async fn ensure_default_project(registry: &Registry, namespace: &str) -> Result<(), AppError> {
-    let key = Key::new(Kind::AppProject, namespace, "default");
-    if registry.get(&key).is_some() {
-        return Ok(());
-    }
-    let value = serde_json::json!({
-        "metadata": {"name": "default", "namespace": namespace},
-        "spec": {
-            "sourceRepos": ["*"],
-            "destinations": [{"server": "*", "namespace": "*", "name": "*"}],
-            "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]
-        }
-    });
-    registry
-        .apply(vec![crate::registry::Change::Create { key, value }])
-        .await?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

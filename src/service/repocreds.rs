@@ -6,9 +6,6 @@
 //! Templates are credentials: answers never carry a secret (`redact::repo_creds`), and a
 //! missing template and one the caller may not see give the same answer (SEC-14).
 
-use std::sync::Arc;
-
-use http::Method;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -16,76 +13,16 @@ use super::redact;
 use super::repository::templates::Templates;
 use super::repository::{RESOURCE, check_url};
 use super::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, denied, list, missing, object_mut, write};
+use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
-use crate::rpc::{Body, Ctx, Handler, Reply, Rpc, call, route};
-use crate::server::state::AppState;
+use crate::service::{Ctx, Reply};
 
 const WHAT: &str = "repository credentials";
 
 /// Template types upstream knows (empty means git).
 const TYPES: &[&str] = &["", "git", "helm", "oci"];
-
-/// The methods of RepoCredsService; the write-credential ones answer `no_write`, except the
-/// list, which is empty since none can be created.
-pub fn rpcs(no_write: &'static str) -> Vec<Arc<Rpc>> {
-    let rpc = |path, rest, handler| Arc::new(Rpc { path, rest, handler });
-    vec![
-        rpc(
-            "/repocreds.RepoCredsService/ListRepositoryCredentials",
-            vec![route(Method::GET, "/api/v1/repocreds", Body::None)],
-            call(list_creds),
-        ),
-        rpc(
-            "/repocreds.RepoCredsService/CreateRepositoryCredentials",
-            vec![route(Method::POST, "/api/v1/repocreds", Body::Field("creds"))],
-            call(create),
-        ),
-        rpc(
-            "/repocreds.RepoCredsService/UpdateRepositoryCredentials",
-            vec![route(
-                Method::PUT,
-                "/api/v1/repocreds/{creds.url}",
-                Body::Field("creds"),
-            )],
-            call(update),
-        ),
-        rpc(
-            "/repocreds.RepoCredsService/DeleteRepositoryCredentials",
-            vec![route(Method::DELETE, "/api/v1/repocreds/{url}", Body::None)],
-            call(delete),
-        ),
-        rpc(
-            "/repocreds.RepoCredsService/ListWriteRepositoryCredentials",
-            vec![route(Method::GET, "/api/v1/write-repocreds", Body::None)],
-            call(list_write_creds),
-        ),
-        rpc(
-            "/repocreds.RepoCredsService/CreateWriteRepositoryCredentials",
-            vec![route(
-                Method::POST,
-                "/api/v1/write-repocreds",
-                Body::Field("creds"),
-            )],
-            Handler::Unimplemented(no_write),
-        ),
-        rpc(
-            "/repocreds.RepoCredsService/UpdateWriteRepositoryCredentials",
-            vec![route(
-                Method::PUT,
-                "/api/v1/write-repocreds/{creds.url}",
-                Body::Field("creds"),
-            )],
-            Handler::Unimplemented(no_write),
-        ),
-        rpc(
-            "/repocreds.RepoCredsService/DeleteWriteRepositoryCredentials",
-            vec![route(Method::DELETE, "/api/v1/write-repocreds/{url}", Body::None)],
-            Handler::Unimplemented(no_write),
-        ),
-    ]
-}
 
 /// A template as answered: no secret.
 fn answer(value: &Value) -> Result<Value, AppError> {
@@ -123,7 +60,7 @@ fn validate(view: &CredsView) -> Result<(), AppError> {
 
 /// The stored template for `url`, if the caller may perform `action` on it; a missing one
 /// answers "not found" only to a caller who would be allowed on it.
-fn authorized(state: &AppState, principal: &Principal, url: &str, action: &str) -> Result<DocRef, AppError> {
+fn authorized(state: &App, principal: &Principal, url: &str, action: &str) -> Result<DocRef, AppError> {
     if url.is_empty() {
         return Err(AppError::InvalidArgument(format!("{WHAT} URL is required")));
     }
@@ -145,11 +82,11 @@ pub struct RepoCredsQuery {
 /// ListRepositoryCredentials: every template the caller may `get`, or only the one for `url`.
 pub async fn list_creds(ctx: Ctx, q: RepoCredsQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let (resource_version, docs) = ctx.state.registry.list(Kind::RepoCreds);
+    let (resource_version, docs) = ctx.app.registry.list(Kind::RepoCreds);
     let items = docs
         .iter()
         .filter(|doc| q.url.is_empty() || doc.key.name == q.url)
-        .filter(|doc| ctx.state.rbac.allows(principal, RESOURCE, "get", &doc.key.name))
+        .filter(|doc| ctx.app.rbac.allows(principal, RESOURCE, "get", &doc.key.name))
         .map(|doc| answer(&doc.value()))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Reply::Message(list(REPO_CREDS_LIST, resource_version, items)?))
@@ -158,7 +95,7 @@ pub async fn list_creds(ctx: Ctx, q: RepoCredsQuery) -> Result<Reply, AppError> 
 /// ListWriteRepositoryCredentials: tiphys keeps no write credentials, so there are none.
 pub async fn list_write_creds(ctx: Ctx, _q: RepoCredsQuery) -> Result<Reply, AppError> {
     ctx.caller.require()?;
-    let resource_version = ctx.state.registry.revision();
+    let resource_version = ctx.app.registry.revision();
     Ok(Reply::Message(list(
         REPO_CREDS_LIST,
         resource_version,
@@ -175,18 +112,13 @@ pub struct CreateRequest {
 
 pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = put(&ctx.state, principal, req.creds, req.upsert).await?;
+    let doc = put(&ctx.app, principal, req.creds, req.upsert).await?;
     Ok(Reply::Message(answer(&doc.value())?))
 }
 
 /// Stores a template (`repositories, create`; replacing a different one needs `upsert` and
 /// `update`); an identical one is left as is.
-async fn put(
-    state: &AppState,
-    principal: &Principal,
-    value: Value,
-    upsert: bool,
-) -> Result<DocRef, AppError> {
+async fn put(state: &App, principal: &Principal, value: Value, upsert: bool) -> Result<DocRef, AppError> {
     let view = CredsView::read(&value);
     validate(&view)?;
     let allows = |action: &str| state.rbac.allows(principal, RESOURCE, action, &view.url);
@@ -252,7 +184,7 @@ pub async fn create_from_repository(
     let url = object.remove("repo").unwrap_or(Value::Null);
     object.insert("url".to_owned(), url);
     // Fields a template does not have (name, insecure, …) are dropped by the schema.
-    let doc = put(&ctx.state, principal, repo, upsert).await?;
+    let doc = put(&ctx.app, principal, repo, upsert).await?;
     let mut as_repo = doc.value();
     if let Some(object) = object_mut(&mut as_repo) {
         let url = object.remove("url").unwrap_or(Value::Null);
@@ -276,14 +208,14 @@ pub struct UpdateRequest {
 pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let view = CredsView::read(&req.creds);
-    let existing = authorized(&ctx.state, principal, &view.url, "update")?;
+    let existing = authorized(&ctx.app, principal, &view.url, "update")?;
     validate(&view)?;
     let change = Change::Update {
         key: existing.key.clone(),
         value: req.creds,
         expect: Some(existing.rv),
     };
-    let doc = stored(write(&ctx.state, WHAT, change).await?)?;
+    let doc = stored(write(&ctx.app, WHAT, change).await?)?;
     Ok(Reply::Message(answer(&doc.value())?))
 }
 
@@ -296,12 +228,12 @@ pub struct DeleteRequest {
 
 pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(&ctx.state, principal, &req.url, "delete")?;
+    let doc = authorized(&ctx.app, principal, &req.url, "delete")?;
     let change = Change::Delete {
         key: doc.key.clone(),
         expect: Some(doc.rv),
     };
-    write(&ctx.state, WHAT, change).await?;
+    write(&ctx.app, WHAT, change).await?;
     Ok(Reply::Message(Value::Object(Map::new())))
 }
 

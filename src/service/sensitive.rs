@@ -8,10 +8,10 @@
 use serde_json::Value;
 
 use super::redact;
+use crate::app::App;
 use crate::error::AppError;
 use crate::registry::{Change, DocRef, Kind, RegistryError};
 use crate::schema::Schema;
-use crate::server::state::AppState;
 
 /// Full protobuf names of the messages these services answer with.
 pub const CLUSTER: &str = Kind::Cluster.message();
@@ -55,7 +55,7 @@ pub fn store_error(what: &str, err: RegistryError) -> AppError {
 }
 
 /// Applies one change; the new document (`None` after a deletion).
-pub async fn write(state: &AppState, what: &str, change: Change) -> Result<Option<DocRef>, AppError> {
+pub async fn write(state: &App, what: &str, change: Change) -> Result<Option<DocRef>, AppError> {
     state
         .registry
         .apply_one(change)

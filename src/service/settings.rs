@@ -7,9 +7,9 @@ use serde::Serialize;
 
 use crate::config::oidc::{ClaimRequest, OidcConfig};
 
+use crate::app::App;
 use crate::json::is_zero;
 use crate::principal::Principal;
-use crate::server::state::AppState;
 
 /// The settings a caller may see. Field names and the always-present nested
 /// objects (`googleAnalytics`, `help`, `kustomizeOptions`) follow Argo CD,
@@ -113,7 +113,7 @@ pub struct SettingsSource {
 }
 
 impl SettingsSource {
-    pub fn of(state: &AppState) -> Self {
+    pub fn of(state: &App) -> Self {
         let settings = state.sessions.settings();
         Self {
             url: state.url(),

@@ -25,8 +25,8 @@ use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
 use futures_util::StreamExt as _;
 
-use crate::rpc::{Ctx, Reply, StreamItem};
-use crate::server::state::AppState;
+use crate::app::App;
+use crate::service::{Ctx, Reply, StreamItem};
 
 const RESOURCE: &str = "applications";
 
@@ -52,7 +52,7 @@ pub fn rbac_object(server_ns: &str, project: &str, app_ns: &str, name: &str) -> 
     }
 }
 
-fn doc_object(state: &AppState, doc: &DocRef) -> String {
+fn doc_object(state: &App, doc: &DocRef) -> String {
     rbac_object(
         &state.namespace,
         &doc.summary.project,
@@ -61,7 +61,7 @@ fn doc_object(state: &AppState, doc: &DocRef) -> String {
     )
 }
 
-fn namespace_of(state: &AppState, requested: &str) -> String {
+fn namespace_of(state: &App, requested: &str) -> String {
     if requested.is_empty() {
         state.namespace.clone()
     } else {
@@ -110,14 +110,14 @@ fn same_repo(a: &str, b: &str) -> bool {
 pub async fn list(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let filter = Filter::new(&q)?;
-    let (resource_version, docs) = ctx.state.registry.list(Kind::Application);
+    let (resource_version, docs) = ctx.app.registry.list(Kind::Application);
     let items = docs
         .into_iter()
         .filter(|doc| filter.matches(doc))
         .filter(|doc| {
-            ctx.state
+            ctx.app
                 .rbac
-                .allows(principal, RESOURCE, "get", &doc_object(&ctx.state, doc))
+                .allows(principal, RESOURCE, "get", &doc_object(&ctx.app, doc))
         })
         .collect();
     Ok(Reply::List {
@@ -129,7 +129,7 @@ pub async fn list(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
 /// The application `name` in `app_ns` if the caller may perform `action` on it. See the module
 /// comment for what a missing or hidden application answers.
 fn authorized(
-    state: &AppState,
+    state: &App,
     principal: &Principal,
     app_ns: &str,
     name: &str,
@@ -184,7 +184,7 @@ pub async fn get(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
         .or(q.project.first())
         .cloned()
         .unwrap_or_default();
-    let doc = authorized(&ctx.state, principal, &q.app_namespace, &q.name, &project, "get")?;
+    let doc = authorized(&ctx.app, principal, &q.app_namespace, &q.name, &project, "get")?;
     Ok(Reply::Doc(doc))
 }
 
@@ -268,7 +268,7 @@ impl AppView {
 }
 
 /// Checks an application against its project and the server's rules; returns its key.
-fn validate(state: &AppState, app: &AppView) -> Result<Key, AppError> {
+fn validate(state: &App, app: &AppView) -> Result<Key, AppError> {
     check_object_name("application", &app.metadata.name)?;
     let ns = namespace_of(state, &app.metadata.namespace);
     check_object_name("namespace", &ns)?;
@@ -324,7 +324,7 @@ fn validate(state: &AppState, app: &AppView) -> Result<Key, AppError> {
 
 /// The server URL of the cluster named `name` (the in-cluster destination included while it is
 /// enabled).
-fn cluster_server_by_name(state: &AppState, name: &str) -> Result<String, AppError> {
+fn cluster_server_by_name(state: &App, name: &str) -> Result<String, AppError> {
     use super::cluster::lookup::{Lookup, find};
     find(state, &Lookup::Name(name.to_owned()))
         .map(|cluster| cluster.server)
@@ -383,11 +383,11 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let (value, app) = AppView::canonical(client_fields(req.application))?;
     // RBAC first: whether a project exists is not told to a caller who may not create in it.
-    let ns = namespace_of(&ctx.state, &app.metadata.namespace);
-    let object = rbac_object(&ctx.state.namespace, app.project(), &ns, &app.metadata.name);
-    ctx.state.rbac.enforce(principal, RESOURCE, "create", &object)?;
-    let key = validate(&ctx.state, &app)?;
-    if let Some(existing) = ctx.state.registry.get(&key) {
+    let ns = namespace_of(&ctx.app, &app.metadata.namespace);
+    let object = rbac_object(&ctx.app.namespace, app.project(), &ns, &app.metadata.name);
+    ctx.app.rbac.enforce(principal, RESOURCE, "create", &object)?;
+    let key = validate(&ctx.app, &app)?;
+    if let Some(existing) = ctx.app.registry.get(&key) {
         let stored = existing.value();
         let stored_app = AppView::read(&stored)?;
         if stored.get("spec") == value.get("spec")
@@ -400,13 +400,13 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
                 "existing application spec is different, use upsert flag to force update".to_owned(),
             ));
         }
-        ctx.state
+        ctx.app
             .rbac
-            .enforce(principal, RESOURCE, "update", &doc_object(&ctx.state, &existing))?;
-        ctx.state.rbac.enforce(principal, RESOURCE, "update", &object)?;
+            .enforce(principal, RESOURCE, "update", &doc_object(&ctx.app, &existing))?;
+        ctx.app.rbac.enforce(principal, RESOURCE, "update", &object)?;
         let value = keep_server_fields(value, &stored);
         return write(
-            &ctx.state,
+            &ctx.app,
             &app,
             Change::Update {
                 key,
@@ -416,12 +416,12 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         )
         .await;
     }
-    write(&ctx.state, &app, Change::Create { key, value }).await
+    write(&ctx.app, &app, Change::Create { key, value }).await
 }
 
 /// Writes an application after checking it against its project again under the registry's
 /// write lock: a project changed or deleted since `validate` cannot strand an invalid one.
-async fn write(state: &AppState, app: &AppView, change: Change) -> Result<Reply, AppError> {
+async fn write(state: &App, app: &AppView, change: Change) -> Result<Reply, AppError> {
     let still_valid = |_: &crate::registry::Registry| validate(state, app).map(|_| ());
     Ok(Reply::written(
         state.registry.apply_one_if(still_valid, change).await?,
@@ -443,7 +443,7 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let (value, app) = AppView::canonical(client_fields(req.application))?;
     let existing = authorized(
-        &ctx.state,
+        &ctx.app,
         principal,
         &app.metadata.namespace,
         &app.metadata.name,
@@ -451,11 +451,11 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
         "update",
     )?;
     let resource_version = app.metadata.resource_version.clone();
-    replace(&ctx.state, principal, &existing, (value, app), &resource_version).await
+    replace(&ctx.app, principal, &existing, (value, app), &resource_version).await
 }
 
 async fn replace(
-    state: &AppState,
+    state: &App,
     principal: &Principal,
     existing: &DocRef,
     (value, app): (Value, AppView),
@@ -490,7 +490,7 @@ pub struct UpdateSpecRequest {
 pub async fn update_spec(ctx: Ctx, req: UpdateSpecRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let existing = authorized(
-        &ctx.state,
+        &ctx.app,
         principal,
         &req.app_namespace,
         &req.name,
@@ -504,7 +504,7 @@ pub async fn update_spec(ctx: Ctx, req: UpdateSpecRequest) -> Result<Reply, AppE
     default_project(&mut value);
     let rv = existing.rv.to_string();
     let new = AppView::canonical(value)?;
-    let Reply::Doc(doc) = replace(&ctx.state, principal, &existing, new, &rv).await? else {
+    let Reply::Doc(doc) = replace(&ctx.app, principal, &existing, new, &rv).await? else {
         return Err(AppError::Internal(anyhow::anyhow!("update gave no object")));
     };
     Ok(Reply::Message(
@@ -526,7 +526,7 @@ pub struct PatchRequest {
 pub async fn patch(ctx: Ctx, req: PatchRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let existing = authorized(
-        &ctx.state,
+        &ctx.app,
         principal,
         &req.app_namespace,
         &req.name,
@@ -552,7 +552,7 @@ pub async fn patch(ctx: Ctx, req: PatchRequest) -> Result<Reply, AppError> {
     }
     let rv = existing.rv.to_string();
     let new = AppView::canonical(client_fields(value))?;
-    replace(&ctx.state, principal, &existing, new, &rv).await
+    replace(&ctx.app, principal, &existing, new, &rv).await
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -568,17 +568,17 @@ pub struct DeleteRequest {
 pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let existing = authorized(
-        &ctx.state,
+        &ctx.app,
         principal,
         &req.app_namespace,
         &req.name,
         &req.project,
         "get",
     )?;
-    ctx.state
+    ctx.app
         .rbac
-        .enforce(principal, RESOURCE, "delete", &doc_object(&ctx.state, &existing))?;
-    ctx.state
+        .enforce(principal, RESOURCE, "delete", &doc_object(&ctx.app, &existing))?;
+    ctx.app
         .registry
         .apply(vec![Change::Delete {
             key: existing.key.clone(),
@@ -600,7 +600,7 @@ pub struct ResourcesQuery {
 pub async fn resource_tree(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     authorized(
-        &ctx.state,
+        &ctx.app,
         principal,
         &q.app_namespace,
         &q.application_name,
@@ -624,16 +624,9 @@ pub struct SyncWindowsQuery {
 /// among the assigned windows when it reads as one, and is never active.
 pub async fn sync_windows(ctx: Ctx, q: SyncWindowsQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(
-        &ctx.state,
-        principal,
-        &q.app_namespace,
-        &q.name,
-        &q.project,
-        "get",
-    )?;
+    let doc = authorized(&ctx.app, principal, &q.app_namespace, &q.name, &q.project, "get")?;
     let app = AppView::read(&doc.value())?;
-    let assignment = assigned_windows(&ctx.state, &app);
+    let assignment = assigned_windows(&ctx.app, &app);
     let assigned = &assignment.windows;
     let now = jiff::Timestamp::now();
     let view = |w: &SyncWindow| {
@@ -659,7 +652,7 @@ pub async fn sync_windows(ctx: Ctx, q: SyncWindowsQuery) -> Result<Reply, AppErr
 /// The sync windows of the application's project that match it (by name, destination
 /// namespace, destination server or name), with the invalid ones that block it: those that
 /// match it, and those that do not read as a window at all (see [`Assignment`]).
-fn assigned_windows(state: &AppState, app: &AppView) -> Assignment {
+fn assigned_windows(state: &App, app: &AppView) -> Assignment {
     let Some(project) = state
         .registry
         .get(&Key::new(Kind::AppProject, &state.namespace, app.project()))
@@ -685,7 +678,7 @@ fn assigned_windows(state: &AppState, app: &AppView) -> Assignment {
 pub async fn watch_resource_tree(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     authorized(
-        &ctx.state,
+        &ctx.app,
         principal,
         &q.app_namespace,
         &q.application_name,
@@ -709,27 +702,13 @@ pub struct NamedQuery {
 /// Kubernetes events of the application's resources: none, as tiphys watches no cluster.
 pub async fn list_events(ctx: Ctx, q: NamedQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    authorized(
-        &ctx.state,
-        principal,
-        &q.app_namespace,
-        &q.name,
-        &q.project,
-        "get",
-    )?;
+    authorized(&ctx.app, principal, &q.app_namespace, &q.name, &q.project, "get")?;
     Ok(Reply::Message(serde_json::json!({"metadata": {}})))
 }
 
 /// Links configured for applications (argocd-cm `application.links`): none configured.
 pub async fn list_links(ctx: Ctx, q: NamedQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    authorized(
-        &ctx.state,
-        principal,
-        &q.app_namespace,
-        &q.name,
-        &q.project,
-        "get",
-    )?;
+    authorized(&ctx.app, principal, &q.app_namespace, &q.name, &q.project, "get")?;
     Ok(Reply::Message(Value::Object(Map::new())))
 }

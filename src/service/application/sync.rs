@@ -5,11 +5,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{AppView, assigned_windows, authorized, denied, doc_object, validate};
+use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef};
-use crate::rpc::{Ctx, Reply};
-use crate::server::state::AppState;
+use crate::service::{Ctx, Reply};
 
 #[derive(Deserialize, Default, Debug)]
 #[serde(default, rename_all = "camelCase")]
@@ -38,7 +38,7 @@ pub struct SyncOptions {
 
 pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let state = &ctx.state;
+    let state = &ctx.app;
     let (existing, object) = may_sync(state, principal, &req.app_namespace, &req.name, &req.project)?;
     // Local manifests replace what the repository says: they need `override` (SEC-23).
     if !req.manifests.is_empty() {
@@ -134,7 +134,7 @@ pub struct TerminateRequest {
 /// controller has started yet is simply withdrawn.
 pub async fn terminate_operation(ctx: Ctx, req: TerminateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let state = &ctx.state;
+    let state = &ctx.app;
     let (existing, _) = may_sync(state, principal, &req.app_namespace, &req.name, &req.project)?;
     let mut value = existing.value();
     let running = value
@@ -196,7 +196,7 @@ fn check_auto_sync(app: &Value, req: &SyncRequest) -> Result<(), AppError> {
 /// A manual sync the project's sync windows forbid now is refused, as upstream refuses it
 /// (`PermissionDenied`, "cannot sync: blocked by sync window"), naming the window; so is one
 /// that an invalid window of the project blocks ("the project has an invalid sync window").
-fn check_sync_windows(state: &AppState, app: &AppView) -> Result<(), AppError> {
+fn check_sync_windows(state: &App, app: &AppView) -> Result<(), AppError> {
     match assigned_windows(state, app).refusal(jiff::Timestamp::now()) {
         None => Ok(()),
         Some(why) => Err(AppError::PermissionDenied(why)),
@@ -204,7 +204,7 @@ fn check_sync_windows(state: &AppState, app: &AppView) -> Result<(), AppError> {
 }
 
 fn may_sync(
-    state: &AppState,
+    state: &App,
     principal: &Principal,
     app_ns: &str,
     name: &str,

@@ -9,12 +9,12 @@ use futures_util::StreamExt as _;
 use futures_util::stream;
 
 use super::{AppQuery, Filter, doc_object};
+use crate::app::App;
 use crate::error::AppError;
 use crate::principal::{Caller, Credentials};
 use crate::registry::{DocRef, EventType, Kind, Subscription, WatchError};
-use crate::rpc::{Ctx, Reply, StreamItem};
-use crate::server::state::AppState;
 use crate::service::resource::parse_resource_version;
+use crate::service::{Ctx, Reply, StreamItem};
 
 /// How often a quiet watch re-checks that the caller's session is still valid.
 const RECHECK: Duration = Duration::from_secs(10);
@@ -23,7 +23,7 @@ pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     ctx.caller.require()?;
     let filter = Filter::new(&q)?;
     let since = parse_resource_version(&q.resource_version)?;
-    let registry = &ctx.state.registry;
+    let registry = &ctx.app.registry;
     let (initial, sub) = match since {
         Some(rv) if q.name.is_empty() => (
             Vec::new(),
@@ -31,7 +31,7 @@ pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
         ),
         _ => registry.list_and_watch(Kind::Application).map_err(watch_error)?,
     };
-    let state = Arc::clone(&ctx.state);
+    let state = Arc::clone(&ctx.app);
     let caller = ctx.caller.clone();
     let visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync> = Arc::new(move |doc: &DocRef| {
         filter.matches(doc)
@@ -53,13 +53,13 @@ pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
             }))
         })
     };
-    let live = live_events(Arc::clone(&ctx.state), ctx.caller.clone(), sub, visible);
+    let live = live_events(Arc::clone(&ctx.app), ctx.caller.clone(), sub, visible);
     Ok(Reply::Stream(first.chain(live).boxed()))
 }
 
 /// Live events, ending with an error when the session ends or the watch cannot continue.
 fn live_events(
-    state: Arc<AppState>,
+    state: Arc<App>,
     caller: Caller,
     sub: Subscription,
     visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync>,
@@ -119,7 +119,7 @@ fn live_events(
 }
 
 /// Whether the token the stream was opened with is still good (not expired, not revoked).
-fn session_valid(state: &AppState, caller: &Caller) -> Result<(), AppError> {
+fn session_valid(state: &App, caller: &Caller) -> Result<(), AppError> {
     match &caller.credentials {
         Credentials::Valid(token) => state
             .sessions

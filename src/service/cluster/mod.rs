@@ -13,9 +13,6 @@
 
 pub(crate) mod lookup;
 
-use std::sync::Arc;
-
-use http::Method;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -27,19 +24,16 @@ use super::sensitive::{
     CLUSTER, CLUSTER_LIST, canonical, check_no_password, denied, list, missing, object_mut, unknown_state,
     write,
 };
+use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, Key, Kind};
-use crate::rpc::{Body, Ctx, Handler, Reply, Rpc, call, route};
-use crate::server::state::AppState;
+use crate::service::{Ctx, Reply};
 
 const RESOURCE: &str = "clusters";
 const WHAT: &str = "cluster";
 
 const NO_CONNECTION: &str = "tiphys does not connect to clusters; the connection state is not checked";
-const NO_ROTATE_AUTH: &str = "tiphys does not connect to clusters, so it cannot rotate a service-account token \
-     inside one: create a new token and update the cluster's config.bearerToken";
-
 /// Fields callers may name in `updatedFields`, as upstream (plus `shard` and `config`).
 const UPDATABLE: &[&str] = &[
     "name",
@@ -56,59 +50,6 @@ const UPDATABLE: &[&str] = &[
 const SERVER_FIELDS: &[&str] = &["info", "connectionState", "serverVersion", "refreshRequestedAt"];
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-pub fn rpcs() -> Vec<Arc<Rpc>> {
-    let rpc = |path, rest, handler| Arc::new(Rpc { path, rest, handler });
-    vec![
-        rpc(
-            "/cluster.ClusterService/List",
-            vec![route(Method::GET, "/api/v1/clusters", Body::None)],
-            call(list_clusters),
-        ),
-        rpc(
-            "/cluster.ClusterService/Create",
-            vec![route(Method::POST, "/api/v1/clusters", Body::Field("cluster"))],
-            call(create),
-        ),
-        rpc(
-            "/cluster.ClusterService/Get",
-            vec![route(Method::GET, "/api/v1/clusters/{id.value}", Body::None)],
-            call(get),
-        ),
-        rpc(
-            "/cluster.ClusterService/Update",
-            vec![route(
-                Method::PUT,
-                "/api/v1/clusters/{id.value}",
-                Body::Field("cluster"),
-            )],
-            call(update),
-        ),
-        rpc(
-            "/cluster.ClusterService/Delete",
-            vec![route(Method::DELETE, "/api/v1/clusters/{id.value}", Body::None)],
-            call(delete),
-        ),
-        rpc(
-            "/cluster.ClusterService/RotateAuth",
-            vec![route(
-                Method::POST,
-                "/api/v1/clusters/{id.value}/rotate-auth",
-                Body::None,
-            )],
-            Handler::Unimplemented(NO_ROTATE_AUTH),
-        ),
-        rpc(
-            "/cluster.ClusterService/InvalidateCache",
-            vec![route(
-                Method::POST,
-                "/api/v1/clusters/{id.value}/invalidate-cache",
-                Body::None,
-            )],
-            call(invalidate_cache),
-        ),
-    ]
-}
 
 /// `ClusterQuery` (List, Get, Delete, RotateAuth, InvalidateCache).
 #[derive(Deserialize, Default, Debug)]
@@ -129,12 +70,7 @@ impl ClusterQuery {
 
 /// The cluster `lookup` names if the caller may perform `action` on it; see the module
 /// comment for what a missing or hidden cluster answers.
-fn authorized(
-    state: &AppState,
-    principal: &Principal,
-    lookup: &Lookup,
-    action: &str,
-) -> Result<Entry, AppError> {
+fn authorized(state: &App, principal: &Principal, lookup: &Lookup, action: &str) -> Result<Entry, AppError> {
     let allows = |object: &str| state.rbac.allows(principal, RESOURCE, action, object);
     match lookup::find(state, lookup) {
         Some(entry) if allows(&entry.rbac_object()) => Ok(entry),
@@ -170,7 +106,7 @@ fn answer(entry: &Entry, counts: &AppCounts) -> Result<Value, AppError> {
     canonical(CLUSTER, &value)
 }
 
-fn answer_one(state: &AppState, entry: &Entry) -> Result<Reply, AppError> {
+fn answer_one(state: &App, entry: &Entry) -> Result<Reply, AppError> {
     Ok(Reply::Message(answer(entry, &AppCounts::load(state))?))
 }
 
@@ -182,18 +118,14 @@ pub async fn list_clusters(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError>
         None => None,
     };
     let server = normalize_server(&q.server);
-    let (resource_version, entries) = lookup::all(&ctx.state);
-    let counts = AppCounts::load(&ctx.state);
+    let (resource_version, entries) = lookup::all(&ctx.app);
+    let counts = AppCounts::load(&ctx.app);
     let items = entries
         .iter()
         .filter(|e| by_id.as_ref().is_none_or(|l| l.matches(e)))
         .filter(|e| server.is_empty() || e.server == server)
         .filter(|e| q.name.is_empty() || e.name == q.name)
-        .filter(|e| {
-            ctx.state
-                .rbac
-                .allows(principal, RESOURCE, "get", &e.rbac_object())
-        })
+        .filter(|e| ctx.app.rbac.allows(principal, RESOURCE, "get", &e.rbac_object()))
         .map(|e| answer(e, &counts))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Reply::Message(list(CLUSTER_LIST, resource_version, items)?))
@@ -201,16 +133,16 @@ pub async fn list_clusters(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError>
 
 pub async fn get(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let entry = authorized(&ctx.state, principal, &q.lookup()?, "get")?;
-    answer_one(&ctx.state, &entry)
+    let entry = authorized(&ctx.app, principal, &q.lookup()?, "get")?;
+    answer_one(&ctx.app, &entry)
 }
 
 /// InvalidateCache: tiphys keeps no cluster cache, so there is nothing to drop; answers the
 /// cluster, as upstream does, to a caller allowed to `update` it.
 pub async fn invalidate_cache(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let entry = authorized(&ctx.state, principal, &q.lookup()?, "update")?;
-    answer_one(&ctx.state, &entry)
+    let entry = authorized(&ctx.app, principal, &q.lookup()?, "update")?;
+    answer_one(&ctx.app, &entry)
 }
 
 /// What a caller sends, without what the server owns; the server URL without a trailing
@@ -231,7 +163,7 @@ fn client_fields(mut value: Value) -> Value {
 }
 
 /// A cluster's server must be an http(s) URL without a password, and its name non-empty.
-fn validate(state: &AppState, view: &ClusterView) -> Result<(), AppError> {
+fn validate(state: &App, view: &ClusterView) -> Result<(), AppError> {
     let server = &view.server;
     if server.is_empty() {
         return Err(AppError::InvalidArgument("cluster server is required".to_owned()));
@@ -294,7 +226,7 @@ fn store(entry: &Entry, value: Value) -> Change {
     }
 }
 
-async fn save(state: &AppState, change: Change) -> Result<Reply, AppError> {
+async fn save(state: &App, change: Change) -> Result<Reply, AppError> {
     let doc = write(state, WHAT, change).await?;
     let Some(doc) = doc else {
         return Ok(Reply::Message(Value::Object(Map::new())));
@@ -316,21 +248,21 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let value = client_fields(req.cluster);
     let view = ClusterView::read(&value);
-    validate(&ctx.state, &view)?;
-    let allows = |action: &str, object: &str| ctx.state.rbac.allows(principal, RESOURCE, action, object);
+    validate(&ctx.app, &view)?;
+    let allows = |action: &str, object: &str| ctx.app.rbac.allows(principal, RESOURCE, action, object);
     let object = rbac_object(&view.project, &view.server);
     if !allows("create", &object) {
         return Err(denied());
     }
-    let (_, entries) = lookup::all(&ctx.state);
+    let (_, entries) = lookup::all(&ctx.app);
     check_name_free(&entries, &view)?;
     let existing = entries.into_iter().find(|e| e.server == view.server);
     let Some(existing) = existing else {
         let key = Key::new(Kind::Cluster, "", &view.server);
-        return save(&ctx.state, Change::Create { key, value }).await;
+        return save(&ctx.app, Change::Create { key, value }).await;
     };
     if canonical(CLUSTER, &existing.value)? == canonical(CLUSTER, &value)? {
-        return answer_one(&ctx.state, &existing);
+        return answer_one(&ctx.app, &existing);
     }
     if !req.upsert {
         return Err(AppError::InvalidArgument(
@@ -340,7 +272,7 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     if !allows("update", &existing.rbac_object()) || !allows("update", &object) {
         return Err(denied());
     }
-    save(&ctx.state, store(&existing, value)).await
+    save(&ctx.app, store(&existing, value)).await
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -361,8 +293,8 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let body_view = ClusterView::read(&body);
     let lookup = Lookup::from_parts(req.id.as_ref(), &body_view.server, &body_view.name)?
         .ok_or_else(|| AppError::InvalidArgument("name the cluster by server, name or id".to_owned()))?;
-    let existing = authorized(&ctx.state, principal, &lookup, "update")?;
-    let allows = |object: &str| ctx.state.rbac.allows(principal, RESOURCE, "update", object);
+    let existing = authorized(&ctx.app, principal, &lookup, "update")?;
+    let allows = |object: &str| ctx.app.rbac.allows(principal, RESOURCE, "update", object);
 
     let mut value = if req.updated_fields.is_empty() {
         body
@@ -385,10 +317,10 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
                 .to_owned(),
         ));
     }
-    validate(&ctx.state, &view)?;
-    let (_, entries) = lookup::all(&ctx.state);
+    validate(&ctx.app, &view)?;
+    let (_, entries) = lookup::all(&ctx.app);
     check_name_free(&entries, &view)?;
-    save(&ctx.state, store(&existing, value)).await
+    save(&ctx.app, store(&existing, value)).await
 }
 
 /// The stored cluster with `fields` taken from `body` (a field absent there is cleared).
@@ -420,7 +352,7 @@ fn partial(stored: &Value, body: &Value, fields: &[String]) -> Result<Value, App
 /// not stored: it is turned off in argocd-cm, not deleted.
 pub async fn delete(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let entry = authorized(&ctx.state, principal, &q.lookup()?, "delete")?;
+    let entry = authorized(&ctx.app, principal, &q.lookup()?, "delete")?;
     let Some(doc) = entry.stored else {
         return Err(AppError::FailedPrecondition(
             "the in-cluster destination is built in: set cluster.inClusterEnabled: \"false\" in argocd-cm to remove it"
@@ -428,7 +360,7 @@ pub async fn delete(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
         ));
     };
     write(
-        &ctx.state,
+        &ctx.app,
         WHAT,
         Change::Delete {
             key: doc.key.clone(),

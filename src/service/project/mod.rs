@@ -9,120 +9,28 @@ mod tokens;
 mod validate;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
-use http::Method;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-pub use self::tokens::RegistryTokens;
-use self::tokens::{carry_tokens, create_token, delete_token, strip_tokens};
+use self::tokens::{carry_tokens, strip_tokens};
+pub use self::tokens::{create_token, delete_token};
 use self::validate::{check_project, normalize_policies};
 use super::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER, ProjectRules};
 use super::redact;
 use super::resource::{check_object_name, parse_resource_version};
 use super::sync_windows::SyncWindow;
+use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
-use crate::rpc::{Body, Ctx, Handler, Reply, Route, Rpc, call, route};
-use crate::server::state::AppState;
+use crate::service::{Ctx, Reply};
 
 const RESOURCE: &str = "projects";
 /// The project every server has; it cannot be deleted (upstream reserves the name).
 const DEFAULT_PROJECT: &str = "default";
 
-fn rpc(path: &'static str, rest: Vec<Route>, handler: Handler) -> Arc<Rpc> {
-    Arc::new(Rpc { path, rest, handler })
-}
-
-/// Every rpc of `project.ProjectService`, with upstream's REST mappings.
-pub fn rpcs() -> Vec<Arc<Rpc>> {
-    vec![
-        rpc(
-            "/project.ProjectService/CreateToken",
-            vec![route(
-                Method::POST,
-                "/api/v1/projects/{project}/roles/{role}/token",
-                Body::All,
-            )],
-            call(create_token),
-        ),
-        rpc(
-            "/project.ProjectService/DeleteToken",
-            vec![route(
-                Method::DELETE,
-                "/api/v1/projects/{project}/roles/{role}/token/{iat}",
-                Body::None,
-            )],
-            call(delete_token),
-        ),
-        rpc(
-            "/project.ProjectService/Create",
-            vec![route(Method::POST, "/api/v1/projects", Body::All)],
-            call(create),
-        ),
-        rpc(
-            "/project.ProjectService/List",
-            vec![route(Method::GET, "/api/v1/projects", Body::None)],
-            call(list),
-        ),
-        rpc(
-            "/project.ProjectService/GetDetailedProject",
-            vec![route(Method::GET, "/api/v1/projects/{name}/detailed", Body::None)],
-            call(get_detailed),
-        ),
-        rpc(
-            "/project.ProjectService/Get",
-            vec![route(Method::GET, "/api/v1/projects/{name}", Body::None)],
-            call(get),
-        ),
-        rpc(
-            "/project.ProjectService/GetGlobalProjects",
-            vec![route(
-                Method::GET,
-                "/api/v1/projects/{name}/globalprojects",
-                Body::None,
-            )],
-            call(global_projects),
-        ),
-        rpc(
-            "/project.ProjectService/Update",
-            vec![route(
-                Method::PUT,
-                "/api/v1/projects/{project.metadata.name}",
-                Body::All,
-            )],
-            call(update),
-        ),
-        rpc(
-            "/project.ProjectService/Delete",
-            vec![route(Method::DELETE, "/api/v1/projects/{name}", Body::None)],
-            call(delete),
-        ),
-        rpc(
-            "/project.ProjectService/ListEvents",
-            vec![route(Method::GET, "/api/v1/projects/{name}/events", Body::None)],
-            call(list_events),
-        ),
-        rpc(
-            "/project.ProjectService/GetSyncWindowsState",
-            vec![route(
-                Method::GET,
-                "/api/v1/projects/{name}/syncwindows",
-                Body::None,
-            )],
-            call(sync_windows_state),
-        ),
-        rpc(
-            "/project.ProjectService/ListLinks",
-            vec![route(Method::GET, "/api/v1/projects/{name}/links", Body::None)],
-            call(list_links),
-        ),
-    ]
-}
-
-fn project_key(state: &AppState, name: &str) -> Key {
+fn project_key(state: &App, name: &str) -> Key {
     Key::new(Kind::AppProject, &state.namespace, name)
 }
 
@@ -132,7 +40,7 @@ fn not_found(name: &str) -> AppError {
 
 /// Project `name` if the caller may perform `action` on it. The permission is decided first,
 /// on the requested name alone (see the module comment).
-fn authorized(state: &AppState, principal: &Principal, name: &str, action: &str) -> Result<DocRef, AppError> {
+fn authorized(state: &App, principal: &Principal, name: &str, action: &str) -> Result<DocRef, AppError> {
     state.rbac.enforce(principal, RESOURCE, action, name)?;
     state
         .registry
@@ -150,10 +58,10 @@ pub struct ProjectQuery {
 /// The projects the caller may `get`.
 pub async fn list(ctx: Ctx, _q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let (resource_version, docs) = ctx.state.registry.list(Kind::AppProject);
+    let (resource_version, docs) = ctx.app.registry.list(Kind::AppProject);
     let items = docs
         .into_iter()
-        .filter(|doc| ctx.state.rbac.allows(principal, RESOURCE, "get", &doc.key.name))
+        .filter(|doc| ctx.app.rbac.allows(principal, RESOURCE, "get", &doc.key.name))
         .collect();
     Ok(Reply::List {
         resource_version,
@@ -163,16 +71,16 @@ pub async fn list(ctx: Ctx, _q: ProjectQuery) -> Result<Reply, AppError> {
 
 pub async fn get(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    authorized(&ctx.state, principal, &q.name, "get").map(Reply::Doc)
+    authorized(&ctx.app, principal, &q.name, "get").map(Reply::Doc)
 }
 
 /// The project with the repositories and clusters scoped to it, their credentials removed
 /// (SEC-17). tiphys has no global projects (argocd-cm `globalProjects`), so none is listed.
 pub async fn get_detailed(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(&ctx.state, principal, &q.name, "get")?;
+    let doc = authorized(&ctx.app, principal, &q.name, "get")?;
     let scoped = |kind: Kind, clean: fn(&mut Value)| -> Vec<Value> {
-        let (_, docs) = ctx.state.registry.list(kind);
+        let (_, docs) = ctx.app.registry.list(kind);
         docs.iter()
             .filter(|d| d.summary.project == q.name)
             .map(|d| {
@@ -198,21 +106,21 @@ pub async fn get_detailed(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> 
 /// Global projects (argocd-cm `globalProjects`) are not supported: none.
 pub async fn global_projects(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    authorized(&ctx.state, principal, &q.name, "get")?;
+    authorized(&ctx.app, principal, &q.name, "get")?;
     Ok(Reply::Message(Value::Object(Map::new())))
 }
 
 /// Kubernetes events about the project: none, as tiphys watches no cluster.
 pub async fn list_events(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    authorized(&ctx.state, principal, &q.name, "get")?;
+    authorized(&ctx.app, principal, &q.name, "get")?;
     Ok(Reply::Message(serde_json::json!({"metadata": {}})))
 }
 
 /// Deep links for projects (argocd-cm `project.links`): none configured.
 pub async fn list_links(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    authorized(&ctx.state, principal, &q.name, "get")?;
+    authorized(&ctx.app, principal, &q.name, "get")?;
     Ok(Reply::Message(Value::Object(Map::new())))
 }
 
@@ -220,7 +128,7 @@ pub async fn list_links(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
 /// select), as stored.
 pub async fn sync_windows_state(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(&ctx.state, principal, &q.name, "get")?;
+    let doc = authorized(&ctx.app, principal, &q.name, "get")?;
     let now = jiff::Timestamp::now();
     let value = doc.value();
     let active: Vec<Value> = value
@@ -255,7 +163,7 @@ struct NameView {
 
 /// The project a client sent, as the use cases store it: in the server's namespace, with
 /// normalized policy lines.
-fn client_project(state: &AppState, project: Option<Value>) -> Result<(Value, MetaView), AppError> {
+fn client_project(state: &App, project: Option<Value>) -> Result<(Value, MetaView), AppError> {
     let mut value = match project {
         Some(v @ Value::Object(_)) => v,
         _ => {
@@ -291,7 +199,7 @@ fn comparable_spec(value: &Value) -> Result<Value, AppError> {
     Ok(canonical.get("spec").cloned().unwrap_or(Value::Null))
 }
 
-async fn write(state: &AppState, change: Change) -> Result<Reply, AppError> {
+async fn write(state: &App, change: Change) -> Result<Reply, AppError> {
     Ok(Reply::written(state.registry.apply_one(change).await?))
 }
 
@@ -308,7 +216,7 @@ pub struct CreateRequest {
 /// `projects, update` (its tokens stay for the roles it keeps).
 pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let state = &ctx.state;
+    let state = &ctx.app;
     let (mut value, meta) = client_project(state, req.project)?;
     check_object_name("project", &meta.name)?;
     state.rbac.enforce(principal, RESOURCE, "create", &meta.name)?;
@@ -363,7 +271,7 @@ pub struct UpdateRequest {
 /// stored one (else ABORTED). Tokens may be dropped, never added.
 pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let state = &ctx.state;
+    let state = &ctx.app;
     let (mut value, meta) = client_project(state, req.project)?;
     if meta.name.is_empty() {
         return Err(AppError::InvalidArgument(
@@ -450,7 +358,7 @@ fn comparable_field<'a>(spec: &'a Value, field: &str) -> Option<&'a Value> {
 /// Refuses an update after which applications of the project that its old rules permitted
 /// would no longer be permitted (their sources or destinations), as upstream does.
 fn check_applications_stay_valid(
-    state: &AppState,
+    state: &App,
     project: &str,
     old: &Value,
     new: &Value,
@@ -522,7 +430,7 @@ fn check_applications_stay_valid(
 /// Deletes a project no application uses (`projects, delete`). `default` cannot be deleted.
 pub async fn delete(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let state = &ctx.state;
+    let state = &ctx.app;
     if q.name == DEFAULT_PROJECT {
         return Err(AppError::InvalidArgument(
             "the default project cannot be deleted".to_owned(),

@@ -1,5 +1,5 @@
 //! Project role tokens: `CreateToken` and `DeleteToken`, the bookkeeping of issued tokens on
-//! the project, and the check that lets a presented token in ([`RegistryTokens`]).
+//! the project. The check that lets a presented token in is `app::projects`.
 //!
 //! A role's tokens are recorded twice, as upstream does: `spec.roles[].jwtTokens` and
 //! `status.jwtTokensByRole[<role>].items`, each entry `{iat, exp, id}`. Both lists always hold
@@ -11,140 +11,34 @@
 //! The lists are the server's: a created project starts without tokens, and an update may drop
 //! entries but never adds one (an old export applied again cannot bring a revoked token back).
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{RESOURCE, project_key};
-use crate::auth::sessions::{ProjectTokenClaims, ProjectTokens};
+use crate::app::App;
 use crate::error::AppError;
-use crate::json::is_zero;
 use crate::principal::Principal;
-use crate::registry::{Change, DocRef, Key, Kind, Registry, RegistryError};
-use crate::rpc::{Ctx, Reply};
-use crate::server::state::AppState;
+use crate::registry::projects::{Roles, TokenEntry, merge_tokens};
+use crate::registry::{Change, DocRef, RegistryError};
+use crate::service::{Ctx, Reply};
 
 /// Tries of a read-modify-write of a project that others may be writing at the same time.
 const WRITE_ATTEMPTS: usize = 5;
-
-/// One issued token as a role records it (`JWTToken`).
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
-#[serde(default)]
-pub struct TokenEntry {
-    pub iat: i64,
-    /// Unix seconds; 0: no expiry.
-    #[serde(skip_serializing_if = "is_zero")]
-    pub exp: i64,
-    #[serde(skip_serializing_if = "is_zero")]
-    pub id: String,
-}
-
-impl TokenEntry {
-    /// The entry's identity: its id, or its issue time for an entry without one.
-    fn normalized(mut self) -> Self {
-        if self.id.is_empty() {
-            self.id = self.iat.to_string();
-        }
-        self
-    }
-
-    /// Whether a presented token is the one this entry records.
-    fn records(&self, claims: &ProjectTokenClaims<'_>) -> bool {
-        let id_matches = if claims.jti.is_empty() {
-            self.id == claims.iat.to_string()
-        } else {
-            self.id == claims.jti
-        };
-        id_matches && self.iat == claims.iat && self.exp == claims.exp.unwrap_or(0)
-    }
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct TokensView {
-    spec: SpecView,
-    status: StatusView,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct SpecView {
-    roles: Vec<RoleView>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct RoleView {
-    name: String,
-    groups: Vec<String>,
-    jwt_tokens: Vec<TokenEntry>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default, rename_all = "camelCase")]
-struct StatusView {
-    jwt_tokens_by_role: BTreeMap<String, ItemsView>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ItemsView {
-    items: Vec<TokenEntry>,
-}
-
-/// The roles of a project JSON with their groups and tokens (spec and status merged).
-struct Roles(Vec<(String, Vec<String>, Vec<TokenEntry>)>);
-
-impl Roles {
-    fn read(project: &Value) -> Self {
-        let view = TokensView::deserialize(project).unwrap_or_default();
-        let mut status = view.status.jwt_tokens_by_role;
-        Self(
-            view.spec
-                .roles
-                .into_iter()
-                .map(|role| {
-                    let from_status = status.remove(&role.name).map(|i| i.items).unwrap_or_default();
-                    let tokens = merge(role.jwt_tokens.into_iter().chain(from_status));
-                    (role.name, role.groups, tokens)
-                })
-                .collect(),
-        )
-    }
-
-    fn role(&self, name: &str) -> Option<(&[String], &[TokenEntry])> {
-        self.0
-            .iter()
-            .find(|(n, _, _)| n == name)
-            .map(|(_, groups, tokens)| (groups.as_slice(), tokens.as_slice()))
-    }
-}
-
-/// Entries by id (the last one read wins), newest first.
-fn merge(entries: impl Iterator<Item = TokenEntry>) -> Vec<TokenEntry> {
-    let mut by_id = BTreeMap::new();
-    for entry in entries.map(TokenEntry::normalized) {
-        by_id.insert(entry.id.clone(), entry);
-    }
-    let mut tokens: Vec<TokenEntry> = by_id.into_values().collect();
-    tokens.sort_by(|a, b| b.iat.cmp(&a.iat).then_with(|| a.id.cmp(&b.id)));
-    tokens
-}
 
 /// The tokens role `role` of `project` records (empty when it has none or does not exist).
 pub fn role_tokens(project: &Value, role: &str) -> Vec<TokenEntry> {
     Roles::read(project)
         .role(role)
-        .map(|(_, tokens)| tokens.to_vec())
+        .map(|r| r.tokens.clone())
         .unwrap_or_default()
 }
 
 /// The groups of role `role`, or `None` when the project has no such role.
 pub fn role_groups(project: &Value, role: &str) -> Option<Vec<String>> {
-    Roles::read(project).role(role).map(|(groups, _)| groups.to_vec())
+    Roles::read(project).role(role).map(|r| r.groups.clone())
 }
 
 /// Writes the token lists of every role of `project` (spec and status alike) from `tokens`;
@@ -203,10 +97,10 @@ pub fn strip_tokens(project: &mut Value) {
 pub fn carry_tokens(new: &mut Value, stored: &Value, listed: Option<&Value>) {
     let stored = Roles::read(stored);
     let listed = listed.map(Roles::read);
-    let names: Vec<String> = Roles::read(new).0.into_iter().map(|(n, _, _)| n).collect();
+    let names: Vec<String> = Roles::read(new).0.into_iter().map(|r| r.name).collect();
     let mut tokens = BTreeMap::new();
     for name in names {
-        let Some((_, kept)) = stored.role(&name) else {
+        let Some(kept) = stored.role(&name).map(|r| &r.tokens) else {
             continue;
         };
         let kept: Vec<TokenEntry> = match &listed {
@@ -214,7 +108,7 @@ pub fn carry_tokens(new: &mut Value, stored: &Value, listed: Option<&Value>) {
             Some(listed) => {
                 let ids: Vec<&str> = listed
                     .role(&name)
-                    .map(|(_, t)| t.iter().map(|e| e.id.as_str()).collect())
+                    .map(|r| r.tokens.iter().map(|e| e.id.as_str()).collect())
                     .unwrap_or_default();
                 kept.iter()
                     .filter(|e| ids.contains(&e.id.as_str()))
@@ -232,9 +126,9 @@ fn set_role_tokens(project: &mut Value, role: &str, list: Vec<TokenEntry>) {
     let mut tokens: BTreeMap<String, Vec<TokenEntry>> = Roles::read(project)
         .0
         .into_iter()
-        .map(|(name, _, tokens)| (name, tokens))
+        .map(|r| (r.name, r.tokens))
         .collect();
-    tokens.insert(role.to_owned(), merge(list.into_iter()));
+    tokens.insert(role.to_owned(), merge_tokens(list.into_iter()));
     write_tokens(project, &tokens);
 }
 
@@ -245,7 +139,7 @@ fn set_role_tokens(project: &mut Value, role: &str, list: Vec<TokenEntry>) {
 /// one of the role's groups. `Ok(None)`: allowed, but the project has no such role.
 /// A missing project and a forbidden one give the same answer to a caller without `update`.
 fn token_target(
-    state: &AppState,
+    state: &App,
     principal: &Principal,
     project: &str,
     role: &str,
@@ -277,7 +171,7 @@ fn token_target(
 }
 
 /// The denial (with its audit line) for managing the tokens of `project`.
-fn refusal(state: &AppState, principal: &Principal, project: &str) -> AppError {
+fn refusal(state: &App, principal: &Principal, project: &str) -> AppError {
     match state.rbac.enforce(principal, RESOURCE, "update", project) {
         Err(err) => err,
         Ok(()) => AppError::PermissionDenied("permission denied".to_owned()),
@@ -289,7 +183,7 @@ fn no_role(project: &str, role: &str) -> AppError {
 }
 
 /// Replaces `doc` by `value` unless someone else changed it since it was read.
-async fn write_if_unchanged(state: &AppState, doc: &DocRef, value: Value) -> Result<bool, AppError> {
+async fn write_if_unchanged(state: &App, doc: &DocRef, value: Value) -> Result<bool, AppError> {
     let change = Change::Update {
         key: doc.key.clone(),
         value,
@@ -326,7 +220,7 @@ pub struct CreateTokenRequest {
 /// token is handed out only once it is recorded, so it works from the first use.
 pub async fn create_token(ctx: Ctx, req: CreateTokenRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let state = &ctx.state;
+    let state = &ctx.app;
     let expires_in = u64::try_from(req.expires_in)
         .map_err(|_| AppError::InvalidArgument("expiresIn must not be negative".to_owned()))?;
     if req.id.len() > 256 || req.id.chars().any(|c| c.is_control() || c == '/') {
@@ -392,7 +286,7 @@ pub struct DeleteTokenRequest {
 /// upstream's does.
 pub async fn delete_token(ctx: Ctx, req: DeleteTokenRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let state = &ctx.state;
+    let state = &ctx.app;
     for _ in 0..WRITE_ATTEMPTS {
         let Some(doc) = token_target(state, principal, &req.project, &req.role)? else {
             return Ok(Reply::Message(json!({})));
@@ -428,67 +322,6 @@ pub async fn delete_token(ctx: Ctx, req: DeleteTokenRequest) -> Result<Reply, Ap
         }
     }
     Err(busy(&req.project))
-}
-
-// ---- authentication ----
-
-/// Checks presented project tokens against the AppProjects in the registry (given to
-/// `Sessions::set_project_tokens` at start). Each project's roles are parsed once per stored
-/// version.
-pub struct RegistryTokens {
-    registry: Arc<Registry>,
-    namespace: String,
-    parsed: Mutex<HashMap<String, (u64, Arc<Roles>)>>,
-}
-
-impl RegistryTokens {
-    pub fn new(registry: Arc<Registry>, namespace: &str) -> Self {
-        Self {
-            registry,
-            namespace: namespace.to_owned(),
-            parsed: Mutex::new(HashMap::new()),
-        }
-    }
-
-    fn roles(&self, project: &str) -> Option<Arc<Roles>> {
-        let doc = self
-            .registry
-            .get(&Key::new(Kind::AppProject, &self.namespace, project))?;
-        let mut parsed = self.parsed.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((rv, roles)) = parsed.get(project)
-            && *rv == doc.rv
-        {
-            return Some(Arc::clone(roles));
-        }
-        let value: Value = serde_json::from_slice(&doc.json).unwrap_or(Value::Null);
-        let roles = Arc::new(Roles::read(&value));
-        // Bounded by the number of projects; a deleted project's entry is dropped here.
-        parsed.retain(|name, _| {
-            self.registry
-                .get(&Key::new(Kind::AppProject, &self.namespace, name))
-                .is_some()
-        });
-        parsed.insert(project.to_owned(), (doc.rv, Arc::clone(&roles)));
-        Some(roles)
-    }
-}
-
-impl ProjectTokens for RegistryTokens {
-    fn check(&self, project: &str, role: &str, claims: &ProjectTokenClaims<'_>) -> Result<(), String> {
-        let roles = self
-            .roles(project)
-            .ok_or_else(|| format!("project {project} does not exist"))?;
-        let (_, tokens) = roles
-            .role(role)
-            .ok_or_else(|| format!("project {project} has no role {role}"))?;
-        if tokens.iter().any(|t| t.records(claims)) {
-            Ok(())
-        } else {
-            Err(format!(
-                "the token is not (or no longer) a token of role {role} of project {project}"
-            ))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -557,8 +390,8 @@ mod tests {
     #[test]
     fn a_token_is_accepted_only_as_recorded() {
         let tokens = role_tokens(&project(), "ci");
-        let claims = |jti, iat, exp| ProjectTokenClaims { jti, iat, exp };
-        let ok = |c: ProjectTokenClaims<'_>| tokens.iter().any(|t| t.records(&c));
+        let claims = |jti, iat, exp| (jti, iat, exp);
+        let ok = |(jti, iat, exp): (&str, i64, Option<i64>)| tokens.iter().any(|t| t.records(jti, iat, exp));
         assert!(ok(claims("b", 200, Some(300))));
         assert!(ok(claims("a", 100, None)));
         assert!(

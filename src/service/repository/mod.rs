@@ -15,9 +15,6 @@
 
 pub mod templates;
 
-use std::sync::Arc;
-
-use http::Method;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -28,165 +25,22 @@ use super::sensitive::{
     REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, denied, list, missing, object_mut,
     unknown_state, write,
 };
+use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
-use crate::rpc::{Body, Ctx, Handler, Reply, Rpc, call, route};
-use crate::server::state::AppState;
+use crate::service::{Ctx, Reply};
 
 /// The RBAC resource of repositories and of credential templates.
 pub const RESOURCE: &str = "repositories";
 const WHAT: &str = "repository";
 
 const NO_CONNECTION: &str = "tiphys does not connect to repositories; the connection state is not checked";
-const NO_REPO_SERVER: &str = "tiphys does not run a repo server: refs, tags, apps, Helm charts and \
-     application details come from one";
-const NO_VALIDATION: &str = "tiphys does not contact repositories, so it cannot check access: add the repository \
-     without validation (CreateRepository, POST /api/v1/repositories); its connection state shows Unknown";
-const NO_WRITE: &str = "tiphys has no source hydrator, so it keeps no write credentials and write repositories \
-     cannot be created, read, changed or validated";
-
 /// Repository types upstream knows (empty means git).
 const TYPES: &[&str] = &["", "git", "helm", "oci"];
 
 /// What the server owns in a repository: never taken from a caller, never stored.
 const SERVER_FIELDS: &[&str] = &["connectionState", "inheritedCreds"];
-
-fn rpc(path: &'static str, rest: Vec<crate::rpc::Route>, handler: Handler) -> Arc<Rpc> {
-    Arc::new(Rpc { path, rest, handler })
-}
-
-/// RepositoryService, then RepoCredsService. The deprecated twins (`List`, `Create`, `Update`,
-/// `Delete`) share their REST paths with the current methods, which serve them over REST.
-pub fn rpcs() -> Vec<Arc<Rpc>> {
-    let get = |path| route(Method::GET, path, Body::None);
-    let mut rpcs = vec![
-        rpc(
-            "/repository.RepositoryService/List",
-            vec![],
-            call(list_repositories),
-        ),
-        rpc(
-            "/repository.RepositoryService/ListRepositories",
-            vec![get("/api/v1/repositories")],
-            call(list_repositories),
-        ),
-        rpc(
-            "/repository.RepositoryService/Get",
-            vec![get("/api/v1/repositories/{repo}")],
-            call(get_repository),
-        ),
-        rpc("/repository.RepositoryService/Create", vec![], call(create)),
-        rpc(
-            "/repository.RepositoryService/CreateRepository",
-            vec![route(Method::POST, "/api/v1/repositories", Body::Field("repo"))],
-            call(create),
-        ),
-        rpc("/repository.RepositoryService/Update", vec![], call(update)),
-        rpc(
-            "/repository.RepositoryService/UpdateRepository",
-            vec![route(
-                Method::PUT,
-                "/api/v1/repositories/{repo.repo}",
-                Body::Field("repo"),
-            )],
-            call(update),
-        ),
-        rpc("/repository.RepositoryService/Delete", vec![], call(delete)),
-        rpc(
-            "/repository.RepositoryService/DeleteRepository",
-            vec![route(Method::DELETE, "/api/v1/repositories/{repo}", Body::None)],
-            call(delete),
-        ),
-        rpc(
-            "/repository.RepositoryService/ValidateAccess",
-            vec![route(
-                Method::POST,
-                "/api/v1/repositories/{repo}/validate",
-                Body::Field("repo"),
-            )],
-            Handler::Unimplemented(NO_VALIDATION),
-        ),
-        rpc(
-            "/repository.RepositoryService/ListRefs",
-            vec![get("/api/v1/repositories/{repo}/refs")],
-            Handler::Unimplemented(NO_REPO_SERVER),
-        ),
-        rpc(
-            "/repository.RepositoryService/ListOCITags",
-            vec![get("/api/v1/repositories/{repo}/oci-tags")],
-            Handler::Unimplemented(NO_REPO_SERVER),
-        ),
-        rpc(
-            "/repository.RepositoryService/ListApps",
-            vec![get("/api/v1/repositories/{repo}/apps")],
-            Handler::Unimplemented(NO_REPO_SERVER),
-        ),
-        rpc(
-            "/repository.RepositoryService/GetAppDetails",
-            vec![route(
-                Method::POST,
-                "/api/v1/repositories/{source.repoURL}/appdetails",
-                Body::All,
-            )],
-            Handler::Unimplemented(NO_REPO_SERVER),
-        ),
-        rpc(
-            "/repository.RepositoryService/GetHelmCharts",
-            vec![get("/api/v1/repositories/{repo}/helmcharts")],
-            Handler::Unimplemented(NO_REPO_SERVER),
-        ),
-        // Write repositories: none can exist, so the list is empty; the rest is not served.
-        rpc(
-            "/repository.RepositoryService/ListWriteRepositories",
-            vec![get("/api/v1/write-repositories")],
-            call(list_write_repositories),
-        ),
-        rpc(
-            "/repository.RepositoryService/GetWrite",
-            vec![get("/api/v1/write-repositories/{repo}")],
-            Handler::Unimplemented(NO_WRITE),
-        ),
-        rpc(
-            "/repository.RepositoryService/CreateWriteRepository",
-            vec![route(
-                Method::POST,
-                "/api/v1/write-repositories",
-                Body::Field("repo"),
-            )],
-            Handler::Unimplemented(NO_WRITE),
-        ),
-        rpc(
-            "/repository.RepositoryService/UpdateWriteRepository",
-            vec![route(
-                Method::PUT,
-                "/api/v1/write-repositories/{repo.repo}",
-                Body::Field("repo"),
-            )],
-            Handler::Unimplemented(NO_WRITE),
-        ),
-        rpc(
-            "/repository.RepositoryService/DeleteWriteRepository",
-            vec![route(
-                Method::DELETE,
-                "/api/v1/write-repositories/{repo}",
-                Body::None,
-            )],
-            Handler::Unimplemented(NO_WRITE),
-        ),
-        rpc(
-            "/repository.RepositoryService/ValidateWriteAccess",
-            vec![route(
-                Method::POST,
-                "/api/v1/write-repositories/{repo}/validate",
-                Body::Field("repo"),
-            )],
-            Handler::Unimplemented(NO_WRITE),
-        ),
-    ];
-    rpcs.extend(super::repocreds::rpcs(NO_WRITE));
-    rpcs
-}
 
 /// The RBAC object of a repository: `<url>`, or `<project>/<url>` for a project-scoped one.
 pub fn rbac_object(project: &str, url: &str) -> String {
@@ -259,7 +113,7 @@ pub fn answer(value: &Value, templates: &Templates) -> Result<Value, AppError> {
 
 /// The stored repository with URL `url`, if the caller may perform `action` on it; see the
 /// module comment for what a missing or hidden one answers.
-fn authorized(state: &AppState, principal: &Principal, url: &str, action: &str) -> Result<DocRef, AppError> {
+fn authorized(state: &App, principal: &Principal, url: &str, action: &str) -> Result<DocRef, AppError> {
     let allows = |object: &str| state.rbac.allows(principal, RESOURCE, action, object);
     if url.is_empty() {
         return Err(AppError::InvalidArgument("repository URL is required".to_owned()));
@@ -287,14 +141,14 @@ pub struct RepoQuery {
 /// query's URL and project.
 pub async fn list_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let (resource_version, docs) = ctx.state.registry.list(Kind::Repository);
-    let templates = Templates::load(&ctx.state);
+    let (resource_version, docs) = ctx.app.registry.list(Kind::Repository);
+    let templates = Templates::load(&ctx.app);
     let items = docs
         .iter()
         .filter(|doc| q.repo.is_empty() || doc.key.name == q.repo)
         .filter(|doc| q.app_project.is_empty() || doc.summary.project == q.app_project)
         .filter(|doc| {
-            ctx.state.rbac.allows(
+            ctx.app.rbac.allows(
                 principal,
                 RESOURCE,
                 "get",
@@ -309,7 +163,7 @@ pub async fn list_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError
 /// ListWriteRepositories: tiphys keeps no write credentials, so there are none.
 pub async fn list_write_repositories(ctx: Ctx, _q: RepoQuery) -> Result<Reply, AppError> {
     ctx.caller.require()?;
-    let resource_version = ctx.state.registry.revision();
+    let resource_version = ctx.app.registry.revision();
     Ok(Reply::Message(list(
         REPOSITORY_LIST,
         resource_version,
@@ -319,11 +173,8 @@ pub async fn list_write_repositories(ctx: Ctx, _q: RepoQuery) -> Result<Reply, A
 
 pub async fn get_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(&ctx.state, principal, &q.repo, "get")?;
-    Ok(Reply::Message(answer(
-        &doc.value(),
-        &Templates::load(&ctx.state),
-    )?))
+    let doc = authorized(&ctx.app, principal, &q.repo, "get")?;
+    Ok(Reply::Message(answer(&doc.value(), &Templates::load(&ctx.app))?))
 }
 
 /// What a caller sends, without what the server owns.
@@ -347,7 +198,7 @@ fn validate(view: &RepoView) -> Result<(), AppError> {
     Ok(())
 }
 
-async fn save(state: &AppState, change: Change) -> Result<Reply, AppError> {
+async fn save(state: &App, change: Change) -> Result<Reply, AppError> {
     match write(state, WHAT, change).await? {
         Some(doc) => Ok(Reply::Message(answer(&doc.value(), &Templates::load(state))?)),
         None => Ok(Reply::Message(Value::Object(Map::new()))),
@@ -374,17 +225,17 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let value = client_fields(req.repo);
     let view = RepoView::read(&value);
     validate(&view)?;
-    let allows = |action: &str, object: &str| ctx.state.rbac.allows(principal, RESOURCE, action, object);
+    let allows = |action: &str, object: &str| ctx.app.rbac.allows(principal, RESOURCE, action, object);
     if !allows("create", &view.rbac_object()) {
         return Err(denied());
     }
     let key = Key::new(Kind::Repository, "", &view.repo);
-    let Some(existing) = ctx.state.registry.get(&key) else {
-        return save(&ctx.state, Change::Create { key, value }).await;
+    let Some(existing) = ctx.app.registry.get(&key) else {
+        return save(&ctx.app, Change::Create { key, value }).await;
     };
     let stored = existing.value();
     if canonical(REPOSITORY, &stored)? == canonical(REPOSITORY, &value)? {
-        return Ok(Reply::Message(answer(&stored, &Templates::load(&ctx.state))?));
+        return Ok(Reply::Message(answer(&stored, &Templates::load(&ctx.app))?));
     }
     if !req.upsert {
         return Err(AppError::InvalidArgument(
@@ -401,7 +252,7 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         value,
         expect: Some(existing.rv),
     };
-    save(&ctx.state, change).await
+    save(&ctx.app, change).await
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -417,10 +268,10 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let value = client_fields(req.repo);
     let view = RepoView::read(&value);
-    let existing = authorized(&ctx.state, principal, &view.repo, "update")?;
+    let existing = authorized(&ctx.app, principal, &view.repo, "update")?;
     validate(&view)?;
     if !ctx
-        .state
+        .app
         .rbac
         .allows(principal, RESOURCE, "update", &view.rbac_object())
     {
@@ -431,18 +282,18 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
         value,
         expect: Some(existing.rv),
     };
-    save(&ctx.state, change).await
+    save(&ctx.app, change).await
 }
 
 /// DeleteRepository (and Delete), `repositories, delete` on the stored object.
 pub async fn delete(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(&ctx.state, principal, &q.repo, "delete")?;
+    let doc = authorized(&ctx.app, principal, &q.repo, "delete")?;
     let change = Change::Delete {
         key: doc.key.clone(),
         expect: Some(doc.rv),
     };
-    write(&ctx.state, WHAT, change).await?;
+    write(&ctx.app, WHAT, change).await?;
     Ok(Reply::Message(Value::Object(Map::new())))
 }
 

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
+use crate::app::App;
 use crate::registry::Kind;
-use crate::server::state::AppState;
 
 /// The fields whose presence means a repository (or a template) carries credentials.
 const CREDENTIAL_STRINGS: &[&str] = &[
@@ -68,7 +68,7 @@ pub struct Templates {
 }
 
 impl Templates {
-    pub fn load(state: &AppState) -> Self {
+    pub fn load(state: &App) -> Self {
         let (_, docs) = state.registry.list(Kind::RepoCreds);
         Self::from_items(
             docs.into_iter()

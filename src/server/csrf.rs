@@ -12,8 +12,8 @@
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, Method};
 
+use super::protocol::media_type;
 use crate::error::AppError;
-use crate::server::protocol::media_type;
 
 /// The response that refuses the call, or `None` to let it through.
 ///

@@ -1,0 +1,125 @@
+//! The application state every use case receives, and how it is opened. It sits below the
+//! services and above what it composes (configuration, authentication, RBAC, the registry),
+//! so the server and the in-process tests build it the same way. No globals: tests run
+//! several in one process.
+
+pub mod projects;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::auth::sessions::{LoginLimits, Sessions};
+use crate::config::ConfigWatch;
+use crate::oidc::Oidc;
+use crate::rbac::Rbac;
+use crate::registry::Registry;
+use crate::store::Store;
+
+/// What opening the state needs: where things are and how they are named.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Where the store and the generated secrets live.
+    pub data_dir: PathBuf,
+    /// Argo CD's ConfigMaps and Secret; `None`: defaults.
+    pub config_dir: Option<PathBuf>,
+    /// The namespace the server runs in.
+    pub namespace: String,
+    /// `--url`, used when `argocd-cm` has no `url`.
+    pub url: Option<String>,
+    /// The UI's base href: the path of session cookies.
+    pub basehref: String,
+    pub login_limits: LoginLimits,
+}
+
+impl Options {
+    /// Defaults for a server whose data lives in `data_dir` (tests, tools).
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            config_dir: None,
+            namespace: "argocd".to_owned(),
+            url: None,
+            basehref: "/".to_owned(),
+            login_limits: LoginLimits::default(),
+        }
+    }
+}
+
+pub struct App {
+    /// Argo CD's configuration, reloaded while the server runs.
+    pub config: Arc<ConfigWatch>,
+    pub sessions: Arc<Sessions>,
+    pub rbac: Rbac,
+    /// Applications, projects, clusters, repositories.
+    pub registry: Arc<Registry>,
+    /// The namespace the server runs in: where applications live by default.
+    pub namespace: String,
+    /// `--url`, used when `argocd-cm` has no `url`.
+    pub url_flag: Option<String>,
+    /// The UI's base href: the path of session cookies.
+    pub basehref: String,
+    /// Single sign-on (idle unless `oidc.config` is set).
+    pub oidc: Arc<Oidc>,
+    /// False once shutdown has begun: `/healthz` then answers 503.
+    serving: AtomicBool,
+}
+
+impl App {
+    /// Opens the store in `options.data_dir` (one server per data dir) and everything that
+    /// lives on it. Every error names what is wrong.
+    pub async fn open(options: Options) -> anyhow::Result<Self> {
+        let config = ConfigWatch::new(options.config_dir.clone())?;
+        let store: Arc<dyn Store> = Arc::new(crate::store::file::FileStore::open(&options.data_dir)?);
+        let registry = Arc::new(Registry::open(Arc::clone(&store)).await?);
+        projects::ensure_default_project(&registry, &options.namespace)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot create the default project: {e}"))?;
+        let sessions = Arc::new(
+            Sessions::open(
+                store,
+                Arc::clone(&config),
+                options.data_dir.clone(),
+                options.login_limits,
+            )
+            .await?,
+        );
+        let projects = Arc::new(projects::RegistryProjects::new(
+            Arc::clone(&registry),
+            &options.namespace,
+        ));
+        // Project role tokens are checked against the projects they name.
+        sessions.set_project_tokens(Arc::clone(&projects) as _);
+        let rbac = Rbac::new(Arc::clone(&config) as _, projects);
+        let oidc = Arc::new(Oidc::new(Arc::clone(&config)));
+        Ok(Self {
+            config,
+            sessions,
+            rbac,
+            registry,
+            namespace: options.namespace,
+            url_flag: options.url,
+            basehref: options.basehref,
+            oidc,
+            serving: AtomicBool::new(true),
+        })
+    }
+
+    /// The external URL: `url` from `argocd-cm`, else `--url`.
+    pub fn url(&self) -> String {
+        self.config
+            .current()
+            .url
+            .clone()
+            .or_else(|| self.url_flag.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn is_serving(&self) -> bool {
+        self.serving.load(Ordering::Acquire)
+    }
+
+    pub fn stop_serving(&self) {
+        self.serving.store(false, Ordering::Release);
+    }
+}

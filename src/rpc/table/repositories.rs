@@ -1,0 +1,162 @@
+//! `repository.RepositoryService` and `repocreds.RepoCredsService`.
+
+use std::sync::Arc;
+
+use super::{delete, get, post, put, rpc, unserved};
+use crate::rpc::{Body, Rpc, call};
+use crate::service::{repocreds, repository as repo};
+
+const NO_REPO_SERVER: &str = "tiphys does not run a repo server: refs, tags, apps, Helm charts and \
+     application details come from one";
+const NO_VALIDATION: &str = "tiphys does not contact repositories, so it cannot check access: add the repository \
+     without validation (CreateRepository, POST /api/v1/repositories); its connection state shows Unknown";
+const NO_WRITE: &str = "tiphys has no source hydrator, so it keeps no write credentials and write repositories \
+     cannot be created, read, changed or validated";
+
+/// RepositoryService, then RepoCredsService. The deprecated twins (`List`, `Create`, `Update`,
+/// `Delete`) share their REST paths with the current methods, which serve them over REST.
+/// Write repositories and write credentials cannot be created, so their lists are empty and
+/// the rest is not served.
+pub fn rpcs() -> Vec<Arc<Rpc>> {
+    vec![
+        rpc(
+            "/repository.RepositoryService/List",
+            [],
+            call(repo::list_repositories),
+        ),
+        rpc(
+            "/repository.RepositoryService/ListRepositories",
+            [get("/api/v1/repositories")],
+            call(repo::list_repositories),
+        ),
+        rpc(
+            "/repository.RepositoryService/Get",
+            [get("/api/v1/repositories/{repo}")],
+            call(repo::get_repository),
+        ),
+        rpc("/repository.RepositoryService/Create", [], call(repo::create)),
+        rpc(
+            "/repository.RepositoryService/CreateRepository",
+            [post("/api/v1/repositories", Body::Field("repo"))],
+            call(repo::create),
+        ),
+        rpc("/repository.RepositoryService/Update", [], call(repo::update)),
+        rpc(
+            "/repository.RepositoryService/UpdateRepository",
+            [put("/api/v1/repositories/{repo.repo}", Body::Field("repo"))],
+            call(repo::update),
+        ),
+        rpc("/repository.RepositoryService/Delete", [], call(repo::delete)),
+        rpc(
+            "/repository.RepositoryService/DeleteRepository",
+            [delete("/api/v1/repositories/{repo}")],
+            call(repo::delete),
+        ),
+        unserved(
+            "/repository.RepositoryService/ValidateAccess",
+            [post("/api/v1/repositories/{repo}/validate", Body::Field("repo"))],
+            NO_VALIDATION,
+        ),
+        unserved(
+            "/repository.RepositoryService/ListRefs",
+            [get("/api/v1/repositories/{repo}/refs")],
+            NO_REPO_SERVER,
+        ),
+        unserved(
+            "/repository.RepositoryService/ListOCITags",
+            [get("/api/v1/repositories/{repo}/oci-tags")],
+            NO_REPO_SERVER,
+        ),
+        unserved(
+            "/repository.RepositoryService/ListApps",
+            [get("/api/v1/repositories/{repo}/apps")],
+            NO_REPO_SERVER,
+        ),
+        unserved(
+            "/repository.RepositoryService/GetAppDetails",
+            [post(
+                "/api/v1/repositories/{source.repoURL}/appdetails",
+                Body::All,
+            )],
+            NO_REPO_SERVER,
+        ),
+        unserved(
+            "/repository.RepositoryService/GetHelmCharts",
+            [get("/api/v1/repositories/{repo}/helmcharts")],
+            NO_REPO_SERVER,
+        ),
+        rpc(
+            "/repository.RepositoryService/ListWriteRepositories",
+            [get("/api/v1/write-repositories")],
+            call(repo::list_write_repositories),
+        ),
+        unserved(
+            "/repository.RepositoryService/GetWrite",
+            [get("/api/v1/write-repositories/{repo}")],
+            NO_WRITE,
+        ),
+        unserved(
+            "/repository.RepositoryService/CreateWriteRepository",
+            [post("/api/v1/write-repositories", Body::Field("repo"))],
+            NO_WRITE,
+        ),
+        unserved(
+            "/repository.RepositoryService/UpdateWriteRepository",
+            [put("/api/v1/write-repositories/{repo.repo}", Body::Field("repo"))],
+            NO_WRITE,
+        ),
+        unserved(
+            "/repository.RepositoryService/DeleteWriteRepository",
+            [delete("/api/v1/write-repositories/{repo}")],
+            NO_WRITE,
+        ),
+        unserved(
+            "/repository.RepositoryService/ValidateWriteAccess",
+            [post(
+                "/api/v1/write-repositories/{repo}/validate",
+                Body::Field("repo"),
+            )],
+            NO_WRITE,
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/ListRepositoryCredentials",
+            [get("/api/v1/repocreds")],
+            call(repocreds::list_creds),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/CreateRepositoryCredentials",
+            [post("/api/v1/repocreds", Body::Field("creds"))],
+            call(repocreds::create),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/UpdateRepositoryCredentials",
+            [put("/api/v1/repocreds/{creds.url}", Body::Field("creds"))],
+            call(repocreds::update),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/DeleteRepositoryCredentials",
+            [delete("/api/v1/repocreds/{url}")],
+            call(repocreds::delete),
+        ),
+        rpc(
+            "/repocreds.RepoCredsService/ListWriteRepositoryCredentials",
+            [get("/api/v1/write-repocreds")],
+            call(repocreds::list_write_creds),
+        ),
+        unserved(
+            "/repocreds.RepoCredsService/CreateWriteRepositoryCredentials",
+            [post("/api/v1/write-repocreds", Body::Field("creds"))],
+            NO_WRITE,
+        ),
+        unserved(
+            "/repocreds.RepoCredsService/UpdateWriteRepositoryCredentials",
+            [put("/api/v1/write-repocreds/{creds.url}", Body::Field("creds"))],
+            NO_WRITE,
+        ),
+        unserved(
+            "/repocreds.RepoCredsService/DeleteWriteRepositoryCredentials",
+            [delete("/api/v1/write-repocreds/{url}")],
+            NO_WRITE,
+        ),
+    ]
+}

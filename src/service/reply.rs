@@ -1,0 +1,85 @@
+//! What a use case receives besides its request, and what it answers: transport-free types
+//! that the gRPC and REST adapters turn into their own messages.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use serde_json::Value;
+
+use crate::app::App;
+use crate::error::AppError;
+use crate::principal::Caller;
+use crate::registry::DocRef;
+
+/// What a use case gets besides its request.
+#[derive(Clone)]
+pub struct Ctx {
+    pub app: Arc<App>,
+    pub caller: Caller,
+}
+
+/// A use case's answer.
+pub enum Reply {
+    /// A message in JSON form, encoded with the method's output type.
+    Message(Value),
+    /// A stored object exactly as stored (the method's output type is the object's type).
+    Doc(DocRef),
+    /// A list of stored objects: `{metadata: {resourceVersion}, items: [...]}`.
+    List {
+        resource_version: u64,
+        items: Vec<DocRef>,
+    },
+    /// A server stream of messages.
+    Stream(BoxStream<'static, Result<StreamItem, AppError>>),
+    /// A message that also starts or ends the caller's browser session: REST answers it with
+    /// the session cookie set or cleared; gRPC with the message alone.
+    Session { message: Value, cookie: SessionCookie },
+}
+
+/// What a [`Reply::Session`] does to the session cookie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SessionCookie {
+    /// Set it to this token.
+    Set(String),
+    /// Expire every chunk of it.
+    Clear,
+}
+
+impl Reply {
+    /// The answer to a write: the object as stored, or `{}` after a deletion.
+    pub fn written(doc: Option<DocRef>) -> Reply {
+        match doc {
+            Some(doc) => Reply::Doc(doc),
+            None => Reply::empty(),
+        }
+    }
+
+    /// `{}`.
+    pub fn empty() -> Reply {
+        Reply::Message(Value::Object(serde_json::Map::new()))
+    }
+
+    /// A value serialized as the answer's JSON.
+    pub fn json(value: impl serde::Serialize) -> Result<Reply, AppError> {
+        serde_json::to_value(value)
+            .map(Reply::Message)
+            .map_err(|e| AppError::Internal(e.into()))
+    }
+}
+
+/// One message of a server stream.
+pub enum StreamItem {
+    /// A message in JSON form.
+    Message(Value),
+    /// A watch event `{type: ..., <field>: <object>}` whose object is a stored document; kept
+    /// as the document so its encodings are reused, not rebuilt per watcher.
+    Event {
+        kind: &'static str,
+        field: &'static str,
+        doc: DocRef,
+        /// The document's protobuf encoding when the event already has it (a change); `None`
+        /// for an object of the initial snapshot (gRPC reads it from the registry).
+        proto: Option<Bytes>,
+    },
+}
