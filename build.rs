@@ -1,5 +1,7 @@
 //! Build steps a user must not have to do by hand:
-//! 1. generate the gRPC code from `proto/` with a vendored `protoc`;
+//! 1. compile `proto/` with a vendored `protoc` into the descriptor set the server's codec reads,
+//!    and generate the CLI's client code for the account, session, settings and version services
+//!    (and the server stubs of the benchmarks' bare-tonic baseline);
 //! 2. build the UI in `web/` into `$OUT_DIR/web-dist`, which `src/ui` embeds;
 //! 3. ask the linker to lay out the server's running code side by side.
 
@@ -58,22 +60,22 @@ fn compile_protos(out_dir: &Path) -> BuildResult {
     ];
     let mut config = tonic_prost_build::Config::new();
     config.protoc_executable(protoc.clone());
-    tonic_prost_build::configure()
-        .file_descriptor_set_path(out_dir.join("tiphys_descriptor.bin"))
-        .compile_with_config(
-            config,
-            &protos,
-            &[Path::new("proto").to_path_buf(), include.clone()],
-        )?;
-    compile_resource_schema(&protoc, &include, out_dir)
+    // The server answers every method through the descriptor-driven table; the generated
+    // server stubs serve only the bare-tonic baseline of the benchmarks.
+    tonic_prost_build::configure().compile_with_config(
+        config,
+        &protos,
+        &[Path::new("proto").to_path_buf(), include.clone()],
+    )?;
+    compile_api_schema(&protoc, &include, out_dir)
 }
 
-/// The resource APIs (applications, projects, clusters, repositories) have no generated Rust
-/// types: their messages are read at run time from this descriptor set by the schema-driven codec
-/// (`src/schema`), so only a descriptor set is built for them.
-fn compile_resource_schema(protoc: &Path, include: &Path, out_dir: &Path) -> BuildResult {
+/// Every service the server answers has no generated Rust types on the server side: messages
+/// are read at run time from this descriptor set by the schema-driven codec (`src/schema`),
+/// which also feeds gRPC reflection.
+fn compile_api_schema(protoc: &Path, include: &Path, out_dir: &Path) -> BuildResult {
     let mut files = Vec::new();
-    for dir in RESOURCE_PROTO_DIRS {
+    for dir in API_PROTO_DIRS {
         collect_protos(Path::new("proto").join(dir).as_path(), &mut files)?;
     }
     files.sort();
@@ -81,7 +83,7 @@ fn compile_resource_schema(protoc: &Path, include: &Path, out_dir: &Path) -> Bui
     cmd.arg("--include_imports")
         .arg(format!(
             "--descriptor_set_out={}",
-            out_dir.join("resources_descriptor.bin").display()
+            out_dir.join("api_descriptor.bin").display()
         ))
         .arg("-Iproto")
         .arg(format!("-I{}", include.display()));
@@ -91,11 +93,15 @@ fn compile_resource_schema(protoc: &Path, include: &Path, out_dir: &Path) -> Bui
     run(&mut cmd)
 }
 
-/// Directories under `proto/` whose files form the resource schema.
-const RESOURCE_PROTO_DIRS: [&str; 8] = [
+/// Directories under `proto/` whose files form the API schema.
+const API_PROTO_DIRS: [&str; 12] = [
     "tiphys",
     "k8s",
     "v1alpha1",
+    "version",
+    "settings",
+    "session",
+    "account",
     "application",
     "project",
     "clusters",

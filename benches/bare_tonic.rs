@@ -49,10 +49,22 @@ struct Version;
 #[tonic::async_trait]
 impl VersionService for Version {
     async fn version(&self, _request: Request<()>) -> Result<Response<VersionMessage>, Status> {
-        // The same use case and the same conversion as tiphys's gRPC adapter (src/grpc/version.rs).
-        // Benchmark clients send no token, so tiphys sees them as anonymous too.
-        let message: VersionMessage = tiphys::service::version::version(&Principal::Anonymous).into();
-        Ok(Response::new(message))
+        // The same use case as tiphys's (`service::version`), with tonic's generated types
+        // instead of tiphys's method table. Benchmark clients send no token, so tiphys sees
+        // them as anonymous too.
+        let info = tiphys::service::version::info(&Principal::Anonymous);
+        Ok(Response::new(VersionMessage {
+            version: info.version,
+            build_date: info.build_date,
+            git_commit: info.git_commit,
+            git_tag: info.git_tag,
+            git_tree_state: info.git_tree_state,
+            go_version: info.go_version,
+            compiler: info.compiler,
+            platform: info.platform,
+            extra_build_info: info.extra_build_info,
+            ..VersionMessage::default()
+        }))
     }
 }
 

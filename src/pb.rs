@@ -1,4 +1,5 @@
-//! Code generated from `proto/` by `build.rs`.
+//! Code generated from `proto/` by `build.rs`: the CLI's clients, and the server stubs of the
+//! benchmarks' bare-tonic baseline (tiphys's server answers through the method table instead).
 #![allow(
     clippy::all,
     clippy::pedantic,
@@ -22,6 +23,3 @@ pub mod session {
 pub mod account {
     tonic::include_proto!("account");
 }
-
-/// Encoded descriptors of every service, for gRPC reflection.
-pub const FILE_DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("tiphys_descriptor");

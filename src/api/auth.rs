@@ -14,8 +14,8 @@ use http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
+use super::cookies::append as append_cookies;
 use super::extract::{Scope, Who};
-use super::session::append_cookies;
 use crate::app::App;
 use crate::auth::cookie::CookieScope;
 use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
@@ -401,7 +401,11 @@ pub async fn logout(State(state): State<Arc<App>>, Who(caller, auth): Who, Scope
         .and_then(|s| s.session.as_deref())
         .and_then(|sid| state.sessions.sso_session(sid))
         .map(|s| s.id_token.clone());
-    if let Err(err) = session::delete(&state.sessions, &caller).await {
+    let ctx = crate::service::Ctx {
+        app: Arc::clone(&state),
+        caller,
+    };
+    if let Err(err) = session::end_session(&ctx).await {
         return err.into_response();
     }
     let mut location = state.basehref.clone();

@@ -23,10 +23,15 @@ pub fn write(
             .map_err(|e| AppError::InvalidArgument(e.to_string()))?,
         SessionCookie::Clear => scope.clear(sent),
     };
+    append(response, &lines);
+    Ok(())
+}
+
+/// Adds `Set-Cookie` header lines as they are.
+pub fn append(response: &mut Response, lines: &[String]) {
     for line in lines {
-        if let Ok(value) = HeaderValue::from_str(&line) {
+        if let Ok(value) = HeaderValue::from_str(line) {
             response.headers_mut().append(SET_COOKIE, value);
         }
     }
-    Ok(())
 }

@@ -42,8 +42,13 @@ pub fn routes(mut router: Router<Arc<App>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<App
     let mut by_path: HashMap<String, axum::routing::MethodRouter<Arc<App>>> = HashMap::new();
     let mut order = Vec::new();
     for rpc in rpcs {
-        for (index, route) in rpc.rest.iter().enumerate() {
-            let (axum_path, param_fields) = axum_template(route.path);
+        for (index, (axum_path, param_fields)) in rpc
+            .rest
+            .iter()
+            .enumerate()
+            .flat_map(|(index, route)| axum_templates(route.path).into_iter().map(move |t| (index, t)))
+        {
+            let route = &rpc.rest[index];
             let filter = MethodFilter::try_from(route.method.clone()).unwrap_or(MethodFilter::GET);
             let rpc = Arc::clone(rpc);
             let handler = move |state: State<Arc<App>>,
@@ -81,10 +86,12 @@ pub fn routes(mut router: Router<Arc<App>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<App
     router
 }
 
-/// The axum form of a path template and the request field of each parameter: parameters are
+/// The axum forms of a path template and the request field of each parameter: parameters are
 /// renamed `p0`, `p1`, … so that routes which name the same segment differently (`{name}` and
-/// `{application.metadata.name}`) share one axum route.
-fn axum_template(path: &str) -> (String, Vec<String>) {
+/// `{application.metadata.name}`) share one axum route. A last parameter `{field=**}` takes
+/// the rest of the path, none of it included (as with and without a trailing `/`), as
+/// grpc-gateway's `**` does.
+fn axum_templates(path: &str) -> Vec<(String, Vec<String>)> {
     let mut out = String::with_capacity(path.len());
     let mut fields = Vec::new();
     let mut rest = path;
@@ -93,12 +100,26 @@ fn axum_template(path: &str) -> (String, Vec<String>) {
         let Some(close) = rest[open..].find('}') else {
             break;
         };
-        fields.push(rest[open + 1..open + close].to_owned());
-        out.push_str(&format!("{{p{}}}", fields.len() - 1));
+        let param = &rest[open + 1..open + close];
         rest = &rest[open + close + 1..];
+        if let Some(field) = param.strip_suffix("=**")
+            && rest.is_empty()
+        {
+            let base = out.trim_end_matches('/').to_owned();
+            let with_rest = format!("{out}{{*p{}}}", fields.len());
+            let mut all = fields.clone();
+            all.push(field.to_owned());
+            return vec![
+                (with_rest, all),
+                (base.clone(), fields.clone()),
+                (format!("{base}/"), fields),
+            ];
+        }
+        fields.push(param.to_owned());
+        out.push_str(&format!("{{p{}}}", fields.len() - 1));
     }
     out.push_str(rest);
-    (out, fields)
+    vec![(out, fields)]
 }
 
 async fn serve(
@@ -460,4 +481,47 @@ fn with_keepalive(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::axum_templates;
+
+    fn paths(template: &str) -> Vec<(String, Vec<String>)> {
+        axum_templates(template)
+    }
+
+    #[test]
+    fn parameters_are_numbered_and_keep_their_fields() {
+        assert_eq!(
+            paths("/api/v1/applications/{application.metadata.name}/spec"),
+            vec![(
+                "/api/v1/applications/{p0}/spec".to_owned(),
+                vec!["application.metadata.name".to_owned()]
+            )]
+        );
+    }
+
+    #[test]
+    fn a_trailing_double_star_takes_the_rest_or_nothing() {
+        let got = paths("/api/v1/account/can-i/{resource}/{action}/{subresource=**}");
+        let fields = |f: &[&str]| f.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "/api/v1/account/can-i/{p0}/{p1}/{*p2}".to_owned(),
+                    fields(&["resource", "action", "subresource"])
+                ),
+                (
+                    "/api/v1/account/can-i/{p0}/{p1}".to_owned(),
+                    fields(&["resource", "action"])
+                ),
+                (
+                    "/api/v1/account/can-i/{p0}/{p1}/".to_owned(),
+                    fields(&["resource", "action"])
+                ),
+            ]
+        );
+    }
 }

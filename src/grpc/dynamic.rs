@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
-use std::marker::PhantomData;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -12,7 +11,6 @@ use futures_util::StreamExt as _;
 use futures_util::future::BoxFuture;
 use futures_util::stream::BoxStream;
 use prost_reflect::MethodDescriptor;
-use tonic::server::NamedService;
 use tonic::{Request, Response, Status};
 
 use super::codec::RawCodec;
@@ -24,68 +22,49 @@ use crate::rpc::{Handler, Rpc};
 use crate::schema::Schema;
 use crate::service::{Ctx, Reply, StreamItem};
 
-/// A service name known at compile time (tonic routes by `NamedService::NAME`).
-pub trait ServiceName: Send + Sync + 'static {
-    const NAME: &'static str;
-}
-
-macro_rules! service_names {
-    ($($ty:ident = $name:literal),* $(,)?) => {$(
-        pub struct $ty;
-        impl ServiceName for $ty {
-            const NAME: &'static str = $name;
-        }
-    )*};
-}
-
-service_names! {
-    Applications = "application.ApplicationService",
-    Projects = "project.ProjectService",
-    Clusters = "cluster.ClusterService",
-    Repositories = "repository.RepositoryService",
-    RepoCreds = "repocreds.RepoCredsService",
-}
-
-pub struct DynService<N> {
+/// One gRPC service of the method table (`/<service>/<method>` for each of its methods).
+#[derive(Clone)]
+pub struct DynService {
+    name: &'static str,
     rpcs: Arc<HashMap<&'static str, Arc<Rpc>>>,
     state: Arc<App>,
     max_message_bytes: usize,
-    _name: PhantomData<fn() -> N>,
 }
 
-impl<N> Clone for DynService<N> {
-    fn clone(&self) -> Self {
-        Self {
-            rpcs: Arc::clone(&self.rpcs),
-            state: Arc::clone(&self.state),
-            max_message_bytes: self.max_message_bytes,
-            _name: PhantomData,
+impl DynService {
+    /// One service per gRPC service named in `rpcs`, in the table's order.
+    pub fn for_table(rpcs: &[Arc<Rpc>], state: &Arc<App>, max_message_bytes: usize) -> Vec<Self> {
+        let mut services: Vec<Self> = Vec::new();
+        for rpc in rpcs {
+            let Some(name) = super::services::service_name(rpc.path) else {
+                continue;
+            };
+            let index = match services.iter().position(|s| s.name == name) {
+                Some(index) => index,
+                None => {
+                    services.push(Self {
+                        name,
+                        rpcs: Arc::new(HashMap::new()),
+                        state: Arc::clone(state),
+                        max_message_bytes,
+                    });
+                    services.len() - 1
+                }
+            };
+            if let Some(map) = Arc::get_mut(&mut services[index].rpcs) {
+                map.insert(rpc.path, Arc::clone(rpc));
+            }
         }
+        services
+    }
+
+    /// The gRPC service name (`package.Service`).
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 }
 
-impl<N: ServiceName> NamedService for DynService<N> {
-    const NAME: &'static str = N::NAME;
-}
-
-impl<N: ServiceName> DynService<N> {
-    pub fn new(rpcs: &[Arc<Rpc>], state: &Arc<App>, max_message_bytes: usize) -> Self {
-        let prefix = format!("/{}/", N::NAME);
-        let rpcs = rpcs
-            .iter()
-            .filter(|r| r.path.starts_with(&prefix))
-            .map(|r| (r.path, Arc::clone(r)))
-            .collect();
-        Self {
-            rpcs: Arc::new(rpcs),
-            state: Arc::clone(state),
-            max_message_bytes,
-            _name: PhantomData,
-        }
-    }
-}
-
-impl<N: ServiceName> tower::Service<http::Request<tonic::body::Body>> for DynService<N> {
+impl tower::Service<http::Request<tonic::body::Body>> for DynService {
     type Response = http::Response<tonic::body::Body>;
     type Error = Infallible;
     type Future = BoxFuture<'static, Result<Self::Response, Infallible>>;

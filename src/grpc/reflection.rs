@@ -13,7 +13,6 @@ use tonic::server::NamedService;
 use tonic_reflection::server::{Builder, Error};
 
 use super::services::GrpcServicesBuilder;
-use crate::pb;
 
 /// Adds both reflection services to `services`.
 pub fn add(services: &mut GrpcServicesBuilder) {
@@ -25,9 +24,8 @@ pub fn add(services: &mut GrpcServicesBuilder) {
 /// A reflection builder that knows every service the server offers and the messages they use.
 fn with_our_files() -> Builder<'static> {
     Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(crate::schema::RESOURCE_DESCRIPTORS)
+        .register_encoded_file_descriptor_set(crate::schema::DESCRIPTORS)
 }
 
 /// A gRPC service made by `build` on the first request, shared by every clone after.

@@ -69,6 +69,12 @@ impl GrpcServicesBuilder {
         self
     }
 
+    /// Adds a service of the method table under its gRPC name.
+    pub fn add_table_service(&mut self, service: super::dynamic::DynService) -> &mut Self {
+        self.by_name.insert(service.name(), Box::new(Entry(service)));
+        self
+    }
+
     pub fn build(self) -> GrpcServices {
         GrpcServices {
             by_name: Arc::new(self.by_name),
@@ -92,7 +98,7 @@ impl GrpcServices {
 }
 
 /// `/pkg.Service/Method` → `pkg.Service`.
-fn service_name(path: &str) -> Option<&str> {
+pub fn service_name(path: &str) -> Option<&str> {
     let (name, _method) = path.strip_prefix('/')?.split_once('/')?;
     Some(name)
 }

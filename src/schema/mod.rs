@@ -1,5 +1,6 @@
-//! The schema of the resource APIs (applications, projects, clusters, repositories): their
-//! messages are not generated Rust types but descriptors read at run time, so one codec serves
+//! The schema of every API the server answers (applications, projects, clusters, repositories,
+//! and the account, session, settings and version services): messages are not generated Rust
+//! types but descriptors read at run time, so one codec serves
 //! every message in both encodings a caller may use:
 //!
 //! - protobuf for gRPC and gRPC-Web ([`Schema::encode`], [`Schema::decode`]);
@@ -23,8 +24,8 @@ use serde_json::Value;
 
 use self::plan::MessagePlan;
 
-/// The encoded descriptors of the resource APIs (built by `build.rs`).
-pub const RESOURCE_DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/resources_descriptor.bin"));
+/// The encoded descriptors of every API the server answers (built by `build.rs`).
+pub const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/api_descriptor.bin"));
 
 /// The descriptors and, per message, how its fields map to JSON. Immutable and derived from
 /// data compiled into the binary, so one instance is shared by the whole process.
@@ -37,7 +38,7 @@ static SCHEMA: LazyLock<Schema> = LazyLock::new(|| {
     // The descriptor set is produced by protoc at build time, and a unit test decodes it; a
     // failure here means a broken build, not bad input.
     #[allow(clippy::expect_used)]
-    Schema::from_descriptors(RESOURCE_DESCRIPTORS).expect("the embedded resource schema is valid")
+    Schema::from_descriptors(DESCRIPTORS).expect("the embedded API schema is valid")
 });
 
 /// A failure to convert a message; `path` names the field (`spec.destination.server`).

@@ -4,11 +4,14 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use serde_json::json;
+
+use super::{Ctx, Empty, Reply};
 use crate::auth::accounts::Account;
 use crate::auth::sessions::{LoginError, Sessions};
 use crate::error::AppError;
 use crate::json::is_zero;
-use crate::principal::{Caller, Principal};
+use crate::principal::Principal;
 use crate::rbac::{Rbac, resources};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -70,6 +73,23 @@ pub struct CreateToken {
     pub id: String,
 }
 
+/// `CanIRequest`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct CanIRequest {
+    pub resource: String,
+    pub action: String,
+    pub subresource: String,
+}
+
+/// `GetAccountRequest`, `DeleteTokenRequest`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct AccountRequest {
+    pub name: String,
+    pub id: String,
+}
+
 /// The caller acts on their own local account.
 fn is_self(principal: &Principal, name: &str) -> bool {
     principal.account().is_some_and(|a| a.name == name)
@@ -112,15 +132,11 @@ fn find(sessions: &Sessions, name: &str) -> Result<Account, AppError> {
 /// `namespace` is the server's: for project-scoped resources an object
 /// `<project>/<namespace>/<name>` in it is asked as `<project>/<name>`, the
 /// form the server itself uses for objects in its own namespace.
-pub fn can_i(
-    rbac: &Rbac,
-    namespace: &str,
-    caller: &Caller,
-    resource: &str,
-    action: &str,
-    object: &str,
-) -> Result<bool, AppError> {
-    let principal = caller.require()?;
+/// Answers `{value: yes|no}`.
+pub async fn can_i(ctx: Ctx, req: CanIRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let rbac = &ctx.app.rbac;
+    let (resource, action) = (req.resource.as_str(), req.action.as_str());
     resources::check_can_i(resource, action).map_err(AppError::InvalidArgument)?;
     // Rollback is decided as sync unless argocd-cm says to enforce it apart.
     let action = if action == "rollback" && !rbac.rollback_enforced() {
@@ -128,8 +144,11 @@ pub fn can_i(
     } else {
         action
     };
-    let object = normalize_object(resource, object, namespace);
-    Ok(rbac.allows(principal, resource, action, &object))
+    let object = normalize_object(resource, &req.subresource, &ctx.app.namespace);
+    let allowed = rbac.allows(principal, resource, action, &object);
+    Ok(Reply::Message(
+        json!({ "value": if allowed { "yes" } else { "no" } }),
+    ))
 }
 
 fn normalize_object(resource: &str, object: &str, namespace: &str) -> String {
@@ -144,28 +163,30 @@ fn normalize_object(resource: &str, object: &str, namespace: &str) -> String {
     }
 }
 
-pub fn list(sessions: &Sessions, rbac: &Rbac, caller: &Caller) -> Result<Vec<AccountView>, AppError> {
-    let principal = caller.require()?;
-    Ok(sessions
+/// `ListAccounts`: `{items}`, the accounts the caller may `get`.
+pub async fn list_accounts(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let items: Vec<AccountView> = ctx
+        .app
+        .sessions
         .accounts()
         .iter()
-        .filter(|a| may(rbac, principal, "get", &a.name))
+        .filter(|a| may(&ctx.app.rbac, principal, "get", &a.name))
         .map(AccountView::from)
-        .collect())
+        .collect();
+    Ok(Reply::Message(json!({ "items": items })))
 }
 
-pub fn get(sessions: &Sessions, rbac: &Rbac, caller: &Caller, name: &str) -> Result<AccountView, AppError> {
-    let principal = caller.require()?;
-    ensure(rbac, principal, "get", name)?;
-    Ok(AccountView::from(&find(sessions, name)?))
+/// `GetAccount`.
+pub async fn get_account(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    ensure(&ctx.app.rbac, principal, "get", &req.name)?;
+    Reply::json(AccountView::from(&find(&ctx.app.sessions, &req.name)?))
 }
 
-pub async fn update_password(
-    sessions: &Sessions,
-    rbac: &Rbac,
-    caller: &Caller,
-    req: UpdatePassword,
-) -> Result<(), AppError> {
+/// `UpdatePassword`: `{}`.
+pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, AppError> {
+    let (sessions, rbac, caller) = (&ctx.app.sessions, &ctx.app.rbac, &ctx.caller);
     let principal = caller.require()?;
     let Some(me) = principal.account() else {
         return Err(match principal {
@@ -217,16 +238,13 @@ pub async fn update_password(
     let hash = sessions.hash_password(&req.new_password).await?;
     sessions.set_password(&name, hash).await?;
     tracing::info!(target: "audit", account = %name, by = %me.name, "password changed");
-    Ok(())
+    Ok(Reply::empty())
 }
 
-pub async fn create_token(
-    sessions: &Sessions,
-    rbac: &Rbac,
-    caller: &Caller,
-    req: CreateToken,
-) -> Result<String, AppError> {
-    let principal = caller.require()?;
+/// `CreateToken`: `{token}`.
+pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError> {
+    let (sessions, rbac) = (&ctx.app.sessions, &ctx.app.rbac);
+    let principal = ctx.caller.require()?;
     let name = if req.name.is_empty() {
         own_account(principal)?.to_owned()
     } else {
@@ -251,27 +269,23 @@ pub async fn create_token(
         .create_api_key(&name, id, Duration::from_secs(expires_in))
         .await?;
     tracing::info!(target: "audit", account = %name, by = %principal.subject(), "API key created");
-    Ok(token)
+    Ok(Reply::Message(json!({ "token": token })))
 }
 
-pub async fn delete_token(
-    sessions: &Sessions,
-    rbac: &Rbac,
-    caller: &Caller,
-    name: &str,
-    id: &str,
-) -> Result<(), AppError> {
-    let principal = caller.require()?;
-    let name = if name.is_empty() {
+/// `DeleteToken`: `{}`.
+pub async fn delete_token(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppError> {
+    let (sessions, rbac) = (&ctx.app.sessions, &ctx.app.rbac);
+    let principal = ctx.caller.require()?;
+    let name = if req.name.is_empty() {
         own_account(principal)?
     } else {
-        name
+        &req.name
     };
     ensure(rbac, principal, "update", name)?;
     find(sessions, name)?;
-    sessions.delete_api_key(name, id).await?;
-    tracing::info!(target: "audit", account = %name, token = %id, by = %principal.subject(), "API key deleted");
-    Ok(())
+    sessions.delete_api_key(name, &req.id).await?;
+    tracing::info!(target: "audit", account = %name, token = %req.id, by = %principal.subject(), "API key deleted");
+    Ok(Reply::empty())
 }
 
 #[cfg(test)]

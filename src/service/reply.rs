@@ -68,6 +68,10 @@ impl Reply {
     }
 }
 
+/// A request without fields (`google.protobuf.Empty` and its kin); any fields are ignored.
+#[derive(Debug, Default, serde::Deserialize)]
+pub struct Empty {}
+
 /// One message of a server stream.
 pub enum StreamItem {
     /// A message in JSON form.

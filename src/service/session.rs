@@ -1,8 +1,10 @@
-//! `session.SessionService`: logging in and out, and who am I.
+//! `session.SessionService`: logging in and out, and who am I. Every method is open to
+//! callers without a token; a token, when present, says who the caller is.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
-use crate::auth::sessions::Sessions;
+use super::{Ctx, Empty, Reply, SessionCookie};
 use crate::error::AppError;
 use crate::json::is_zero;
 use crate::principal::{Caller, Credentials, TokenKind};
@@ -22,42 +24,68 @@ pub struct UserInfo {
     pub groups: Vec<String>,
 }
 
-/// Password login. A new token on every login: nothing from before the
-/// login (cookie, token) is reused.
-pub async fn create(
-    sessions: &Sessions,
-    caller: &Caller,
-    username: &str,
-    password: &str,
-    token: &str,
-) -> Result<String, AppError> {
-    if !token.is_empty() {
+/// `SessionCreateRequest`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default)]
+pub struct CreateRequest {
+    pub username: String,
+    pub password: String,
+    pub token: String,
+}
+
+/// `Create`: password login. A new token on every login: nothing from before the login
+/// (cookie, token) is reused. The token is the answer and, for a browser, the cookie.
+pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
+    if !req.token.is_empty() {
         return Err(AppError::Unauthenticated(
             "token-based session creation is not supported; log in with a username and password".to_owned(),
         ));
     }
-    if username.is_empty() || password.is_empty() {
+    if req.username.is_empty() || req.password.is_empty() {
         return Err(AppError::Unauthenticated("no credentials supplied".to_owned()));
     }
-    Ok(sessions.login(username, password, caller.ip).await?)
+    let token = ctx
+        .app
+        .sessions
+        .login(&req.username, &req.password, ctx.caller.ip)
+        .await?;
+    Ok(Reply::Session {
+        message: json!({ "token": token }),
+        cookie: SessionCookie::Set(token),
+    })
 }
 
-/// Logout: the caller's session token stops working at once (an API key is
-/// left alone; it is deleted through the account API).
-pub async fn delete(sessions: &Sessions, caller: &Caller) -> Result<(), AppError> {
+/// `Delete`: logout. The caller's session stops working at once and the cookie is cleared.
+pub async fn delete(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
+    end_session(&ctx).await?;
+    Ok(Reply::Session {
+        message: json!({}),
+        cookie: SessionCookie::Clear,
+    })
+}
+
+/// Ends the caller's session: a login token is revoked (an API key is left alone; it is
+/// deleted through the account API), a dashboard SSO session ends on the server (a presented
+/// ID token is the provider's to revoke).
+pub async fn end_session(ctx: &Ctx) -> Result<(), AppError> {
+    let caller = &ctx.caller;
+    let sessions = &ctx.app.sessions;
     if let (Credentials::Valid(_), Some(account)) = (&caller.credentials, caller.principal.account())
         && account.kind == TokenKind::Login
     {
         sessions.revoke(&account.jti, account.expires_at).await?;
     }
-    // A dashboard SSO session ends on the server; a presented ID token is the
-    // provider's to revoke.
     if let (Credentials::Valid(_), Some(sso)) = (&caller.credentials, caller.principal.sso())
         && let Some(sid) = &sso.session
     {
         sessions.end_sso(sid).await?;
     }
     Ok(())
+}
+
+/// `GetUserInfo`.
+pub async fn get_user_info(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
+    Reply::json(user_info(&ctx.caller, &ctx.app.rbac))
 }
 
 /// Who the caller is. Open to everyone; an invalid token reads as logged out.

@@ -1,13 +1,14 @@
-//! `cluster.SettingsService/Get` and `GET /api/v1/settings`: what a browser
+//! `cluster.SettingsService`: what a browser
 //! needs before anyone has logged in. Nothing secret is ever part of it.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::config::oidc::{ClaimRequest, OidcConfig};
-
+use super::{Ctx, Empty, Reply};
 use crate::app::App;
+use crate::config::oidc::{ClaimRequest, OidcConfig};
+use crate::error::AppError;
 use crate::json::is_zero;
 use crate::principal::Principal;
 
@@ -114,7 +115,7 @@ pub struct SettingsSource {
 
 impl SettingsSource {
     pub fn of(state: &App) -> Self {
-        let settings = state.sessions.settings();
+        let settings = state.config.current();
         Self {
             url: state.url(),
             app_label_key: String::new(),
@@ -123,6 +124,17 @@ impl SettingsSource {
             oidc: settings.oidc.as_deref().map(OidcSettings::from),
         }
     }
+}
+
+/// `Get`: open to everyone.
+pub async fn get(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
+    Reply::json(settings(&SettingsSource::of(&ctx.app), &ctx.caller.principal))
+}
+
+/// `GetPlugins`: tiphys runs no config management plugins.
+pub async fn get_plugins(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
+    ctx.caller.require()?;
+    Ok(Reply::empty())
 }
 
 pub fn settings(source: &SettingsSource, principal: &Principal) -> PublicSettings {

@@ -2,7 +2,9 @@
 
 use serde::Serialize;
 
+use super::{Ctx, Empty, Reply};
 use crate::buildinfo;
+use crate::error::AppError;
 use crate::json::is_zero;
 use crate::principal::Principal;
 
@@ -29,9 +31,14 @@ pub struct VersionInfo {
     pub extra_build_info: String,
 }
 
+/// `Version`.
+pub async fn version(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
+    Reply::json(info(&ctx.caller.principal))
+}
+
 /// Anonymous callers learn only the version: tool versions would help an
 /// attacker, and Argo CD's UI reads their presence as "auth is disabled".
-pub fn version(principal: &Principal) -> VersionInfo {
+pub fn info(principal: &Principal) -> VersionInfo {
     let mut info = VersionInfo {
         version: buildinfo::VERSION.to_owned(),
         ..VersionInfo::default()
@@ -52,7 +59,7 @@ mod tests {
 
     #[test]
     fn anonymous_caller_gets_only_the_version() {
-        let json = serde_json::to_value(version(&Principal::Anonymous)).unwrap();
+        let json = serde_json::to_value(info(&Principal::Anonymous)).unwrap();
         assert_eq!(json, serde_json::json!({ "Version": buildinfo::VERSION }));
     }
 }

@@ -2,12 +2,12 @@
 //! `google.api.http` options) and its use case: the one place a gRPC method or a REST path is
 //! declared. One file per service.
 
-// mod accounts;
+mod accounts;
 mod applications;
 mod clusters;
 mod projects;
 mod repositories;
-// mod sessions;
+mod sessions;
 
 use std::sync::Arc;
 
@@ -18,8 +18,8 @@ use super::{Body, Handler, Route, Rpc};
 /// The whole table.
 pub fn table() -> Vec<Arc<Rpc>> {
     let mut rpcs = Vec::new();
-    // rpcs.extend(sessions::rpcs());
-    // rpcs.extend(accounts::rpcs());
+    rpcs.extend(sessions::rpcs());
+    rpcs.extend(accounts::rpcs());
     rpcs.extend(applications::rpcs());
     rpcs.extend(projects::rpcs());
     rpcs.extend(clusters::rpcs());
