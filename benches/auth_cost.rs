@@ -8,28 +8,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use http::HeaderMap;
-use tiphys::auth::sessions::{LoginLimits, Sessions};
-use tiphys::auth::{Authenticator, Channel};
-use tiphys::config::ConfigWatch;
-use tiphys::store::FileStore;
+use tiphys::app::{App, Options};
+use tiphys::auth::Channel;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let iterations: u32 = std::env::args().nth(1).map_or(Ok(200_000), |s| s.parse())?;
     let dir = std::env::temp_dir().join(format!("tiphys-auth-cost-{}", std::process::id()));
-    let store = Arc::new(FileStore::open(&dir)?);
-    let sessions = Arc::new(
-        Sessions::open(
-            store,
-            ConfigWatch::new(None)?,
-            dir.clone(),
-            LoginLimits::default(),
-        )
-        .await?,
-    );
-    sessions.ensure_initial_admin().await?;
-    let token = sessions.issue_login("admin");
-    let auth = Authenticator { sessions, oidc: None };
+    let app = Arc::new(App::open(Options::new(&dir)).await?);
+    app.auth.logins.ensure_initial_admin().await?;
+    let token = app.auth.tokens.issue_login("admin");
+    let auth = &app.auth.authenticator;
     let ip = std::net::IpAddr::from([127, 0, 0, 1]);
     let mut with_token = HeaderMap::new();
     with_token.insert("authorization", format!("Bearer {token}").parse()?);

@@ -21,7 +21,6 @@ use crate::auth::cookie::CookieScope;
 use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
 use crate::oidc::verify::{Claims, Expect};
 use crate::oidc::{Current, now_s};
-use crate::service::session;
 
 /// RFC 3986 unreserved characters stay; everything else is encoded.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -337,7 +336,7 @@ pub async fn callback(
         merge_user_info_groups(&current, &url, access, &mut claims).await;
     }
     let who = crate::principal::SsoPrincipal::from_claims(Arc::new(claims.clone()), 0, None, None);
-    let token = match state.sessions.start_sso(claims, id_token).await {
+    let token = match state.auth.sso_sessions.start(claims, id_token).await {
         Ok(t) => {
             tracing::info!(user = %who.user, username = %who.username, "SSO login");
             t
@@ -399,13 +398,9 @@ pub async fn logout(State(state): State<Arc<App>>, Who(caller, auth): Who, Scope
         .principal
         .sso()
         .and_then(|s| s.session.as_deref())
-        .and_then(|sid| state.sessions.sso_session(sid))
+        .and_then(|sid| state.auth.sso_sessions.get(sid))
         .map(|s| s.id_token.clone());
-    let ctx = crate::service::Ctx {
-        app: Arc::clone(&state),
-        caller,
-    };
-    if let Err(err) = session::end_session(&ctx).await {
+    if let Err(err) = state.auth.end_session(&caller).await {
         return err.into_response();
     }
     let mut location = state.basehref.clone();

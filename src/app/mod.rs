@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::auth::sessions::{LoginLimits, Sessions};
+use crate::auth::{Auth, AuthOptions, LoginLimits};
 use crate::config::ConfigWatch;
 use crate::oidc::Oidc;
 use crate::rbac::Rbac;
@@ -49,7 +49,8 @@ impl Options {
 pub struct App {
     /// Argo CD's configuration, reloaded while the server runs.
     pub config: Arc<ConfigWatch>,
-    pub sessions: Arc<Sessions>,
+    /// Accounts, logins, tokens, sessions: who a caller is.
+    pub auth: Auth,
     pub rbac: Rbac,
     /// Applications, projects, clusters, repositories.
     pub registry: Arc<Registry>,
@@ -75,26 +76,27 @@ impl App {
         projects::ensure_default_project(&registry, &options.namespace)
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the default project: {e}"))?;
-        let sessions = Arc::new(
-            Sessions::open(
-                store,
-                Arc::clone(&config),
-                options.data_dir.clone(),
-                options.login_limits,
-            )
-            .await?,
-        );
         let projects = Arc::new(projects::RegistryProjects::new(
             Arc::clone(&registry),
             &options.namespace,
         ));
-        // Project role tokens are checked against the projects they name.
-        sessions.set_project_tokens(Arc::clone(&projects) as _);
-        let rbac = Rbac::new(Arc::clone(&config) as _, projects);
         let oidc = Arc::new(Oidc::new(Arc::clone(&config)));
+        let auth = Auth::open(
+            store,
+            Arc::clone(&config),
+            AuthOptions {
+                data_dir: options.data_dir.clone(),
+                limits: options.login_limits,
+                // Project role tokens are checked against the projects they name.
+                projects: Arc::clone(&projects) as _,
+                oidc: Some(Arc::clone(&oidc)),
+            },
+        )
+        .await?;
+        let rbac = Rbac::new(Arc::clone(&config) as _, projects);
         Ok(Self {
             config,
-            sessions,
+            auth,
             rbac,
             registry,
             namespace: options.namespace,

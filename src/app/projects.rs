@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::auth::sessions::{ProjectTokenClaims, ProjectTokens};
+use crate::auth::{ProjectTokenClaims, ProjectTokenSource};
 use crate::rbac::{ProjectRole, ProjectRoles, ProjectSource};
 use crate::registry::projects::Roles;
 use crate::registry::{Change, Key, Kind, Registry, RegistryError};
@@ -85,7 +85,7 @@ impl ProjectSource for RegistryProjects {
     }
 }
 
-impl ProjectTokens for RegistryProjects {
+impl ProjectTokenSource for RegistryProjects {
     fn check(&self, project: &str, role: &str, claims: &ProjectTokenClaims<'_>) -> Result<(), String> {
         let (roles, _) = self
             .roles(project)

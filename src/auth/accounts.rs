@@ -11,9 +11,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use arc_swap::{ArcSwap, Guard};
 use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
 
-use crate::config::{AccountConfig, Settings, TokenRecord};
+use crate::clock::now_ms;
+use crate::config::{AccountConfig, ConfigWatch, Settings, TokenRecord};
+use crate::error::AppError;
+use crate::store::{self, Expect, Store};
 
 /// Store key prefix of account records.
 pub const PREFIX: &str = "accounts/";
@@ -189,6 +194,125 @@ impl AccountBook {
     /// True when no enabled account can log in with a password.
     pub fn logins_disabled(&self) -> bool {
         !self.accounts.values().any(|a| a.enabled && a.login)
+    }
+}
+
+/// The accounts in force: the configuration merged with the records in the store. Every change
+/// of a record is written to the store, then published as a new [`AccountBook`].
+pub struct Accounts {
+    store: Arc<dyn Store>,
+    config: Arc<ConfigWatch>,
+    /// The store's records; the lock serialises every change.
+    records: Mutex<BTreeMap<String, AccountRecord>>,
+    book: ArcSwap<AccountBook>,
+}
+
+impl std::fmt::Debug for Accounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Accounts").finish_non_exhaustive()
+    }
+}
+
+impl Accounts {
+    /// Loads the records and adopts the configuration's passwords.
+    pub async fn open(store: Arc<dyn Store>, config: Arc<ConfigWatch>) -> anyhow::Result<Self> {
+        let mut records = BTreeMap::new();
+        for entry in store.list(PREFIX).await? {
+            let name = entry.key.trim_start_matches(PREFIX).to_owned();
+            records.insert(name, serde_json::from_slice(&entry.value)?);
+        }
+        let accounts = Self {
+            book: ArcSwap::from_pointee(AccountBook::build(&config.current(), &records)),
+            records: Mutex::new(records),
+            store,
+            config,
+        };
+        accounts.reload().await?;
+        Ok(accounts)
+    }
+
+    /// The accounts as of now, without copying them (a token check on every request).
+    pub fn book(&self) -> Guard<Arc<AccountBook>> {
+        self.book.load()
+    }
+
+    pub fn get(&self, name: &str) -> Option<Account> {
+        self.book.load().get(name).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Account> {
+        self.book.load().all().cloned().collect()
+    }
+
+    pub fn logins_disabled(&self) -> bool {
+        self.book.load().logins_disabled()
+    }
+
+    /// Whether account `name`'s password is the generated initial one.
+    pub async fn has_initial_password(&self, name: &str) -> bool {
+        self.records.lock().await.get(name).is_some_and(|r| r.initial)
+    }
+
+    /// Takes the current configuration into effect: adopts changed passwords from
+    /// `argocd-secret`, forgets accounts removed from it, then publishes.
+    pub async fn reload(&self) -> anyhow::Result<()> {
+        let settings = self.config.current();
+        let now = now_ms();
+        let mut records = self.records.lock().await;
+        let mut ops = Vec::new();
+        for config in settings.accounts.values() {
+            let record = records.entry(config.name.clone()).or_default();
+            let adopted = record.adopt_secret(config, now);
+            if adopted {
+                tracing::info!(account = %config.name, "password taken from argocd-secret (newer than the one in force)");
+            }
+            if adopted | record.note_access(config, now) {
+                ops.push(store::put_json(
+                    &AccountRecord::store_key(&config.name),
+                    &*record,
+                    Expect::Any,
+                )?);
+            }
+        }
+        // An account removed from the configuration loses what the server kept for it, so
+        // a later account of the same name starts clean.
+        for (name, record) in records.iter_mut() {
+            if !settings.accounts.contains_key(name) && !record.is_forgotten() {
+                *record = AccountRecord::forgotten(now);
+                tracing::info!(account = %name, "account removed from the configuration: its password and API keys are forgotten");
+                ops.push(store::put_json(
+                    &AccountRecord::store_key(name),
+                    &*record,
+                    Expect::Any,
+                )?);
+            }
+        }
+        if !ops.is_empty() {
+            self.store.commit(ops).await?;
+        }
+        self.book.store(Arc::new(AccountBook::build(&settings, &records)));
+        Ok(())
+    }
+
+    /// Changes the record of account `name` durably, then publishes the new state.
+    pub async fn update<T>(
+        &self,
+        name: &str,
+        change: impl FnOnce(&mut AccountRecord) -> Result<T, AppError>,
+    ) -> Result<T, AppError> {
+        let mut records = self.records.lock().await;
+        let mut record = records.get(name).cloned().unwrap_or_default();
+        let out = change(&mut record)?;
+        let op = store::put_json(&AccountRecord::store_key(name), &record, Expect::Any)
+            .map_err(|e| AppError::Internal(e.into()))?;
+        self.store
+            .commit(vec![op])
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?;
+        records.insert(name.to_owned(), record);
+        self.book
+            .store(Arc::new(AccountBook::build(&self.config.current(), &records)));
+        Ok(out)
     }
 }
 

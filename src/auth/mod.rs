@@ -1,200 +1,206 @@
-//! Authentication: who a request comes from. `Authenticator::identify` is
-//! the one place that reads credentials from a request.
+//! Authentication: who a request comes from, and the state that decides it. One file and one
+//! type per responsibility, each holding only the state it needs:
+//!
+//! - [`authenticator`]: reads a request's credentials (the one place), and revalidates them;
+//! - [`keys`]: the signing key of local tokens; [`jwt`]: the token format;
+//! - [`tokens`]: the check of every local token, dispatched by subject, and login tokens;
+//! - [`accounts`]: local accounts (configuration merged with the store's records);
+//! - [`logins`]: password logins under the brute-force rules ([`throttle`], [`password`]),
+//!   the first start's admin password, password changes;
+//! - [`api_keys`], [`project_tokens`], [`sso_sessions`]: the other kinds of local token;
+//! - [`revocations`]: logged-out token ids;
+//! - [`cookie`]: Argo CD's session cookie format.
+//!
+//! [`Auth`] opens them together over one store.
 
 pub mod accounts;
+pub mod api_keys;
+pub mod authenticator;
 pub mod cookie;
 pub mod jwt;
+pub mod keys;
+pub mod logins;
 pub mod password;
+pub mod project_tokens;
 pub mod random;
-pub mod sessions;
+pub mod revocations;
+pub mod sso_sessions;
 pub mod throttle;
+pub mod tokens;
 
-use std::net::IpAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
-use http::HeaderMap;
-use http::header::AUTHORIZATION;
-
+pub use self::authenticator::{Authenticator, Channel, Identified};
+pub use self::logins::{LoginError, LoginLimits};
+pub use self::project_tokens::{ProjectTokenClaims, ProjectTokenSource};
+use crate::config::ConfigWatch;
+use crate::error::AppError;
+use crate::oidc::Oidc;
 pub use crate::principal::Carrier;
-use crate::principal::{Caller, Credentials, Principal};
-use sessions::Sessions;
+use crate::store::Store;
 
-/// Where the request came in; it decides where a token may be read from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Channel {
-    /// gRPC and gRPC-Web: metadata `token`, then `Authorization: Bearer`.
-    /// Never the cookie: a browser page cannot be made to send one there.
-    Grpc,
-    /// REST and `/auth/*`: `Authorization: Bearer`, then the cookie.
-    Http,
+/// Every part of authentication, opened over one store.
+pub struct Auth {
+    pub keys: Arc<keys::TokenKeys>,
+    pub accounts: Arc<accounts::Accounts>,
+    pub revocations: Arc<revocations::Revocations>,
+    pub sso_sessions: Arc<sso_sessions::SsoSessions>,
+    pub project_tokens: Arc<project_tokens::ProjectTokens>,
+    pub tokens: Arc<tokens::Tokens>,
+    pub logins: logins::Logins,
+    pub api_keys: api_keys::ApiKeys,
+    pub authenticator: Authenticator,
+    config: Arc<ConfigWatch>,
 }
 
-/// The outcome of identifying one request.
-#[derive(Debug)]
-pub struct Identified {
-    pub caller: Caller,
-    pub carrier: Option<Carrier>,
-    /// A fresh login token to hand back (the presented one is close to expiry).
-    pub renewed: Option<String>,
-    /// `argocd.token*` cookies the request carried (to clear or replace them all).
-    pub cookie_chunks: usize,
+/// What [`Auth::open`] needs besides the store and the configuration.
+pub struct AuthOptions {
+    /// Where the generated admin password is written on a first start.
+    pub data_dir: PathBuf,
+    pub limits: LoginLimits,
+    /// Where presented project-role tokens are checked (the AppProjects).
+    pub projects: Arc<dyn ProjectTokenSource>,
+    /// Single sign-on, for ID tokens presented as bearer tokens; `None` in tools.
+    pub oidc: Option<Arc<Oidc>>,
 }
 
-pub struct Authenticator {
-    pub sessions: Arc<Sessions>,
-    /// Verifies the identity provider's ID tokens; `None` in tools without SSO.
-    pub oidc: Option<Arc<crate::oidc::Oidc>>,
-}
+impl Auth {
+    /// Loads what the store holds and adopts the configuration's passwords.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        config: Arc<ConfigWatch>,
+        options: AuthOptions,
+    ) -> anyhow::Result<Self> {
+        let keys = Arc::new(keys::TokenKeys::open(store.as_ref(), &config.current()).await?);
+        let accounts = Arc::new(accounts::Accounts::open(Arc::clone(&store), Arc::clone(&config)).await?);
+        let revocations =
+            Arc::new(revocations::Revocations::open(Arc::clone(&store), Arc::clone(&config)).await?);
+        let sso_sessions = Arc::new(
+            sso_sessions::SsoSessions::open(Arc::clone(&store), Arc::clone(&config), Arc::clone(&keys))
+                .await?,
+        );
+        let project_tokens = Arc::new(project_tokens::ProjectTokens::new(
+            Arc::clone(&keys),
+            Arc::clone(&revocations),
+            options.projects,
+        ));
+        let tokens = Arc::new(tokens::Tokens::new(
+            Arc::clone(&keys),
+            Arc::clone(&accounts),
+            Arc::clone(&revocations),
+            Arc::clone(&sso_sessions),
+            Arc::clone(&project_tokens),
+            Arc::clone(&config),
+        ));
+        let logins = logins::Logins::open(
+            store,
+            Arc::clone(&config),
+            Arc::clone(&accounts),
+            Arc::clone(&tokens),
+            options.data_dir,
+            options.limits,
+        )
+        .await?;
+        let api_keys = api_keys::ApiKeys::new(Arc::clone(&keys), Arc::clone(&accounts));
+        let authenticator = Authenticator::new(Arc::clone(&tokens), Arc::clone(&config), options.oidc);
+        Ok(Self {
+            keys,
+            accounts,
+            revocations,
+            sso_sessions,
+            project_tokens,
+            tokens,
+            logins,
+            api_keys,
+            authenticator,
+            config,
+        })
+    }
 
-impl Authenticator {
-    pub async fn identify(&self, headers: &HeaderMap, channel: Channel, ip: IpAddr) -> Identified {
-        let mut caller = Caller::anonymous(ip);
-        caller.anonymous_allowed = self.sessions.anonymous_enabled();
-        let (found, cookie_chunks) = find_token(headers, channel);
-        let mut out = Identified {
-            caller,
-            carrier: None,
-            renewed: None,
-            cookie_chunks,
-        };
-        let Some((carrier, token)) = found else {
-            return out;
-        };
-        out.carrier = Some(carrier);
-        let checked = match token {
-            Ok(t) => self.check(&t).await.map(|r| (t, r)),
-            Err(why) => Err(why),
-        };
-        match checked {
-            Ok((token, (principal, renewed))) => {
-                out.caller.principal = principal;
-                out.caller.credentials = Credentials::Valid(Arc::from(token));
-                out.renewed = renewed;
-            }
-            Err(reason) => {
-                out.caller.principal = Principal::Anonymous;
-                out.caller.credentials = Credentials::Rejected(Arc::from(reason));
-            }
+    /// Takes a new configuration into effect: the signing key, passwords from the secret,
+    /// accounts added or removed.
+    pub async fn reload_config(&self) -> anyhow::Result<()> {
+        self.keys.reload(&self.config.current());
+        self.accounts.reload().await?;
+        self.logins.after_reload().await;
+        Ok(())
+    }
+
+    /// Forgets what has expired: SSO sessions, and revocations of tokens expired anyway.
+    pub async fn purge_expired(&self) -> Result<(), AppError> {
+        self.sso_sessions.purge().await?;
+        self.revocations.purge().await?;
+        Ok(())
+    }
+
+    /// Ends the session a caller's token belongs to, at once: a login token is revoked
+    /// (an API key is left alone; it is deleted through the account API), a dashboard SSO
+    /// session ends on the server (a presented ID token is the provider's to revoke).
+    pub async fn end_session(&self, caller: &crate::principal::Caller) -> Result<(), AppError> {
+        use crate::principal::{Credentials, TokenKind};
+        if let (Credentials::Valid(_), Some(account)) = (&caller.credentials, caller.principal.account())
+            && account.kind == TokenKind::Login
+        {
+            self.revocations.revoke(&account.jti, account.expires_at).await?;
         }
-        out
-    }
-}
-
-impl Authenticator {
-    /// One of our HS256 tokens, or, when SSO is on, an ID token of the
-    /// provider (any other algorithm). Every path verifies the signature
-    /// before reading anything, and names why a token is refused.
-    async fn check(&self, token: &str) -> Result<(Principal, Option<String>), String> {
-        let ours = jwt::decode(token).map(|u| u.algorithm() == "HS256");
-        match (&self.oidc, ours) {
-            (Some(oidc), Ok(false)) if oidc.enabled() => {
-                oidc.verify_bearer(token).await.map(|p| (Principal::Sso(p), None))
-            }
-            _ => self.sessions.authenticate(token),
+        if let (Credentials::Valid(_), Some(sso)) = (&caller.credentials, caller.principal.sso())
+            && let Some(sid) = &sso.session
+        {
+            self.sso_sessions.end(sid).await?;
         }
+        Ok(())
     }
-}
 
-type Found = Option<(Carrier, Result<String, String>)>;
-
-/// The gRPC metadata key Argo CD's clients send their token in.
-const TOKEN_METADATA: http::HeaderName = http::HeaderName::from_static("token");
-
-/// The token a request carries, where from, and how many session cookie
-/// chunks it sent.
-fn find_token(headers: &HeaderMap, channel: Channel) -> (Found, usize) {
-    let sent = cookie::read(headers);
-    let chunks = sent.chunks;
-    if channel == Channel::Grpc
-        && let Some(v) = headers.get(TOKEN_METADATA)
-    {
-        let token = v
-            .to_str()
-            .map(str::to_owned)
-            .map_err(|_| "token metadata is not ASCII".to_owned());
-        return (Some((Carrier::Metadata, token)), chunks);
+    /// Prometheus lines for logins, revocations and throttling state.
+    pub fn render_metrics(&self, out: &mut String) {
+        use std::fmt::Write as _;
+        use std::sync::atomic::Ordering;
+        let o = &self.logins.outcomes;
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_login_request_total Password logins by outcome."
+        );
+        let _ = writeln!(out, "# TYPE tiphys_login_request_total counter");
+        for (status, n) in [
+            ("success", &o.success),
+            ("failure", &o.failure),
+            ("throttled", &o.throttled),
+        ] {
+            let _ = writeln!(
+                out,
+                "tiphys_login_request_total{{status=\"{status}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_revoked_tokens Revoked tokens not yet expired."
+        );
+        let _ = writeln!(out, "# TYPE tiphys_revoked_tokens gauge");
+        let _ = writeln!(out, "tiphys_revoked_tokens {}", self.revocations.len());
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_login_failure_entries Failed-login records held."
+        );
+        let _ = writeln!(out, "# TYPE tiphys_login_failure_entries gauge");
+        let _ = writeln!(
+            out,
+            "tiphys_login_failure_entries {}",
+            self.logins.failure_entries()
+        );
+        let _ = writeln!(
+            out,
+            "# HELP tiphys_config_reload_errors_total Configuration reloads refused as malformed."
+        );
+        let _ = writeln!(out, "# TYPE tiphys_config_reload_errors_total counter");
+        let _ = writeln!(
+            out,
+            "tiphys_config_reload_errors_total {}",
+            self.config.reload_errors()
+        );
     }
-    // Other schemes (Basic, …) carry no token of ours.
-    if let Some(token) = headers.get(AUTHORIZATION).and_then(|v| bearer(v.as_bytes())) {
-        return (Some((Carrier::Bearer, token)), chunks);
-    }
-    if channel == Channel::Http
-        && let Some(token) = sent.token
-    {
-        return (Some((Carrier::Cookie, token.map_err(|e| e.to_string()))), chunks);
-    }
-    (None, chunks)
-}
-
-/// `Bearer <token>`, the scheme matched case-insensitively (RFC 7235).
-fn bearer(value: &[u8]) -> Option<Result<String, String>> {
-    let Ok(value) = std::str::from_utf8(value) else {
-        // Not text, so not a scheme we can ignore safely: a bad token.
-        let bearer = value.len() >= 6 && value[..6].eq_ignore_ascii_case(b"bearer");
-        return bearer.then(|| Err("authorization header is not valid text".to_owned()));
-    };
-    let value = value.trim_start();
-    let (scheme, rest) = value
-        .split_once(|c: char| c.is_ascii_whitespace())
-        .unwrap_or((value, ""));
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return None;
-    }
-    let token = rest.trim();
-    Some(if token.is_empty() {
-        Err("empty bearer token".to_owned())
-    } else {
-        Ok(token.to_owned())
-    })
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
-        let mut h = HeaderMap::new();
-        for (k, v) in pairs {
-            h.append(
-                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
-                v.parse().unwrap(),
-            );
-        }
-        h
-    }
-
-    #[test]
-    fn bearer_scheme_is_case_insensitive() {
-        for scheme in ["Bearer", "bearer", "BEARER"] {
-            let h = headers(&[("authorization", &format!("{scheme} a.b.c"))]);
-            let (found, _) = find_token(&h, Channel::Http);
-            assert_eq!(found, Some((Carrier::Bearer, Ok("a.b.c".into()))));
-        }
-        let h = headers(&[("authorization", "Basic dXNlcjpwYXNz")]);
-        assert_eq!(find_token(&h, Channel::Http).0, None);
-    }
-
-    #[test]
-    fn grpc_reads_metadata_first_and_never_the_cookie() {
-        let h = headers(&[("token", "m.m.m"), ("authorization", "Bearer b.b.b")]);
-        assert_eq!(
-            find_token(&h, Channel::Grpc).0,
-            Some((Carrier::Metadata, Ok("m.m.m".into())))
-        );
-        let h = headers(&[("cookie", "argocd.token=c.c.c")]);
-        assert_eq!(find_token(&h, Channel::Grpc).0, None);
-        assert_eq!(
-            find_token(&h, Channel::Http).0,
-            Some((Carrier::Cookie, Ok("c.c.c".into())))
-        );
-    }
-
-    #[test]
-    fn empty_bearer_is_a_rejected_token() {
-        let h = headers(&[("authorization", "Bearer ")]);
-        assert!(matches!(
-            find_token(&h, Channel::Http).0,
-            Some((Carrier::Bearer, Err(_)))
-        ));
-    }
-}
+mod tests;

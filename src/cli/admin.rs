@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 
-use crate::auth::sessions::INITIAL_PASSWORD_FILE;
+use crate::auth::logins::INITIAL_PASSWORD_FILE;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum AdminCommand {

@@ -140,6 +140,12 @@ impl ConfigWatch {
         self.current.load_full()
     }
 
+    /// The current settings without taking a reference count: for a quick look on every
+    /// request. Do not hold it across an `await`.
+    pub fn peek(&self) -> arc_swap::Guard<Arc<Settings>> {
+        self.current.load()
+    }
+
     /// Yields the generation number each time new settings take effect.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.generation.subscribe()

@@ -27,8 +27,9 @@ use super::conn::ConnInfo;
 use super::edge::{self, Decision};
 use super::metrics::{Metrics, Outcome};
 use super::protocol::{GRPC_MESSAGE, GRPC_STATUS, Protocol};
+use crate::app::App;
 use crate::auth::cookie::CookieScope;
-use crate::auth::{Authenticator, Carrier, Channel};
+use crate::auth::{Carrier, Channel};
 use crate::error::rest_error;
 use crate::grpc::GrpcServices;
 use crate::principal::{AuthInfo, ClientScheme, RequestContext};
@@ -45,7 +46,8 @@ pub struct Dispatcher {
     pub grpc: GrpcServices,
     pub grpc_web: GrpcWebService<GrpcServices>,
     pub http: Router,
-    pub auth: Authenticator,
+    /// Who callers are (`app.auth.authenticator`).
+    pub app: Arc<App>,
     /// The UI's base href: the path of session cookies.
     pub basehref: String,
     pub metrics: Arc<Metrics>,
@@ -150,7 +152,7 @@ impl Dispatcher {
             }
         };
         if let Some(renewal) = renewed {
-            self.hand_back(&mut response, protocol, scheme, &renewal);
+            self.hand_back(&mut response, protocol, scheme, &renewal).await;
         }
         (protocol, response)
     }
@@ -177,7 +179,12 @@ impl Dispatcher {
                 return (context, None);
             }
         };
-        let identified = self.auth.identify(req.headers(), channel, ip).await;
+        let identified = self
+            .app
+            .auth
+            .authenticator
+            .identify(req.headers(), channel, ip)
+            .await;
         let renewal = match (&identified.caller.credentials, identified.renewed) {
             (Credentials::Valid(presented), Some(token)) => Some(Renewal {
                 token,
@@ -201,7 +208,7 @@ impl Dispatcher {
     /// Hands a renewed login token back where only the client can read it:
     /// `renew-token` metadata on native gRPC (the CLI), a fresh HttpOnly
     /// cookie for a browser. Never a header a page script could read.
-    fn hand_back(
+    async fn hand_back(
         &self,
         response: &mut Response<Body>,
         protocol: Protocol,
@@ -210,9 +217,9 @@ impl Dispatcher {
     ) {
         // The call itself may have ended the session (logout, a password
         // change): then the renewed token must not outlive it.
-        let sessions = &self.auth.sessions;
-        if sessions.authenticate(&renewal.presented).is_err()
-            || sessions.authenticate(&renewal.token).is_err()
+        let authenticator = &self.app.auth.authenticator;
+        if authenticator.still_valid(&renewal.presented).await.is_err()
+            || authenticator.still_valid(&renewal.token).await.is_err()
         {
             return;
         }

@@ -26,7 +26,7 @@ use self::listener::Front;
 use self::metrics::Metrics;
 use self::tls::{CertSource, TlsPolicy};
 use crate::app::App;
-use crate::auth::sessions::{LoginLimits, Sessions};
+use crate::auth::LoginLimits;
 use crate::auth::throttle::ThrottlePolicy;
 use crate::config::ConfigWatch;
 
@@ -101,8 +101,6 @@ impl Server {
             .await?,
         );
         let config_watch = Arc::clone(&state.config);
-        let sessions = Arc::clone(&state.sessions);
-        let oidc = Arc::clone(&state.oidc);
         let content_types: Vec<String> = args
             .api_content_types
             .split(',')
@@ -124,10 +122,7 @@ impl Server {
             grpc_web: tower::Layer::layer(&tonic_web::GrpcWebLayer::new(), grpc.clone()),
             grpc,
             http: crate::api::router(Arc::clone(&state)).fallback_service(crate::ui::router(Arc::new(ui))),
-            auth: crate::auth::Authenticator {
-                sessions,
-                oidc: Some(oidc),
-            },
+            app: Arc::clone(&state),
             basehref: config.basehref.clone(),
             metrics: Arc::clone(&metrics),
             tls_mode: !config.insecure,
@@ -175,14 +170,11 @@ impl Server {
         }
         self.config_watch.spawn_watcher(internal.clone());
         tokio::spawn(follow_config(
-            Arc::clone(&self.state.sessions),
+            Arc::clone(&self.state),
             self.config_watch.subscribe(),
             internal.clone(),
         ));
-        tokio::spawn(purge_revocations(
-            Arc::clone(&self.state.sessions),
-            internal.clone(),
-        ));
+        tokio::spawn(purge_expired(Arc::clone(&self.state), internal.clone()));
         tokio::spawn(serve_metrics(
             self.metrics_listener,
             Arc::clone(&self.metrics),
@@ -192,10 +184,10 @@ impl Server {
         // The first start's admin password is made beside serving, so that
         // bcrypt does not delay the first request. The ready file, which
         // scripts read the port (and then that password) from, waits for it.
-        let sessions = Arc::clone(&self.state.sessions);
+        let app = Arc::clone(&self.state);
         let ready_file = self.config.ready_file.clone();
         tokio::spawn(async move {
-            if let Err(err) = sessions.ensure_initial_admin().await {
+            if let Err(err) = app.auth.logins.ensure_initial_admin().await {
                 tracing::error!(error = %format!("{err:#}"), "cannot set the initial admin password");
             }
             if let Some(path) = ready_file {
@@ -252,10 +244,10 @@ async fn bind(addr: SocketAddr, flags: &str) -> anyhow::Result<TcpListener> {
     })
 }
 
-/// Applies each new configuration to the sessions (passwords from the
+/// Applies each new configuration to authentication (passwords from the
 /// secret, accounts, the server key).
 async fn follow_config(
-    sessions: Arc<Sessions>,
+    app: Arc<App>,
     mut changes: tokio::sync::watch::Receiver<u64>,
     cancel: CancellationToken,
 ) {
@@ -266,7 +258,7 @@ async fn follow_config(
                 if changed.is_err() {
                     return;
                 }
-                if let Err(err) = sessions.reload_config().await {
+                if let Err(err) = app.auth.reload_config().await {
                     tracing::error!(error = format!("{err:#}"), "cannot apply the new configuration to accounts");
                 }
             }
@@ -274,14 +266,15 @@ async fn follow_config(
     }
 }
 
-/// Revocations are kept only until the revoked token would have expired.
-async fn purge_revocations(sessions: Arc<Sessions>, cancel: CancellationToken) {
+/// Revocations are kept only until the revoked token would have expired, SSO sessions
+/// until they end.
+async fn purge_expired(app: Arc<App>, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tokio::select! {
             () = cancel.cancelled() => return,
             _ = tick.tick() => {
-                if let Err(err) = sessions.purge_revocations().await {
+                if let Err(err) = app.auth.purge_expired().await {
                     tracing::warn!(error = %err, "cannot purge expired revocations");
                 }
             }
@@ -303,7 +296,7 @@ async fn serve_metrics(
             let state = Arc::clone(&state);
             async move {
                 let mut body = metrics.render();
-                state.sessions.render_metrics(&mut body);
+                state.auth.render_metrics(&mut body);
                 state.rbac.render_metrics(&mut body);
                 ([("content-type", "text/plain; version=0.0.4")], body)
             }

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Ctx, Empty, Reply};
+use crate::auth::LoginError;
 use crate::auth::accounts::Account;
-use crate::auth::sessions::{LoginError, Sessions};
+use crate::auth::accounts::Accounts;
 use crate::error::AppError;
 use crate::json::is_zero;
 use crate::principal::Principal;
@@ -121,9 +122,9 @@ fn own_account(principal: &Principal) -> Result<&str, AppError> {
     }
 }
 
-fn find(sessions: &Sessions, name: &str) -> Result<Account, AppError> {
-    sessions
-        .account(name)
+fn find(accounts: &Accounts, name: &str) -> Result<Account, AppError> {
+    accounts
+        .get(name)
         .ok_or_else(|| AppError::NotFound(format!("account '{name}' does not exist")))
 }
 
@@ -168,8 +169,9 @@ pub async fn list_accounts(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let items: Vec<AccountView> = ctx
         .app
-        .sessions
-        .accounts()
+        .auth
+        .accounts
+        .all()
         .iter()
         .filter(|a| may(&ctx.app.rbac, principal, "get", &a.name))
         .map(AccountView::from)
@@ -181,12 +183,12 @@ pub async fn list_accounts(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
 pub async fn get_account(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     ensure(&ctx.app.rbac, principal, "get", &req.name)?;
-    Reply::json(AccountView::from(&find(&ctx.app.sessions, &req.name)?))
+    Reply::json(AccountView::from(&find(&ctx.app.auth.accounts, &req.name)?))
 }
 
 /// `UpdatePassword`: `{}`.
 pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, AppError> {
-    let (sessions, rbac, caller) = (&ctx.app.sessions, &ctx.app.rbac, &ctx.caller);
+    let (auth, rbac, caller) = (&ctx.app.auth, &ctx.app.rbac, &ctx.caller);
     let principal = caller.require()?;
     let Some(me) = principal.account() else {
         return Err(match principal {
@@ -203,7 +205,7 @@ pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, App
         req.name
     };
     ensure(rbac, principal, "update", &name)?;
-    find(sessions, &name)?;
+    find(&auth.accounts, &name)?;
     if req.current_password.is_empty() {
         return Err(AppError::InvalidArgument(
             "current password is required".to_owned(),
@@ -211,7 +213,8 @@ pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, App
     }
     // The caller proves who they are with their own password; a wrong one
     // counts toward the lockout like any failed login.
-    match sessions
+    match auth
+        .logins
         .check_password(&me.name, &req.current_password, caller.ip)
         .await
     {
@@ -223,7 +226,7 @@ pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, App
         }
         Err(other) => return Err(other.into()),
     }
-    let pattern = &sessions.settings().password_pattern;
+    let pattern = &ctx.app.config.current().password_pattern;
     if req.new_password.is_empty() {
         return Err(AppError::InvalidArgument(
             "Blank passwords are not allowed".to_owned(),
@@ -235,15 +238,14 @@ pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, App
             pattern.as_str()
         )));
     }
-    let hash = sessions.hash_password(&req.new_password).await?;
-    sessions.set_password(&name, hash).await?;
+    auth.logins.set_password(&name, &req.new_password).await?;
     tracing::info!(target: "audit", account = %name, by = %me.name, "password changed");
     Ok(Reply::empty())
 }
 
 /// `CreateToken`: `{token}`.
 pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError> {
-    let (sessions, rbac) = (&ctx.app.sessions, &ctx.app.rbac);
+    let (auth, rbac) = (&ctx.app.auth, &ctx.app.rbac);
     let principal = ctx.caller.require()?;
     let name = if req.name.is_empty() {
         own_account(principal)?.to_owned()
@@ -251,7 +253,7 @@ pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError>
         req.name
     };
     ensure(rbac, principal, "update", &name)?;
-    let account = find(sessions, &name)?;
+    let account = find(&auth.accounts, &name)?;
     if !account.api_key {
         return Err(AppError::InvalidArgument(format!(
             "account '{name}' does not have apiKey capability"
@@ -265,8 +267,9 @@ pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError>
         ));
     }
     let id = (!req.id.is_empty()).then_some(req.id);
-    let token = sessions
-        .create_api_key(&name, id, Duration::from_secs(expires_in))
+    let token = auth
+        .api_keys
+        .create(&name, id, Duration::from_secs(expires_in))
         .await?;
     tracing::info!(target: "audit", account = %name, by = %principal.subject(), "API key created");
     Ok(Reply::Message(json!({ "token": token })))
@@ -274,7 +277,7 @@ pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError>
 
 /// `DeleteToken`: `{}`.
 pub async fn delete_token(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppError> {
-    let (sessions, rbac) = (&ctx.app.sessions, &ctx.app.rbac);
+    let (auth, rbac) = (&ctx.app.auth, &ctx.app.rbac);
     let principal = ctx.caller.require()?;
     let name = if req.name.is_empty() {
         own_account(principal)?
@@ -282,8 +285,8 @@ pub async fn delete_token(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppErr
         &req.name
     };
     ensure(rbac, principal, "update", name)?;
-    find(sessions, name)?;
-    sessions.delete_api_key(name, &req.id).await?;
+    find(&auth.accounts, name)?;
+    auth.api_keys.delete(name, &req.id).await?;
     tracing::info!(target: "audit", account = %name, token = %req.id, by = %principal.subject(), "API key deleted");
     Ok(Reply::empty())
 }

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{Ctx, Empty, Reply, SessionCookie};
 use crate::error::AppError;
 use crate::json::is_zero;
-use crate::principal::{Caller, Credentials, TokenKind};
+use crate::principal::Caller;
 use crate::rbac::Rbac;
 
 /// `GetUserInfoResponse`, with Go `encoding/json` rules (anonymous → `{}`).
@@ -46,7 +46,8 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     }
     let token = ctx
         .app
-        .sessions
+        .auth
+        .logins
         .login(&req.username, &req.password, ctx.caller.ip)
         .await?;
     Ok(Reply::Session {
@@ -57,30 +58,11 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
 
 /// `Delete`: logout. The caller's session stops working at once and the cookie is cleared.
 pub async fn delete(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
-    end_session(&ctx).await?;
+    ctx.app.auth.end_session(&ctx.caller).await?;
     Ok(Reply::Session {
         message: json!({}),
         cookie: SessionCookie::Clear,
     })
-}
-
-/// Ends the caller's session: a login token is revoked (an API key is left alone; it is
-/// deleted through the account API), a dashboard SSO session ends on the server (a presented
-/// ID token is the provider's to revoke).
-pub async fn end_session(ctx: &Ctx) -> Result<(), AppError> {
-    let caller = &ctx.caller;
-    let sessions = &ctx.app.sessions;
-    if let (Credentials::Valid(_), Some(account)) = (&caller.credentials, caller.principal.account())
-        && account.kind == TokenKind::Login
-    {
-        sessions.revoke(&account.jti, account.expires_at).await?;
-    }
-    if let (Credentials::Valid(_), Some(sso)) = (&caller.credentials, caller.principal.sso())
-        && let Some(sid) = &sso.session
-    {
-        sessions.end_sso(sid).await?;
-    }
-    Ok(())
 }
 
 /// `GetUserInfo`.

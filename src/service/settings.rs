@@ -119,7 +119,7 @@ impl SettingsSource {
         Self {
             url: state.url(),
             app_label_key: String::new(),
-            user_logins_disabled: state.sessions.logins_disabled(),
+            user_logins_disabled: state.auth.accounts.logins_disabled(),
             password_pattern: settings.password_pattern.as_str().to_owned(),
             oidc: settings.oidc.as_deref().map(OidcSettings::from),
         }

@@ -11,7 +11,7 @@ use futures_util::stream;
 use super::{AppQuery, Filter, doc_object};
 use crate::app::App;
 use crate::error::AppError;
-use crate::principal::{Caller, Credentials};
+use crate::principal::Caller;
 use crate::registry::{DocRef, EventType, Kind, Subscription, WatchError};
 use crate::service::resource::parse_resource_version;
 use crate::service::{Ctx, Reply, StreamItem};
@@ -95,7 +95,7 @@ fn live_events(
                                 // most once a second, as a busy watch sees many events.
                                 if checked.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
                                     checked = Some(tokio::time::Instant::now());
-                                    if let Err(err) = session_valid(&state, &caller) {
+                                    if let Err(err) = state.auth.authenticator.revalidate(&caller).await {
                                         return Some((Err(err), (sub, true, checked)));
                                     }
                                 }
@@ -108,7 +108,7 @@ fn live_events(
                         return Some((Err(AppError::Unauthenticated("session expired: log in again".to_owned())), (sub, true, checked)));
                     }
                     () = tokio::time::sleep(RECHECK) => {
-                        if let Err(err) = session_valid(&state, &caller) {
+                        if let Err(err) = state.auth.authenticator.revalidate(&caller).await {
                             return Some((Err(err), (sub, true, checked)));
                         }
                     }
@@ -116,18 +116,6 @@ fn live_events(
             }
         }
     })
-}
-
-/// Whether the token the stream was opened with is still good (not expired, not revoked).
-fn session_valid(state: &App, caller: &Caller) -> Result<(), AppError> {
-    match &caller.credentials {
-        Credentials::Valid(token) => state
-            .sessions
-            .authenticate(token)
-            .map(|_| ())
-            .map_err(|why| AppError::Unauthenticated(format!("invalid session: {why}"))),
-        _ => Ok(()),
-    }
 }
 
 fn watch_error(err: WatchError) -> AppError {

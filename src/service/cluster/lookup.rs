@@ -151,8 +151,8 @@ impl Entry {
 /// `cluster.inClusterEnabled` from argocd-cm: anything but `"false"` enables it, as upstream.
 pub fn in_cluster_enabled(state: &App) -> bool {
     state
-        .sessions
-        .settings()
+        .config
+        .peek()
         .cm
         .get("cluster.inClusterEnabled")
         .is_none_or(|v| v.trim() != "false")

@@ -244,7 +244,7 @@ pub async fn create_token(ctx: Ctx, req: CreateTokenRequest) -> Result<Reply, Ap
                 req.role, req.project
             )));
         }
-        let issued = state.sessions.issue_project_token(
+        let issued = state.auth.project_tokens.issue(
             &req.project,
             &req.role,
             Some(id.clone()),

@@ -1,0 +1,225 @@
+//! Who a request comes from: the one place that reads credentials from a request
+//! ([`Authenticator::identify`]), and the one check that a caller's token is still good
+//! ([`Authenticator::revalidate`]), which long-lived streams repeat.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use http::HeaderMap;
+use http::header::AUTHORIZATION;
+
+use super::tokens::Tokens;
+use crate::config::ConfigWatch;
+use crate::error::AppError;
+use crate::oidc::Oidc;
+use crate::principal::{Caller, Carrier, Credentials, Principal};
+
+/// Where the request came in; it decides where a token may be read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Channel {
+    /// gRPC and gRPC-Web: metadata `token`, then `Authorization: Bearer`.
+    /// Never the cookie: a browser page cannot be made to send one there.
+    Grpc,
+    /// REST and `/auth/*`: `Authorization: Bearer`, then the cookie.
+    Http,
+}
+
+/// The outcome of identifying one request.
+#[derive(Debug)]
+pub struct Identified {
+    pub caller: Caller,
+    pub carrier: Option<Carrier>,
+    /// A fresh login token to hand back (the presented one is close to expiry).
+    pub renewed: Option<String>,
+    /// `argocd.token*` cookies the request carried (to clear or replace them all).
+    pub cookie_chunks: usize,
+}
+
+pub struct Authenticator {
+    tokens: Arc<Tokens>,
+    config: Arc<ConfigWatch>,
+    /// Verifies the identity provider's ID tokens; `None` in tools without SSO.
+    oidc: Option<Arc<Oidc>>,
+}
+
+impl std::fmt::Debug for Authenticator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authenticator").finish_non_exhaustive()
+    }
+}
+
+impl Authenticator {
+    pub fn new(tokens: Arc<Tokens>, config: Arc<ConfigWatch>, oidc: Option<Arc<Oidc>>) -> Self {
+        Self { tokens, config, oidc }
+    }
+
+    pub async fn identify(&self, headers: &HeaderMap, channel: Channel, ip: IpAddr) -> Identified {
+        let mut caller = Caller::anonymous(ip);
+        caller.anonymous_allowed = self.config.peek().anonymous_enabled;
+        let (found, cookie_chunks) = find_token(headers, channel);
+        let mut out = Identified {
+            caller,
+            carrier: None,
+            renewed: None,
+            cookie_chunks,
+        };
+        let Some((carrier, token)) = found else {
+            return out;
+        };
+        out.carrier = Some(carrier);
+        let checked = match token {
+            Ok(t) => self.check(&t).await.map(|r| (t, r)),
+            Err(why) => Err(why),
+        };
+        match checked {
+            Ok((token, (principal, renewed))) => {
+                out.caller.principal = principal;
+                out.caller.credentials = Credentials::Valid(Arc::from(token));
+                out.renewed = renewed;
+            }
+            Err(reason) => {
+                out.caller.principal = Principal::Anonymous;
+                out.caller.credentials = Credentials::Rejected(Arc::from(reason));
+            }
+        }
+        out
+    }
+}
+
+impl Authenticator {
+    /// One of our HS256 tokens, or, when SSO is on, an ID token of the
+    /// provider (any other algorithm). Every path verifies the signature
+    /// before reading anything, and names why a token is refused.
+    async fn check(&self, token: &str) -> Result<(Principal, Option<String>), String> {
+        let ours = super::jwt::decode(token).map(|u| u.algorithm() == "HS256");
+        match (&self.oidc, ours) {
+            (Some(oidc), Ok(false)) if oidc.enabled() => {
+                oidc.verify_bearer(token).await.map(|p| (Principal::Sso(p), None))
+            }
+            _ => self.tokens.authenticate(token),
+        }
+    }
+
+    /// Whether the token `caller` presented is still good now: not expired, not revoked,
+    /// its account, session, project role or provider still there. A caller without a
+    /// token has nothing to lose. Streams repeat this while they last; the dispatcher asks
+    /// it before handing back a renewed token.
+    pub async fn revalidate(&self, caller: &Caller) -> Result<(), AppError> {
+        match &caller.credentials {
+            Credentials::Valid(token) => self.still_valid(token).await,
+            Credentials::None | Credentials::Rejected(_) => Ok(()),
+        }
+    }
+
+    /// [`Self::revalidate`] for one token.
+    pub async fn still_valid(&self, token: &str) -> Result<(), AppError> {
+        self.check(token)
+            .await
+            .map(|_| ())
+            .map_err(|why| AppError::Unauthenticated(format!("invalid session: {why}")))
+    }
+}
+
+type Found = Option<(Carrier, Result<String, String>)>;
+
+/// The gRPC metadata key Argo CD's clients send their token in.
+const TOKEN_METADATA: http::HeaderName = http::HeaderName::from_static("token");
+
+/// The token a request carries, where from, and how many session cookie
+/// chunks it sent.
+fn find_token(headers: &HeaderMap, channel: Channel) -> (Found, usize) {
+    let sent = super::cookie::read(headers);
+    let chunks = sent.chunks;
+    if channel == Channel::Grpc
+        && let Some(v) = headers.get(TOKEN_METADATA)
+    {
+        let token = v
+            .to_str()
+            .map(str::to_owned)
+            .map_err(|_| "token metadata is not ASCII".to_owned());
+        return (Some((Carrier::Metadata, token)), chunks);
+    }
+    // Other schemes (Basic, …) carry no token of ours.
+    if let Some(token) = headers.get(AUTHORIZATION).and_then(|v| bearer(v.as_bytes())) {
+        return (Some((Carrier::Bearer, token)), chunks);
+    }
+    if channel == Channel::Http
+        && let Some(token) = sent.token
+    {
+        return (Some((Carrier::Cookie, token.map_err(|e| e.to_string()))), chunks);
+    }
+    (None, chunks)
+}
+
+/// `Bearer <token>`, the scheme matched case-insensitively (RFC 7235).
+fn bearer(value: &[u8]) -> Option<Result<String, String>> {
+    let Ok(value) = std::str::from_utf8(value) else {
+        // Not text, so not a scheme we can ignore safely: a bad token.
+        let bearer = value.len() >= 6 && value[..6].eq_ignore_ascii_case(b"bearer");
+        return bearer.then(|| Err("authorization header is not valid text".to_owned()));
+    };
+    let value = value.trim_start();
+    let (scheme, rest) = value
+        .split_once(|c: char| c.is_ascii_whitespace())
+        .unwrap_or((value, ""));
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    let token = rest.trim();
+    Some(if token.is_empty() {
+        Err("empty bearer token".to_owned())
+    } else {
+        Ok(token.to_owned())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        for scheme in ["Bearer", "bearer", "BEARER"] {
+            let h = headers(&[("authorization", &format!("{scheme} a.b.c"))]);
+            let (found, _) = find_token(&h, Channel::Http);
+            assert_eq!(found, Some((Carrier::Bearer, Ok("a.b.c".into()))));
+        }
+        let h = headers(&[("authorization", "Basic dXNlcjpwYXNz")]);
+        assert_eq!(find_token(&h, Channel::Http).0, None);
+    }
+
+    #[test]
+    fn grpc_reads_metadata_first_and_never_the_cookie() {
+        let h = headers(&[("token", "m.m.m"), ("authorization", "Bearer b.b.b")]);
+        assert_eq!(
+            find_token(&h, Channel::Grpc).0,
+            Some((Carrier::Metadata, Ok("m.m.m".into())))
+        );
+        let h = headers(&[("cookie", "argocd.token=c.c.c")]);
+        assert_eq!(find_token(&h, Channel::Grpc).0, None);
+        assert_eq!(
+            find_token(&h, Channel::Http).0,
+            Some((Carrier::Cookie, Ok("c.c.c".into())))
+        );
+    }
+
+    #[test]
+    fn empty_bearer_is_a_rejected_token() {
+        let h = headers(&[("authorization", "Bearer ")]);
+        assert!(matches!(
+            find_token(&h, Channel::Http).0,
+            Some((Carrier::Bearer, Err(_)))
+        ));
+    }
+}

@@ -1,0 +1,243 @@
+//! The kinds of local token together, through [`Auth`] as the server opens it.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use super::jwt::Claims;
+use super::*;
+use crate::clock::now_s;
+use crate::principal::{LOCAL_ISSUER, Principal};
+use crate::store::FileStore;
+
+/// Project tokens listed by id; everything else refused.
+#[derive(Default)]
+struct Listed(Mutex<HashSet<String>>);
+
+impl ProjectTokenSource for Listed {
+    fn check(&self, project: &str, role: &str, claims: &ProjectTokenClaims<'_>) -> Result<(), String> {
+        let listed = self.0.lock().map(|l| l.contains(claims.jti)).unwrap_or(false);
+        if project == "p1" && role == "ci" && listed {
+            Ok(())
+        } else {
+            Err(format!("not a token of {project}:{role}"))
+        }
+    }
+}
+
+async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Arc<Listed>) -> Auth {
+    std::fs::create_dir_all(dir).unwrap();
+    let store = Arc::new(FileStore::open(dir).unwrap());
+    let auth = Auth::open(
+        store,
+        config,
+        AuthOptions {
+            data_dir: dir.to_path_buf(),
+            limits: LoginLimits::default(),
+            projects,
+            oidc: None,
+        },
+    )
+    .await
+    .unwrap();
+    auth.logins.ensure_initial_admin().await.unwrap();
+    auth
+}
+
+async fn open(dir: &std::path::Path, projects: Arc<Listed>) -> Auth {
+    open_with(dir, ConfigWatch::new(None).unwrap(), projects).await
+}
+
+#[tokio::test]
+async fn project_tokens_are_accepted_only_while_their_role_lists_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let listed = Arc::new(Listed::default());
+    let auth = open(dir.path(), Arc::clone(&listed)).await;
+    let issued = auth
+        .project_tokens
+        .issue("p1", "ci", Some("t1".into()), Duration::from_secs(3600));
+    assert_eq!(issued.jti, "t1");
+    assert_eq!(issued.exp, Some(issued.iat + 3600));
+
+    // Not (yet) recorded on the role: refused.
+    assert!(
+        auth.tokens
+            .authenticate(&issued.token)
+            .unwrap_err()
+            .contains("not a token")
+    );
+
+    listed.0.lock().unwrap().insert("t1".into());
+    let (principal, renewed) = auth.tokens.authenticate(&issued.token).unwrap();
+    assert!(renewed.is_none(), "project tokens are never renewed");
+    let Principal::Project(p) = principal else {
+        panic!("not a project principal: {principal:?}")
+    };
+    assert_eq!(
+        (
+            p.project.as_str(),
+            p.role.as_str(),
+            p.subject.as_str(),
+            p.jti.as_str()
+        ),
+        ("p1", "ci", "proj:p1:ci", "t1")
+    );
+    assert_eq!((p.iat, p.expires_at), (issued.iat, issued.exp));
+
+    // Revoked by leaving the role's list.
+    listed.0.lock().unwrap().clear();
+    assert!(auth.tokens.authenticate(&issued.token).is_err());
+
+    // A random id when none is given, and no expiry for zero.
+    let other = auth.project_tokens.issue("p1", "ci", None, Duration::ZERO);
+    assert_eq!(other.exp, None);
+    assert_eq!(uuid::Uuid::parse_str(&other.jti).map(|_| ()), Ok(()));
+}
+
+/// A config dir whose `oidc.config` names `issuer` (none: SSO off).
+fn write_oidc(dir: &std::path::Path, issuer: Option<&str>) {
+    let mut cm = "kind: ConfigMap\nmetadata:\n  name: argocd-cm\ndata:\n".to_owned();
+    if let Some(issuer) = issuer {
+        cm.push_str(&format!(
+            "  oidc.config: |\n    name: IdP\n    issuer: {issuer}\n    clientID: cd\n"
+        ));
+    }
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("argocd-cm.yaml"), cm).unwrap();
+}
+
+fn oidc_config(dir: &std::path::Path, issuer: Option<&str>) -> Arc<ConfigWatch> {
+    write_oidc(dir, issuer);
+    ConfigWatch::new(Some(dir.to_path_buf())).unwrap()
+}
+
+async fn start(auth: &Auth, iss: &str) -> String {
+    let claims = serde_json::json!({"iss": iss, "sub": "u1", "exp": now_s() + 600});
+    auth.sso_sessions
+        .start(claims.as_object().unwrap().clone(), "id.token".into())
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn sso_sessions_end_when_their_provider_is_no_longer_configured() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    let config = oidc_config(&cfg, Some("https://idp"));
+    let auth = open_with(&dir.path().join("store"), Arc::clone(&config), Arc::default()).await;
+    let token = start(&auth, "https://idp").await;
+    assert!(auth.tokens.authenticate(&token).is_ok());
+    // A session from some other issuer is refused under this configuration.
+    let foreign = start(&auth, "https://other").await;
+    let gone = "the single sign-on session's provider is no longer configured, please log in again";
+    assert_eq!(auth.tokens.authenticate(&foreign).unwrap_err(), gone);
+
+    // The admin switches provider.
+    write_oidc(&cfg, Some("https://idp2"));
+    assert!(config.poll_once().unwrap());
+    assert_eq!(auth.tokens.authenticate(&token).unwrap_err(), gone);
+    // Switching back: the session is valid again (it was not ended).
+    write_oidc(&cfg, Some("https://idp"));
+    assert!(config.poll_once().unwrap());
+    assert!(auth.tokens.authenticate(&token).is_ok());
+    // SSO turned off.
+    write_oidc(&cfg, None);
+    assert!(config.poll_once().unwrap());
+    assert_eq!(auth.tokens.authenticate(&token).unwrap_err(), gone);
+}
+
+#[tokio::test]
+async fn sso_sessions_name_their_server_side_state_and_end_at_logout() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    let store = dir.path().join("store");
+    let auth = open_with(&store, oidc_config(&cfg, Some("https://idp")), Arc::default()).await;
+    let now = now_s();
+    let groups: Vec<String> = (0..500).map(|i| format!("group-with-a-long-name-{i}")).collect();
+    let claims = serde_json::json!({
+        "iss": "https://idp", "sub": "u1", "email": "u1@example.test", "exp": now + 600, "groups": groups,
+    });
+    let token = auth
+        .sso_sessions
+        .start(claims.as_object().unwrap().clone(), "id.token.here".into())
+        .await
+        .unwrap();
+    assert!(token.len() < 300, "the cookie token stays small: {}", token.len());
+    let (principal, renewed) = auth.tokens.authenticate(&token).unwrap();
+    assert!(renewed.is_none());
+    let Principal::Sso(sso) = &principal else {
+        panic!("not an SSO principal: {principal:?}")
+    };
+    assert_eq!(
+        (sso.user.as_str(), sso.username.as_str(), sso.issuer.as_str()),
+        ("u1", "u1@example.test", "https://idp")
+    );
+    assert_eq!(sso.expires_at, Some(now + 600));
+    let sid = sso.session.clone().unwrap();
+    assert_eq!(auth.sso_sessions.get(&sid).unwrap().id_token, "id.token.here");
+
+    // The session survives a restart of the server.
+    drop(auth);
+    let auth = open_with(&store, oidc_config(&cfg, Some("https://idp")), Arc::default()).await;
+    assert!(auth.tokens.authenticate(&token).is_ok());
+    auth.sso_sessions.end(&sid).await.unwrap();
+    assert_eq!(
+        auth.tokens.authenticate(&token).unwrap_err(),
+        "the single sign-on session has ended, please log in again"
+    );
+    // An account named `sso` keeps its own login tokens.
+    let err = auth
+        .tokens
+        .authenticate(&auth.tokens.issue_login("sso"))
+        .unwrap_err();
+    assert_eq!(err, "account sso does not exist");
+}
+
+#[tokio::test]
+async fn malformed_project_subjects_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let auth = open(dir.path(), Arc::default()).await;
+    let sign = |sub: &str, exp: Option<i64>| {
+        auth.keys.sign(&Claims {
+            iss: LOCAL_ISSUER.to_owned(),
+            sub: sub.to_owned(),
+            jti: "x".into(),
+            iat: now_s(),
+            nbf: 0,
+            exp,
+            iat_ms: None,
+        })
+    };
+    for sub in ["proj:p1", "proj:p1:ci:extra", "proj:", "proj:p1:"] {
+        let err = auth.tokens.authenticate(&sign(sub, None)).unwrap_err();
+        assert_eq!(err, "token subject is invalid", "{sub}");
+    }
+    // `proj:login` is the login token of an account named `proj`, not a project token.
+    let err = auth
+        .tokens
+        .authenticate(&sign("proj:login", Some(now_s() + 60)))
+        .unwrap_err();
+    assert_eq!(err, "account proj does not exist");
+}
+
+#[tokio::test]
+async fn logout_revokes_a_login_token_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let auth = open(dir.path(), Arc::default()).await;
+    let token = auth.tokens.issue_login("admin");
+    let (principal, _) = auth.tokens.authenticate(&token).unwrap();
+    let caller = crate::principal::Caller {
+        principal,
+        credentials: crate::principal::Credentials::Valid(Arc::from(token.as_str())),
+        ..crate::principal::Caller::anonymous(std::net::IpAddr::from([127, 0, 0, 1]))
+    };
+    auth.end_session(&caller).await.unwrap();
+    assert_eq!(
+        auth.tokens.authenticate(&token).unwrap_err(),
+        "token is revoked, please log in again"
+    );
+    assert_eq!(auth.revocations.len(), 1);
+    drop(auth);
+    let auth = open(dir.path(), Arc::default()).await;
+    assert!(auth.tokens.authenticate(&token).is_err());
+}

@@ -1,0 +1,172 @@
+//! Local tokens as presented: one check for every token this server signs (account logins,
+//! API keys, SSO dashboard sessions, project roles), dispatched by subject, and the login
+//! tokens it issues and renews.
+//!
+//! A login token in its last 5 minutes (or last half, if shorter) is renewed: the renewed
+//! token keeps the session's id, so revoking the session (logout) revokes it too.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::accounts::{Account, Accounts};
+use super::jwt::Claims;
+use super::keys::TokenKeys;
+use super::project_tokens::ProjectTokens;
+use super::revocations::Revocations;
+use super::sso_sessions::{self, SsoSessions};
+use crate::clock::now_ms;
+use crate::config::ConfigWatch;
+use crate::principal::{AccountPrincipal, LOCAL_ISSUER, Principal, TokenKind};
+
+/// A login token is renewed when less than this (or half its lifetime) is left.
+const RENEW_WITHIN: Duration = Duration::from_secs(5 * 60);
+
+pub struct Tokens {
+    keys: Arc<TokenKeys>,
+    accounts: Arc<Accounts>,
+    revocations: Arc<Revocations>,
+    sso: Arc<SsoSessions>,
+    projects: Arc<ProjectTokens>,
+    config: Arc<ConfigWatch>,
+}
+
+impl std::fmt::Debug for Tokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tokens").finish_non_exhaustive()
+    }
+}
+
+impl Tokens {
+    pub fn new(
+        keys: Arc<TokenKeys>,
+        accounts: Arc<Accounts>,
+        revocations: Arc<Revocations>,
+        sso: Arc<SsoSessions>,
+        projects: Arc<ProjectTokens>,
+        config: Arc<ConfigWatch>,
+    ) -> Self {
+        Self {
+            keys,
+            accounts,
+            revocations,
+            sso,
+            projects,
+            config,
+        }
+    }
+
+    /// Checks a token of this server's. Returns the caller and, for a login token close to
+    /// its expiry, a fresh token to hand back to the client; else why the token is refused.
+    pub fn authenticate(&self, token: &str) -> Result<(Principal, Option<String>), String> {
+        let now = now_ms();
+        let claims = self.keys.verify(token, now / 1000)?;
+        if let Some(sid) = claims.sub.strip_prefix(sso_sessions::SUBJECT_PREFIX)
+            && !sid.is_empty()
+            && sid == claims.jti
+        {
+            return self.sso.authenticate(sid, now / 1000).map(|p| (p, None));
+        }
+        if let Some((project, role)) = crate::rbac::project::project_subject(&claims.sub) {
+            return self
+                .projects
+                .authenticate(project, role, &claims)
+                .map(|p| (p, None));
+        }
+        let (name, kind) = match claims.sub.split_once(':') {
+            Some((name, "login")) => (name, TokenKind::Login),
+            Some((name, "apiKey")) => (name, TokenKind::ApiKey),
+            Some(_) => return Err("token subject is invalid".to_owned()),
+            None => (claims.sub.as_str(), TokenKind::ApiKey),
+        };
+        let book = self.accounts.book();
+        let account = book
+            .get(name)
+            .ok_or_else(|| format!("account {name} does not exist"))?;
+        check_account(account, kind, &claims)?;
+        if self.revocations.is_revoked(&claims.jti) {
+            return Err("token is revoked, please log in again".to_owned());
+        }
+        let principal = AccountPrincipal {
+            name: name.to_owned(),
+            kind,
+            jti: claims.jti.clone(),
+            issued_at_ms: claims.issued_at_ms(),
+            expires_at: claims.exp,
+        };
+        let renewed = (kind == TokenKind::Login)
+            .then(|| self.renewal(&claims, name, now))
+            .flatten();
+        Ok((Principal::Account(principal), renewed))
+    }
+
+    /// A new login token for account `name`.
+    pub fn issue_login(&self, name: &str) -> String {
+        self.login_token(name, None, now_ms())
+    }
+
+    fn login_token(&self, name: &str, id: Option<String>, now: i64) -> String {
+        let iat = now / 1000;
+        let duration = self.config.peek().session_duration;
+        self.keys.sign(&Claims {
+            iss: LOCAL_ISSUER.to_owned(),
+            sub: format!("{name}:login"),
+            jti: id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            iat,
+            nbf: iat,
+            exp: Some(iat.saturating_add(i64::try_from(duration.as_secs()).unwrap_or(i64::MAX))),
+            iat_ms: Some(now),
+        })
+    }
+
+    fn renewal(&self, claims: &Claims, name: &str, now: i64) -> Option<String> {
+        let exp = claims.exp?;
+        let lifetime = u64::try_from(exp.saturating_sub(claims.iat)).ok()?;
+        let left = u64::try_from(exp.saturating_sub(now / 1000)).ok()?;
+        let within = RENEW_WITHIN.min(Duration::from_secs(lifetime / 2));
+        (Duration::from_secs(left) < within).then(|| self.login_token(name, Some(claims.jti.clone()), now))
+    }
+}
+
+/// Whether `account` still accepts a verified token of `kind` with these claims.
+fn check_account(account: &Account, kind: TokenKind, claims: &Claims) -> Result<(), String> {
+    let name = &account.name;
+    if !account.enabled {
+        return Err(format!("account {name} is disabled"));
+    }
+    match kind {
+        TokenKind::Login if !account.login => {
+            return Err(format!("account {name} does not have login capability"));
+        }
+        TokenKind::ApiKey if !account.api_key => {
+            return Err(format!("account {name} does not have apiKey capability"));
+        }
+        _ => {}
+    }
+    if claims.jti.is_empty() {
+        return Err("token has no id".to_owned());
+    }
+    if kind == TokenKind::Login && claims.exp.is_none() {
+        return Err("token has no expiry".to_owned());
+    }
+    if kind == TokenKind::ApiKey
+        && account
+            .tokens
+            .get(&claims.jti)
+            .is_none_or(|t| t.iat != claims.iat)
+    {
+        return Err(format!("account {name} has no API key with id {}", claims.jti));
+    }
+    if account
+        .password_mtime_ms
+        .is_some_and(|m| claims.issued_at_ms() < m)
+    {
+        return Err("account password has changed since token issued".to_owned());
+    }
+    if account
+        .revoked_before_ms
+        .is_some_and(|m| claims.issued_at_ms() < m)
+    {
+        return Err(format!("account {name} was disabled after the token was issued"));
+    }
+    Ok(())
+}
