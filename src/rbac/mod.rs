@@ -83,38 +83,58 @@ impl Rbac {
         )
     }
 
-    /// `allows`, as a use case needs it: a denial is an error and an audit line.
-    pub fn enforce(
+    /// `allows`, as a use case needs it: a denial is an error (upstream's detailed message)
+    /// and an audit line.
+    pub fn enforce(&self, principal: &Principal, resource: &str, action: &str, object: &str) -> Result<(), AppError> {
+        self.enforce_as(Denial::Detailed, principal, resource, action, object)
+    }
+
+    /// [`Rbac::enforce`], with the denial worded as `denial` says.
+    pub fn enforce_as(
         &self,
+        denial: Denial,
         principal: &Principal,
         resource: &str,
         action: &str,
         object: &str,
     ) -> Result<(), AppError> {
-        let policy = self.policy();
-        if policy.decide(
-            self.projects.as_ref(),
-            subject(principal),
-            resource,
-            action,
-            object,
-        ) {
-            return Ok(());
+        if self.allows(principal, resource, action, object) {
+            Ok(())
+        } else {
+            Err(self.deny(denial, principal, resource, action, object))
         }
+    }
+
+    /// The one place a denial is recorded: an audit line (target `audit`) and the denial
+    /// counter. Returns the error the caller gets.
+    pub fn deny(
+        &self,
+        denial: Denial,
+        principal: &Principal,
+        resource: &str,
+        action: &str,
+        object: &str,
+    ) -> AppError {
         self.denials.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             target: "audit",
             subject = principal.subject(),
-            groups = ?policy.groups(principal.claims()),
+            groups = ?self.policy().groups(principal.claims()),
             resource,
             action,
             object,
             decision = "deny",
             "permission denied"
         );
-        Err(AppError::PermissionDenied(denied_message(
-            principal, resource, action, object,
-        )))
+        AppError::PermissionDenied(match denial {
+            Denial::Detailed => denied_message(principal, resource, action, object),
+            Denial::Hidden => HIDDEN_DENIAL.to_owned(),
+        })
+    }
+
+    /// Requests denied so far.
+    pub fn denials(&self) -> u64 {
+        self.denials.load(Ordering::Relaxed)
     }
 
     /// Prometheus lines: denials, the policy in force, rejected policy reloads.
@@ -145,6 +165,19 @@ impl Rbac {
         }
     }
 }
+
+/// How a denial reads to the caller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Denial {
+    /// Upstream's message, naming the resource, action, object and caller.
+    Detailed,
+    /// One fixed text, the same for an object the caller may not see and for one that does
+    /// not exist (SEC-13, SEC-14): the object's name may be secret.
+    Hidden,
+}
+
+/// The text of every [`Denial::Hidden`].
+pub const HIDDEN_DENIAL: &str = "permission denied";
 
 /// How RBAC sees a principal.
 pub fn subject(principal: &Principal) -> Subject<'_> {

@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use ipnet::IpNet;
 
+use crate::auth::LoginLimits;
+use crate::auth::throttle::ThrottlePolicy;
+
 /// `tiphys server` flags. Names follow `argocd-server` where it has one.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServerArgs {
@@ -139,6 +142,24 @@ pub struct ServerConfig {
     pub html_headers: HtmlHeaders,
     pub staticassets: Option<PathBuf>,
     pub ready_file: Option<PathBuf>,
+    pub config_dir: Option<PathBuf>,
+    /// Media types a state-changing REST call may carry (lower case); empty: unchecked.
+    pub api_content_types: Vec<String>,
+    pub login_limits: LoginLimits,
+}
+
+impl ServerConfig {
+    /// How the application state of this server is opened.
+    pub fn app_options(&self) -> crate::app::Options {
+        crate::app::Options {
+            data_dir: self.data_dir.clone(),
+            config_dir: self.config_dir.clone(),
+            namespace: self.namespace.clone(),
+            url: self.url.as_ref().map(|u| u.raw.clone()),
+            basehref: self.basehref.clone(),
+            login_limits: self.login_limits.clone(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -225,6 +246,22 @@ impl ServerArgs {
             },
             staticassets: self.staticassets.clone(),
             ready_file: self.ready_file.clone(),
+            config_dir: self.config_dir.clone(),
+            api_content_types: self
+                .api_content_types
+                .split(',')
+                .map(|t| t.trim().to_ascii_lowercase())
+                .filter(|t| !t.is_empty())
+                .collect(),
+            login_limits: LoginLimits {
+                throttle: ThrottlePolicy {
+                    max_failures: self.login_max_failures.max(1),
+                    window: self.login_failure_window,
+                    ..ThrottlePolicy::default()
+                },
+                max_concurrent: self.login_max_concurrent.max(1),
+                ..LoginLimits::default()
+            },
         })
     }
 }

@@ -16,13 +16,13 @@ use http::header::{
 };
 use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
 use http_body_util::Limited;
-use hyper::body::Incoming;
 use ipnet::IpNet;
+use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_web::GrpcWebService;
 use tower::{Service, ServiceExt};
 
 use super::body::{InFlight, ObservedBody, PendingOutcome};
-use super::config::HtmlHeaders;
+use super::config::{HtmlHeaders, ServerConfig};
 use super::conn::ConnInfo;
 use super::edge::{self, Decision};
 use super::metrics::{Metrics, Outcome};
@@ -40,6 +40,18 @@ pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call 
 
 pub const PLAINTEXT_GRPC_REFUSED: &str = "this port serves gRPC over TLS only: connect with TLS \
 (drop --plaintext), or start the server with --plaintext-grpc";
+
+/// What a request's body must be: hyper's for requests from a socket, any other in the
+/// in-process tests.
+pub trait RequestBody:
+    http_body::Body<Data = bytes::Bytes, Error: Into<axum::BoxError> + std::fmt::Display> + Send + Unpin + 'static
+{
+}
+
+impl<B> RequestBody for B where
+    B: http_body::Body<Data = bytes::Bytes, Error: Into<axum::BoxError> + std::fmt::Display> + Send + Unpin + 'static
+{
+}
 
 /// Everything the dispatcher needs, fixed at startup.
 pub struct Dispatcher {
@@ -64,9 +76,37 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    pub async fn handle(
+    /// The request handler of a server configured by `config`, over `app`: what the listener
+    /// calls for every request (the in-process tests call it directly).
+    pub fn new(
+        app: &Arc<App>,
+        config: &ServerConfig,
+        metrics: Arc<Metrics>,
+        health: HealthServer<impl Health>,
+    ) -> anyhow::Result<Self> {
+        let grpc = crate::grpc::routes(app, health, config.limits.grpc_max_message_bytes);
+        let ui = crate::ui::Ui::new(config.staticassets.clone(), &config.basehref)?;
+        Ok(Self {
+            grpc_web: tower::Layer::layer(&tonic_web::GrpcWebLayer::new(), grpc.clone()),
+            grpc,
+            http: crate::api::router(Arc::clone(app)).fallback_service(crate::ui::router(Arc::new(ui))),
+            app: Arc::clone(app),
+            basehref: config.basehref.clone(),
+            metrics,
+            tls_mode: !config.insecure,
+            plaintext_grpc: config.plaintext_grpc,
+            trusted_proxies: config.trusted_proxies.clone(),
+            rootpath: config.rootpath.clone(),
+            max_body_bytes: config.limits.max_body_bytes,
+            api_content_types: config.api_content_types.clone(),
+            html_headers: config.html_headers.clone(),
+            downgrade_warning: LogThrottle::default(),
+        })
+    }
+
+    pub async fn handle<B: RequestBody>(
         &self,
-        req: Request<Incoming>,
+        req: Request<B>,
         conn: ConnInfo,
         in_flight: InFlight,
     ) -> Response<ObservedBody> {
@@ -100,7 +140,7 @@ impl Dispatcher {
         response.map(|body| ObservedBody::new(body, pending, in_flight))
     }
 
-    async fn route(&self, mut req: Request<Incoming>, conn: ConnInfo) -> (Protocol, Response<Body>) {
+    async fn route<B: RequestBody>(&self, mut req: Request<B>, conn: ConnInfo) -> (Protocol, Response<Body>) {
         let wire = Protocol::of_content_type(req.headers());
         let scheme = match self.scheme(&req, conn, wire) {
             Ok(scheme) => scheme,
@@ -128,7 +168,7 @@ impl Dispatcher {
             }
         }
         let protocol = wire.at_path(req.uri().path());
-        let (context, renewed) = self.identify(&req, protocol, conn, scheme).await;
+        let (context, renewed) = self.identify(req.headers(), protocol, conn, scheme).await;
         let verified_bearer = context.auth.carrier == Some(Carrier::Bearer)
             && matches!(context.caller.credentials, Credentials::Valid(_));
         req.extensions_mut().insert(context);
@@ -161,12 +201,12 @@ impl Dispatcher {
     /// no identity, so they skip the token check.
     async fn identify(
         &self,
-        req: &Request<Incoming>,
+        headers: &http::HeaderMap,
         protocol: Protocol,
         conn: ConnInfo,
         scheme: ClientScheme,
     ) -> (RequestContext, Option<Renewal>) {
-        let ip = edge::client_ip(req.headers(), conn.peer.ip(), &self.trusted_proxies);
+        let ip = edge::client_ip(headers, conn.peer.ip(), &self.trusted_proxies);
         let channel = match protocol {
             Protocol::Grpc | Protocol::GrpcWeb => Channel::Grpc,
             Protocol::Rest => Channel::Http,
@@ -183,7 +223,7 @@ impl Dispatcher {
             .app
             .auth
             .authenticator
-            .identify(req.headers(), channel, ip)
+            .identify(headers, channel, ip)
             .await;
         let renewal = match (&identified.caller.credentials, identified.renewed) {
             (Credentials::Valid(presented), Some(token)) => Some(Renewal {
@@ -249,9 +289,9 @@ impl Dispatcher {
     }
 
     /// The client's scheme, or the response that ends the request here.
-    fn scheme(
+    fn scheme<B>(
         &self,
-        req: &Request<Incoming>,
+        req: &Request<B>,
         conn: ConnInfo,
         wire: Protocol,
     ) -> Result<ClientScheme, Box<Response<Body>>> {
@@ -297,7 +337,7 @@ impl Dispatcher {
     }
 
     /// `verified_bearer`: see [`super::csrf::refusal`].
-    async fn call_http(&self, req: Request<Incoming>, verified_bearer: bool) -> Response<Body> {
+    async fn call_http<B: RequestBody>(&self, req: Request<B>, verified_bearer: bool) -> Response<Body> {
         let declared = req
             .headers()
             .get(CONTENT_LENGTH)
@@ -377,7 +417,7 @@ struct Renewal {
 /// tonic-web matches the media type exactly. tonic-web also picks the
 /// response encoding from `Accept` alone; a text request from a client that
 /// does not say what it accepts gets a text response, as the protocol intends.
-fn normalize_grpc_web_content_type(req: &mut Request<Incoming>) {
+fn normalize_grpc_web_content_type<B>(req: &mut Request<B>) {
     let Some(media) = super::protocol::media_type(req.headers()) else {
         return;
     };

@@ -7,6 +7,7 @@ pub mod csrf;
 pub mod dispatch;
 pub mod edge;
 pub mod idle;
+pub mod inprocess;
 pub mod listener;
 pub mod metrics;
 pub mod protocol;
@@ -21,13 +22,11 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use self::config::{ServerArgs, ServerConfig};
-use self::dispatch::{Dispatcher, LogThrottle};
+use self::dispatch::Dispatcher;
 use self::listener::Front;
 use self::metrics::Metrics;
 use self::tls::{CertSource, TlsPolicy};
 use crate::app::App;
-use crate::auth::LoginLimits;
-use crate::auth::throttle::ThrottlePolicy;
 use crate::config::ConfigWatch;
 
 /// A server whose sockets are bound and which is ready to serve.
@@ -80,34 +79,9 @@ impl Server {
             )
         };
 
-        let limits = LoginLimits {
-            throttle: ThrottlePolicy {
-                max_failures: args.login_max_failures.max(1),
-                window: args.login_failure_window,
-                ..ThrottlePolicy::default()
-            },
-            max_concurrent: args.login_max_concurrent.max(1),
-            ..LoginLimits::default()
-        };
-        let state = Arc::new(
-            App::open(crate::app::Options {
-                data_dir: config.data_dir.clone(),
-                config_dir: args.config_dir.clone(),
-                namespace: config.namespace.clone(),
-                url: config.url.as_ref().map(|u| u.raw.clone()),
-                basehref: config.basehref.clone(),
-                login_limits: limits,
-            })
-            .await?,
-        );
+        let state = Arc::new(App::open(config.app_options()).await?);
         let config_watch = Arc::clone(&state.config);
-        let content_types: Vec<String> = args
-            .api_content_types
-            .split(',')
-            .map(|t| t.trim().to_ascii_lowercase())
-            .filter(|t| !t.is_empty())
-            .collect();
-        if content_types.is_empty() {
+        if config.api_content_types.is_empty() {
             tracing::warn!(
                 "--api-content-types is empty: state-changing REST calls are not checked for CSRF"
             );
@@ -116,24 +90,7 @@ impl Server {
         check_sso_url(&state)?;
         let metrics = Arc::new(Metrics::default());
         let (health, health_service) = tonic_health::server::health_reporter();
-        let grpc = crate::grpc::routes(&state, health_service, config.limits.grpc_max_message_bytes);
-        let ui = crate::ui::Ui::new(config.staticassets.clone(), &config.basehref)?;
-        let dispatcher = Dispatcher {
-            grpc_web: tower::Layer::layer(&tonic_web::GrpcWebLayer::new(), grpc.clone()),
-            grpc,
-            http: crate::api::router(Arc::clone(&state)).fallback_service(crate::ui::router(Arc::new(ui))),
-            app: Arc::clone(&state),
-            basehref: config.basehref.clone(),
-            metrics: Arc::clone(&metrics),
-            tls_mode: !config.insecure,
-            plaintext_grpc: config.plaintext_grpc,
-            trusted_proxies: config.trusted_proxies.clone(),
-            rootpath: config.rootpath.clone(),
-            max_body_bytes: config.limits.max_body_bytes,
-            api_content_types: content_types,
-            html_headers: config.html_headers.clone(),
-            downgrade_warning: LogThrottle::default(),
-        };
+        let dispatcher = Dispatcher::new(&state, &config, Arc::clone(&metrics), health_service)?;
         let front = Arc::new(Front::new(dispatcher, acceptor, config.limits));
 
         let listener = bind(config.listen, "--address/--port").await?;

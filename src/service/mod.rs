@@ -1,6 +1,7 @@
 //! Transport-free use cases: `fn(&State, &Caller, input) -> Result<output, AppError>`.
 //! gRPC, gRPC-Web and REST handlers are thin adapters over these.
 
+pub mod access;
 pub mod account;
 pub mod application;
 pub mod cluster;

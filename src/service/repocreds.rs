@@ -12,7 +12,8 @@ use serde_json::{Map, Value};
 use super::redact;
 use super::repository::templates::Templates;
 use super::repository::{RESOURCE, check_url};
-use super::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, denied, list, missing, object_mut, write};
+use super::access::{Access, Missing};
+use super::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, list, not_found, object_mut, write};
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
@@ -64,12 +65,13 @@ fn authorized(state: &App, principal: &Principal, url: &str, action: &str) -> Re
     if url.is_empty() {
         return Err(AppError::InvalidArgument(format!("{WHAT} URL is required")));
     }
-    let allowed = state.rbac.allows(principal, RESOURCE, action, url);
-    match state.registry.get(&Key::new(Kind::RepoCreds, "", url)) {
-        Some(doc) if allowed => Ok(doc),
-        Some(_) => Err(denied()),
-        None => Err(missing(allowed, format!("{WHAT} for {:?}", redact::url(url)))),
-    }
+    Access::hidden(RESOURCE, action).load(
+        state,
+        principal,
+        state.registry.get(&Key::new(Kind::RepoCreds, "", url)),
+        |_| url.to_owned(),
+        || Missing::at(url, not_found(&format!("{WHAT} for {:?}", redact::url(url)))),
+    )
 }
 
 /// `RepoCredsQuery`.
@@ -86,7 +88,7 @@ pub async fn list_creds(ctx: Ctx, q: RepoCredsQuery) -> Result<Reply, AppError> 
     let items = docs
         .iter()
         .filter(|doc| q.url.is_empty() || doc.key.name == q.url)
-        .filter(|doc| ctx.app.rbac.allows(principal, RESOURCE, "get", &doc.key.name))
+        .filter(|doc| Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, &doc.key.name))
         .map(|doc| answer(&doc.value()))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Reply::Message(list(REPO_CREDS_LIST, resource_version, items)?))
@@ -121,10 +123,8 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
 async fn put(state: &App, principal: &Principal, value: Value, upsert: bool) -> Result<DocRef, AppError> {
     let view = CredsView::read(&value);
     validate(&view)?;
-    let allows = |action: &str| state.rbac.allows(principal, RESOURCE, action, &view.url);
-    if !allows("create") {
-        return Err(denied());
-    }
+    let access = Access::hidden(RESOURCE, "create");
+    access.check(state, principal, &view.url)?;
     let key = Key::new(Kind::RepoCreds, "", &view.url);
     let change = match state.registry.get(&key) {
         None => Change::Create { key, value },
@@ -138,9 +138,7 @@ async fn put(state: &App, principal: &Principal, value: Value, upsert: bool) -> 
                         .to_owned(),
                 ));
             }
-            if !allows("update") {
-                return Err(denied());
-            }
+            access.to("update").check(state, principal, &view.url)?;
             Change::Update {
                 key,
                 value,

@@ -1,5 +1,5 @@
 //! What the services of objects holding credentials (clusters, repositories, credential
-//! templates) share: one answer for "missing" and "hidden", registry errors that never echo a
+//! templates) share: the "not found" answer, registry errors that never echo a
 //! URL, canonical Go-style JSON for answers built by hand, and the URL rules.
 //!
 //! These objects are never answered as stored (`Reply::Doc`/`Reply::List` send the stored
@@ -23,21 +23,10 @@ pub const REPO_CREDS: &str = Kind::RepoCreds.message();
 pub const REPO_CREDS_LIST: &str =
     "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCredsList";
 
-/// The one answer for an object the caller may not see, and for a missing one when the
-/// caller could not have seen it either (SEC-14): the same code and text in both cases.
-pub fn denied() -> AppError {
-    AppError::PermissionDenied("permission denied".to_owned())
-}
-
-/// What a lookup answers when nothing matched: "not found" only to a caller who would have
-/// been allowed to see the object wherever it could live (`knowable`), otherwise exactly
-/// what a hidden object answers.
-pub fn missing(knowable: bool, what: String) -> AppError {
-    if knowable {
-        AppError::NotFound(format!("{what} not found"))
-    } else {
-        denied()
-    }
+/// What a lookup answers, to a caller allowed to know it, when nothing matched (see
+/// `service::access` for everyone else).
+pub fn not_found(what: &str) -> AppError {
+    AppError::NotFound(format!("{what} not found"))
 }
 
 /// A registry failure as the caller sees it: the registry's own messages name the key, a URL

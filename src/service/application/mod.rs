@@ -18,7 +18,8 @@ pub use self::sync::{sync, terminate_operation};
 pub use self::watch::watch;
 use super::project_rules::ProjectRules;
 use super::resource::{check_object_name, check_repo_url, parse_resource_version};
-use super::sensitive::{check_no_password, denied};
+use super::access::{Access, Missing};
+use super::sensitive::check_no_password;
 use super::sync_windows::{Assignment, SyncWindow, Target};
 use crate::error::AppError;
 use crate::principal::Principal;
@@ -111,15 +112,12 @@ pub async fn list(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let filter = Filter::new(&q)?;
     let (resource_version, docs) = ctx.app.registry.list(Kind::Application);
-    let items = docs
-        .into_iter()
-        .filter(|doc| filter.matches(doc))
-        .filter(|doc| {
-            ctx.app
-                .rbac
-                .allows(principal, RESOURCE, "get", &doc_object(&ctx.app, doc))
-        })
-        .collect();
+    let items = Access::hidden(RESOURCE, "get").visible(
+        &ctx.app,
+        principal,
+        docs.into_iter().filter(|doc| filter.matches(doc)),
+        |doc| doc_object(&ctx.app, doc),
+    );
     Ok(Reply::List {
         resource_version,
         items,
@@ -143,37 +141,19 @@ fn authorized(
         .registry
         .get(&Key::new(Kind::Application, &ns, name))
         .filter(|doc| project_hint.is_empty() || doc.summary.project == project_hint);
-    match found {
-        Some(doc) => {
-            if state
-                .rbac
-                .allows(principal, RESOURCE, action, &doc_object(state, &doc))
-            {
-                Ok(doc)
-            } else {
-                Err(denied())
-            }
-        }
-        None => {
-            let project = if project_hint.is_empty() {
-                "*"
-            } else {
-                project_hint
-            };
-            if state.rbac.allows(
-                principal,
-                RESOURCE,
-                action,
-                &rbac_object(&state.namespace, project, &ns, name),
-            ) {
-                Err(AppError::NotFound(format!(
-                    "applications.argoproj.io \"{name}\" not found"
-                )))
-            } else {
-                Err(denied())
-            }
-        }
-    }
+    Access::hidden(RESOURCE, action).load(
+        state,
+        principal,
+        found,
+        |doc| doc_object(state, doc),
+        || {
+            let project = if project_hint.is_empty() { "*" } else { project_hint };
+            Missing::at(
+                rbac_object(&state.namespace, project, &ns, name),
+                AppError::NotFound(format!("applications.argoproj.io \"{name}\" not found")),
+            )
+        },
+    )
 }
 
 pub async fn get(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
@@ -468,9 +448,7 @@ async fn replace(
         ));
     }
     let object = rbac_object(&state.namespace, app.project(), &key.namespace, &key.name);
-    if !state.rbac.allows(principal, RESOURCE, "update", &object) {
-        return Err(denied());
-    }
+    Access::hidden(RESOURCE, "update").check(state, principal, &object)?;
     let value = keep_server_fields(value, &existing.value());
     let expect = parse_resource_version(resource_version)?;
     write(state, &app, Change::Update { key, value, expect }).await

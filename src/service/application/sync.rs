@@ -4,7 +4,8 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::{AppView, assigned_windows, authorized, denied, doc_object, validate};
+use super::{AppView, assigned_windows, authorized, doc_object, validate};
+use crate::service::access::Access;
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
@@ -212,9 +213,6 @@ fn may_sync(
 ) -> Result<(DocRef, String), AppError> {
     let existing = authorized(state, principal, app_ns, name, project, "get")?;
     let object = doc_object(state, &existing);
-    if state.rbac.allows(principal, "applications", "sync", &object) {
-        Ok((existing, object))
-    } else {
-        Err(denied())
-    }
+    Access::hidden("applications", "sync").check(state, principal, &object)?;
+    Ok((existing, object))
 }

@@ -13,6 +13,7 @@ use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Caller;
 use crate::registry::{DocRef, EventType, Kind, Subscription, WatchError};
+use crate::service::access::Access;
 use crate::service::resource::parse_resource_version;
 use crate::service::{Ctx, Reply, StreamItem};
 
@@ -35,9 +36,7 @@ pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     let caller = ctx.caller.clone();
     let visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync> = Arc::new(move |doc: &DocRef| {
         filter.matches(doc)
-            && state
-                .rbac
-                .allows(&caller.principal, "applications", "get", &doc_object(&state, doc))
+            && Access::hidden(super::RESOURCE, "get").allows(&state, &caller.principal, &doc_object(&state, doc))
     });
     let first = {
         let visible = Arc::clone(&visible);

@@ -18,10 +18,11 @@ use serde_json::{Map, Value};
 
 use self::lookup::{AppCounts, ClusterView, Entry, normalize_server};
 pub use self::lookup::{ClusterId, Lookup, in_cluster_enabled, rbac_object};
+use super::access::{Access, Missing};
 use super::project_rules::IN_CLUSTER_SERVER;
 use super::redact;
 use super::sensitive::{
-    CLUSTER, CLUSTER_LIST, canonical, check_no_password, denied, list, missing, object_mut, unknown_state,
+    CLUSTER, CLUSTER_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state,
     write,
 };
 use crate::app::App;
@@ -71,18 +72,14 @@ impl ClusterQuery {
 /// The cluster `lookup` names if the caller may perform `action` on it; see the module
 /// comment for what a missing or hidden cluster answers.
 fn authorized(state: &App, principal: &Principal, lookup: &Lookup, action: &str) -> Result<Entry, AppError> {
-    let allows = |object: &str| state.rbac.allows(principal, RESOURCE, action, object);
-    match lookup::find(state, lookup) {
-        Some(entry) if allows(&entry.rbac_object()) => Ok(entry),
-        Some(_) => Err(denied()),
-        None => {
-            let knowable = match lookup {
-                Lookup::Server(server) => allows(server) && allows(&format!("*/{server}")),
-                Lookup::Name(_) => allows("*") && allows("*/*"),
-            };
-            Err(missing(knowable, lookup.describe()))
-        }
-    }
+    Access::hidden(RESOURCE, action).load(state, principal, lookup::find(state, lookup), Entry::rbac_object, || {
+        // Global or in any project: a name could be any cluster's.
+        let objects = match lookup {
+            Lookup::Server(server) => vec![server.clone(), format!("*/{server}")],
+            Lookup::Name(_) => vec!["*".to_owned(), "*/*".to_owned()],
+        };
+        Missing::new(objects, not_found(&lookup.describe()))
+    })
 }
 
 /// A cluster as answered: credentials removed, connection state and application count added.
@@ -125,7 +122,7 @@ pub async fn list_clusters(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError>
         .filter(|e| by_id.as_ref().is_none_or(|l| l.matches(e)))
         .filter(|e| server.is_empty() || e.server == server)
         .filter(|e| q.name.is_empty() || e.name == q.name)
-        .filter(|e| ctx.app.rbac.allows(principal, RESOURCE, "get", &e.rbac_object()))
+        .filter(|e| Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, &e.rbac_object()))
         .map(|e| answer(e, &counts))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Reply::Message(list(CLUSTER_LIST, resource_version, items)?))
@@ -249,11 +246,9 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let value = client_fields(req.cluster);
     let view = ClusterView::read(&value);
     validate(&ctx.app, &view)?;
-    let allows = |action: &str, object: &str| ctx.app.rbac.allows(principal, RESOURCE, action, object);
+    let access = Access::hidden(RESOURCE, "create");
     let object = rbac_object(&view.project, &view.server);
-    if !allows("create", &object) {
-        return Err(denied());
-    }
+    access.check(&ctx.app, principal, &object)?;
     let (_, entries) = lookup::all(&ctx.app);
     check_name_free(&entries, &view)?;
     let existing = entries.into_iter().find(|e| e.server == view.server);
@@ -269,9 +264,9 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
             "existing cluster spec is different; use upsert flag to force update".to_owned(),
         ));
     }
-    if !allows("update", &existing.rbac_object()) || !allows("update", &object) {
-        return Err(denied());
-    }
+    let update = access.to("update");
+    update.check(&ctx.app, principal, &existing.rbac_object())?;
+    update.check(&ctx.app, principal, &object)?;
     save(&ctx.app, store(&existing, value)).await
 }
 
@@ -294,7 +289,7 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let lookup = Lookup::from_parts(req.id.as_ref(), &body_view.server, &body_view.name)?
         .ok_or_else(|| AppError::InvalidArgument("name the cluster by server, name or id".to_owned()))?;
     let existing = authorized(&ctx.app, principal, &lookup, "update")?;
-    let allows = |object: &str| ctx.app.rbac.allows(principal, RESOURCE, "update", object);
+    let update = Access::hidden(RESOURCE, "update");
 
     let mut value = if req.updated_fields.is_empty() {
         body
@@ -305,13 +300,9 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
         object.insert("server".to_owned(), Value::from(existing.server.clone()));
     }
     let view = ClusterView::read(&value);
-    if !allows(&rbac_object(&view.project, &view.server)) {
-        return Err(denied());
-    }
+    update.check(&ctx.app, principal, &rbac_object(&view.project, &view.server))?;
     if !body_view.server.is_empty() && body_view.server != existing.server {
-        if !allows(&rbac_object(&body_view.project, &body_view.server)) {
-            return Err(denied());
-        }
+        update.check(&ctx.app, principal, &rbac_object(&body_view.project, &body_view.server))?;
         return Err(AppError::InvalidArgument(
             "a cluster's server URL cannot change: the body names another server than the cluster updated"
                 .to_owned(),

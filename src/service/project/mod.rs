@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 use self::tokens::{carry_tokens, strip_tokens};
 pub use self::tokens::{create_token, delete_token};
 use self::validate::{check_project, normalize_policies};
+use super::access::{Access, Missing};
 use super::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER, ProjectRules};
 use super::redact;
 use super::resource::{check_object_name, parse_resource_version};
@@ -41,11 +42,13 @@ fn not_found(name: &str) -> AppError {
 /// Project `name` if the caller may perform `action` on it. The permission is decided first,
 /// on the requested name alone (see the module comment).
 fn authorized(state: &App, principal: &Principal, name: &str, action: &str) -> Result<DocRef, AppError> {
-    state.rbac.enforce(principal, RESOURCE, action, name)?;
-    state
-        .registry
-        .get(&project_key(state, name))
-        .ok_or_else(|| not_found(name))
+    Access::detailed(RESOURCE, action).load(
+        state,
+        principal,
+        state.registry.get(&project_key(state, name)),
+        |_| name.to_owned(),
+        || Missing::at(name, not_found(name)),
+    )
 }
 
 /// `ProjectQuery`, `SyncWindowsQuery`, `ListProjectLinksRequest`.
@@ -59,10 +62,7 @@ pub struct ProjectQuery {
 pub async fn list(ctx: Ctx, _q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let (resource_version, docs) = ctx.app.registry.list(Kind::AppProject);
-    let items = docs
-        .into_iter()
-        .filter(|doc| ctx.app.rbac.allows(principal, RESOURCE, "get", &doc.key.name))
-        .collect();
+    let items = Access::detailed(RESOURCE, "get").visible(&ctx.app, principal, docs, |doc| doc.key.name.clone());
     Ok(Reply::List {
         resource_version,
         items,

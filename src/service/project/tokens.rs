@@ -21,6 +21,7 @@ use super::{RESOURCE, project_key};
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
+use crate::rbac::Denial;
 use crate::registry::projects::{Roles, TokenEntry, merge_tokens};
 use crate::registry::{Change, DocRef, RegistryError};
 use crate::service::{Ctx, Reply};
@@ -172,10 +173,9 @@ fn token_target(
 
 /// The denial (with its audit line) for managing the tokens of `project`.
 fn refusal(state: &App, principal: &Principal, project: &str) -> AppError {
-    match state.rbac.enforce(principal, RESOURCE, "update", project) {
-        Err(err) => err,
-        Ok(()) => AppError::PermissionDenied("permission denied".to_owned()),
-    }
+    state
+        .rbac
+        .deny(Denial::Detailed, principal, RESOURCE, "update", project)
 }
 
 fn no_role(project: &str, role: &str) -> AppError {

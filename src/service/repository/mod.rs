@@ -19,11 +19,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use self::templates::{Templates, has_credentials};
+use super::access::{Access, Missing};
 use super::redact;
 use super::resource::check_repo_url;
 use super::sensitive::{
-    REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, denied, list, missing, object_mut,
-    unknown_state, write,
+    REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state,
+    write,
 };
 use crate::app::App;
 use crate::error::AppError;
@@ -114,18 +115,22 @@ pub fn answer(value: &Value, templates: &Templates) -> Result<Value, AppError> {
 /// The stored repository with URL `url`, if the caller may perform `action` on it; see the
 /// module comment for what a missing or hidden one answers.
 fn authorized(state: &App, principal: &Principal, url: &str, action: &str) -> Result<DocRef, AppError> {
-    let allows = |object: &str| state.rbac.allows(principal, RESOURCE, action, object);
     if url.is_empty() {
         return Err(AppError::InvalidArgument("repository URL is required".to_owned()));
     }
-    match state.registry.get(&Key::new(Kind::Repository, "", url)) {
-        Some(doc) if allows(&rbac_object(&doc.summary.project, url)) => Ok(doc),
-        Some(_) => Err(denied()),
-        None => {
-            let knowable = allows(url) && allows(&format!("*/{url}"));
-            Err(missing(knowable, format!("repository {:?}", redact::url(url))))
-        }
-    }
+    Access::hidden(RESOURCE, action).load(
+        state,
+        principal,
+        state.registry.get(&Key::new(Kind::Repository, "", url)),
+        |doc| rbac_object(&doc.summary.project, url),
+        // Global or in any project.
+        || {
+            Missing::new(
+                vec![url.to_owned(), format!("*/{url}")],
+                not_found(&format!("repository {:?}", redact::url(url))),
+            )
+        },
+    )
 }
 
 /// `RepoQuery` (List, Get, Delete).
@@ -148,10 +153,9 @@ pub async fn list_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError
         .filter(|doc| q.repo.is_empty() || doc.key.name == q.repo)
         .filter(|doc| q.app_project.is_empty() || doc.summary.project == q.app_project)
         .filter(|doc| {
-            ctx.app.rbac.allows(
+            Access::hidden(RESOURCE, "get").allows(
+                &ctx.app,
                 principal,
-                RESOURCE,
-                "get",
                 &rbac_object(&doc.summary.project, &doc.key.name),
             )
         })
@@ -225,10 +229,8 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let value = client_fields(req.repo);
     let view = RepoView::read(&value);
     validate(&view)?;
-    let allows = |action: &str, object: &str| ctx.app.rbac.allows(principal, RESOURCE, action, object);
-    if !allows("create", &view.rbac_object()) {
-        return Err(denied());
-    }
+    let access = Access::hidden(RESOURCE, "create");
+    access.check(&ctx.app, principal, &view.rbac_object())?;
     let key = Key::new(Kind::Repository, "", &view.repo);
     let Some(existing) = ctx.app.registry.get(&key) else {
         return save(&ctx.app, Change::Create { key, value }).await;
@@ -242,11 +244,9 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
             "existing repository spec is different; use upsert flag to force update".to_owned(),
         ));
     }
-    if !allows("update", &rbac_object(&existing.summary.project, &view.repo))
-        || !allows("update", &view.rbac_object())
-    {
-        return Err(denied());
-    }
+    let update = access.to("update");
+    update.check(&ctx.app, principal, &rbac_object(&existing.summary.project, &view.repo))?;
+    update.check(&ctx.app, principal, &view.rbac_object())?;
     let change = Change::Update {
         key,
         value,
@@ -270,13 +270,7 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let view = RepoView::read(&value);
     let existing = authorized(&ctx.app, principal, &view.repo, "update")?;
     validate(&view)?;
-    if !ctx
-        .app
-        .rbac
-        .allows(principal, RESOURCE, "update", &view.rbac_object())
-    {
-        return Err(denied());
-    }
+    Access::hidden(RESOURCE, "update").check(&ctx.app, principal, &view.rbac_object())?;
     let change = Change::Update {
         key: existing.key.clone(),
         value,

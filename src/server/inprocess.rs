@@ -1,0 +1,96 @@
+//! The whole server without sockets, for tests: the application state and the dispatcher a
+//! real server would build from the same flags, called as a tower service (as axum's testing
+//! example calls a router). Every request goes through identification, the edge policy, CSRF,
+//! routing and the adapters exactly as one from a socket does; only the listener, TLS and
+//! HTTP/2 framing are left out.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use clap::Parser;
+use http::{Request, Response};
+
+use super::body::InFlight;
+use super::config::ServerArgs;
+use super::conn::ConnInfo;
+use super::dispatch::{Dispatcher, RequestBody};
+use super::metrics::Metrics;
+use crate::app::App;
+
+#[derive(Parser)]
+struct Flags {
+    #[command(flatten)]
+    server: ServerArgs,
+}
+
+/// A server in this process.
+#[derive(Clone)]
+pub struct InProcess {
+    pub app: Arc<App>,
+    pub metrics: Arc<Metrics>,
+    dispatcher: Arc<Dispatcher>,
+    conn: ConnInfo,
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl InProcess {
+    /// Opens a server on `data_dir` configured by `flags` (those of `tiphys server`). Requests
+    /// arrive as if over TLS from 127.0.0.1.
+    pub async fn open(data_dir: &Path, flags: &[&str]) -> anyhow::Result<Self> {
+        let mut argv = vec!["tiphys-server".to_owned(), "--data-dir".to_owned()];
+        argv.push(data_dir.display().to_string());
+        argv.extend(flags.iter().map(|f| (*f).to_owned()));
+        let args = Flags::try_parse_from(argv)?.server;
+        let config = args.validate()?;
+        let app = Arc::new(App::open(config.app_options()).await?);
+        app.auth.logins.ensure_initial_admin().await?;
+        let metrics = Arc::new(Metrics::default());
+        let (_, health) = tonic_health::server::health_reporter();
+        let dispatcher = Dispatcher::new(&app, &config, Arc::clone(&metrics), health)?;
+        Ok(Self {
+            app,
+            metrics,
+            dispatcher: Arc::new(dispatcher),
+            conn: ConnInfo {
+                peer: SocketAddr::from(([127, 0, 0, 1], 40000)),
+                tls: true,
+            },
+            in_flight: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    /// The same server, its requests arriving as plaintext (the redirect and `--insecure`
+    /// rules apply) from `peer`.
+    pub fn plaintext_from(&self, peer: SocketAddr) -> Self {
+        Self {
+            conn: ConnInfo { peer, tls: false },
+            ..self.clone()
+        }
+    }
+}
+
+impl<B: RequestBody> tower::Service<Request<B>> for InProcess {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let this = self.clone();
+        Box::pin(async move {
+            let in_flight = InFlight::new(Arc::clone(&this.in_flight));
+            let response = this.dispatcher.handle(req, this.conn, in_flight).await;
+            Ok(response.map(Body::new))
+        })
+    }
+}
