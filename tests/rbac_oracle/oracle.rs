@@ -218,7 +218,9 @@ impl Argo {
         if let Some(project) = project
             && let Some(token_project) = project_token(user)
         {
-            // A project token is decided by its project's enforcer alone.
+            // A project token: only within its own project, and by `enforce()`
+            // on the project's enforcer (so the default role is tried again,
+            // with the project's lines); its groups are not consulted.
             return token_project == project.name && self.enforce(&project.enforcer, user, res, act, obj);
         }
         let enforcer = project.map_or(&self.global, |p| &p.enforcer);
