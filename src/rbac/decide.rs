@@ -6,8 +6,8 @@
 //! 1. the default role (`policy.default`), on the global policy: an allow is final;
 //! 2. for an authenticated caller, with the layer of the project the object
 //!    belongs to (if that project exists):
-//!    - a project token (`proj:<p>:<r>`) is decided by its own check alone, and
-//!      only within its project;
+//!    - a project token (`proj:<p>:<r>`) is decided by the default role again
+//!      and its own check, and only within its project;
 //!    - otherwise the default role again, the user, then each group from the
 //!      claims named in `scopes` that is the member of some `g` line;
 //! 3. the plain subject (`""` for an authenticated or anonymous caller), global policy.
@@ -249,8 +249,9 @@ impl Policy {
         !self.default_role.is_empty() && evaluation.check(&self.default_role)
     }
 
-    /// The claims check with the project's layer: a project token only by its
-    /// own check, anyone else as [`Policy::claims_allow`].
+    /// The claims check with the project's layer: a project token by the
+    /// default role and its own check (no groups), anyone else as
+    /// [`Policy::claims_allow`].
     fn claims_allow_in_project<'a>(
         &'a self,
         evaluation: &mut Evaluation<'a>,
@@ -258,7 +259,9 @@ impl Policy {
         groups: &[&'a str],
     ) -> bool {
         if project_subject(user).is_some() {
-            return evaluation.check(user);
+            // Upstream decides the token through the same `enforce` as a user,
+            // which tries the default role first: here, with the project's lines.
+            return self.default_allows(evaluation) || evaluation.check(user);
         }
         self.claims_allow(evaluation, user, groups)
     }

@@ -11,6 +11,14 @@
 //! The compiled policy lives in the configuration's settings, so it is built
 //! and validated with the rest of the configuration: a bad policy never
 //! replaces a good one, and every decision sees one consistent version.
+//!
+//! The engine is our own, not a Casbin library, for speed: rules indexed by
+//! subject and patterns compiled once decide an uncached request hundreds of
+//! times faster than Casbin's scan of every line (BENCHMARKS.md,
+//! "Authorization": 227x at 1,000 policy lines, 1,222x at 10,000). It is kept
+//! honest by `tests/rbac_oracle`, which checks its decisions on random
+//! policies and requests against Argo CD's procedure run on the `casbin`
+//! crate, and names each deliberate difference from upstream in a test.
 
 pub mod cache;
 pub mod csv;

@@ -529,6 +529,50 @@ fn project_groups_bind_to_the_role() {
 }
 
 #[test]
+fn project_token_gets_the_default_role_with_the_project_layer() {
+    // Upstream decides a token through `enforce()`, which tries the default role
+    // first, on the enforcer that holds the project's lines (found by the
+    // Casbin oracle test, tests/rbac_oracle).
+    let p = config(&[("policy.default", "role:web-viewer")]);
+    let projects = FixedProjects(vec![project(
+        "web",
+        vec![
+            role("deployer", &[], &[]),
+            role(
+                "viewer",
+                &["p, proj:web:viewer, applications, get, web/*, allow"],
+                &["role:web-viewer"],
+            ),
+        ],
+    )]);
+    let token = |act: &str| {
+        user_in(
+            &p,
+            &projects,
+            "proj:web:deployer",
+            &json!({}),
+            "applications",
+            act,
+            "web/app",
+        )
+    };
+    assert!(token("get"), "the default role reaches proj:web:viewer");
+    assert!(!token("sync"));
+    assert!(
+        !user_in(
+            &p,
+            &projects,
+            "proj:db:x",
+            &json!({}),
+            "applications",
+            "get",
+            "web/app"
+        ),
+        "another project's token is still refused"
+    );
+}
+
+#[test]
 fn project_token_denies_apply() {
     let p = config(&[(
         "policy.csv",
