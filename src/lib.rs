@@ -18,6 +18,7 @@ pub mod json;
 pub mod oidc;
 pub mod pb;
 pub mod principal;
+pub mod random;
 pub mod rbac;
 pub mod registry;
 pub mod rpc;

@@ -255,6 +255,21 @@ impl Caller {
     }
 }
 
+/// The unit of "one client" for per-client limits: IPv4 as is (IPv4-mapped
+/// IPv6 too), IPv6 by its /64.
+pub fn client_scope(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
 /// How the token of a request was carried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Carrier {

@@ -35,7 +35,7 @@ impl TokenKeys {
         let generated = match store::get_json::<String>(store, SERVER_KEY).await? {
             Some((key, _)) => key,
             None => {
-                let key = base64::engine::general_purpose::STANDARD.encode(super::random::bytes(32));
+                let key = base64::engine::general_purpose::STANDARD.encode(crate::random::bytes(32));
                 store
                     .commit(vec![store::put_json(SERVER_KEY, &key, Expect::Absent)?])
                     .await?;

@@ -191,7 +191,7 @@ impl Logins {
             drop(slot);
             // Every failure takes at least FAILURE_FLOOR plus a random part, whatever the
             // stored hash's cost: timing tells nothing about whether the username exists.
-            let jitter = Duration::from_millis(u64::from(super::random::bytes(1)[0]) * 2);
+            let jitter = Duration::from_millis(u64::from(crate::random::bytes(1)[0]) * 2);
             tokio::time::sleep_until(started + delay.max(FAILURE_FLOOR) + jitter).await;
             return Err(LoginError::Invalid);
         }
@@ -252,7 +252,7 @@ impl Logins {
         if !self.needs_initial_admin() {
             return Ok(());
         }
-        let password = super::random::token(20);
+        let password = crate::random::token(20);
         let hash = self.pool.hash(&password).await?;
         let set = self
             .accounts

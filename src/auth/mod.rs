@@ -22,7 +22,6 @@ pub mod keys;
 pub mod logins;
 pub mod password;
 pub mod project_tokens;
-pub mod random;
 pub mod revocations;
 pub mod sso_sessions;
 pub mod throttle;

@@ -89,7 +89,7 @@ impl SsoSessions {
             .and_then(serde_json::Value::as_f64)
             .map_or(i64::MAX, |e| e as i64);
         let exp = token_exp.min(now.saturating_add(duration));
-        let sid = super::random::token(32);
+        let sid = crate::random::token(32);
         let session = SsoSession {
             claims,
             id_token,

@@ -22,12 +22,12 @@ use tokio::sync::mpsc;
 use super::client::Target;
 use super::config::LocalConfig;
 use super::conn::Connection;
-use crate::auth::random;
 use crate::config::oidc::DEFAULT_SCOPES;
 use crate::oidc::http::Http;
 use crate::oidc::provider::Provider;
 use crate::oidc::verify::{self, Expect};
 use crate::pb::cluster::SettingsQuery;
+use crate::random;
 
 /// The key under a user entry that holds the refresh token (Argo CD's name).
 pub const REFRESH_TOKEN_KEY: &str = "refresh-token";

@@ -12,7 +12,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
-use crate::auth::random;
+use crate::random;
 
 /// The cookie that binds a login to the browser that started it.
 pub const STATE_COOKIE: &str = "argocd.oauthstate";
@@ -25,7 +25,7 @@ const MAX_PENDING: usize = 10_000;
 /// single source can push everyone else's logins out of the table.
 const MAX_PENDING_PER_CLIENT: usize = 32;
 
-/// Random lengths, in characters of 6 bits (`auth::random::token`).
+/// Random lengths, in characters of 6 bits (`crate::random::token`).
 const STATE_CHARS: usize = 32; // 190 bits
 const VERIFIER_CHARS: usize = 64; // RFC 7636: 43..=128 unreserved characters
 const NONCE_CHARS: usize = 32;
@@ -160,7 +160,7 @@ impl PendingLogins {
         redirect_uri: String,
         client: IpAddr,
     ) -> Result<Begun, StateError> {
-        let client = crate::auth::throttle::client_scope(client);
+        let client = crate::principal::client_scope(client);
         let state = random::token(STATE_CHARS);
         let verifier = random::token(VERIFIER_CHARS);
         let nonce = random::token(NONCE_CHARS);

@@ -93,7 +93,13 @@ impl Rbac {
 
     /// `allows`, as a use case needs it: a denial is an error (upstream's detailed message)
     /// and an audit line.
-    pub fn enforce(&self, principal: &Principal, resource: &str, action: &str, object: &str) -> Result<(), AppError> {
+    pub fn enforce(
+        &self,
+        principal: &Principal,
+        resource: &str,
+        action: &str,
+        object: &str,
+    ) -> Result<(), AppError> {
         self.enforce_as(Denial::Detailed, principal, resource, action, object)
     }
 

@@ -49,7 +49,10 @@ pub trait RequestBody:
 }
 
 impl<B> RequestBody for B where
-    B: http_body::Body<Data = bytes::Bytes, Error: Into<axum::BoxError> + std::fmt::Display> + Send + Unpin + 'static
+    B: http_body::Body<Data = bytes::Bytes, Error: Into<axum::BoxError> + std::fmt::Display>
+        + Send
+        + Unpin
+        + 'static
 {
 }
 
@@ -219,12 +222,7 @@ impl Dispatcher {
                 return (context, None);
             }
         };
-        let identified = self
-            .app
-            .auth
-            .authenticator
-            .identify(headers, channel, ip)
-            .await;
+        let identified = self.app.auth.authenticator.identify(headers, channel, ip).await;
         let renewal = match (&identified.caller.credentials, identified.renewed) {
             (Credentials::Valid(presented), Some(token)) => Some(Renewal {
                 token,

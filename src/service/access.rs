@@ -96,13 +96,11 @@ impl<'a> Access<'a> {
             None => {
                 let missing = missing();
                 match missing.objects.iter().find(|o| !self.allows(app, principal, o)) {
-                    Some(denied) => Err(app.rbac.deny(
-                        self.denial,
-                        principal,
-                        self.resource,
-                        self.action,
-                        denied,
-                    )),
+                    Some(denied) => {
+                        Err(app
+                            .rbac
+                            .deny(self.denial, principal, self.resource, self.action, denied))
+                    }
                     None => Err(missing.not_found),
                 }
             }

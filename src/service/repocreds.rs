@@ -9,10 +9,10 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+use super::access::{Access, Missing};
 use super::redact;
 use super::repository::templates::Templates;
 use super::repository::{RESOURCE, check_url};
-use super::access::{Access, Missing};
 use super::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, list, not_found, object_mut, write};
 use crate::app::App;
 use crate::error::AppError;

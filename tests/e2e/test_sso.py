@@ -549,3 +549,27 @@ def test_cli_sso_against_a_server_without_sso(tiphys, tmp_path):
     assert res.returncode != 0
     assert "the server has no single sign-on configured" in res.stderr, res.stderr
 
+
+
+# ---- long-lived streams with an ID token ------------------------------------------------------
+
+def test_a_watch_opened_with_an_id_token_streams_live_events_and_ends_at_expiry(sso, watches):
+    """A watch authenticated by a provider ID token is revalidated as every other caller is (by
+    the same check): it keeps streaming past its snapshot, and ends when the token expires."""
+    from appkit import Api, RestWatch, app_body, uniq  # noqa: PLC0415
+    ttl = 15
+    now = int(time.time())
+    token = sso.provider.sign("rs256", sso.provider.claims(iat=now, exp=now + ttl))
+    admin = Api(sso.server, token)  # group admins: role:admin
+    run = uniq("sso-watch")
+    admin.must_create(app_body(uniq("sso-a"), labels={"run": run}))
+    w = watches.add(RestWatch(sso.server, token, params={"selector": f"run={run}"}))
+    assert w.event()[0] == "ADDED"  # the snapshot
+    admin.must_create(app_body(uniq("sso-b"), labels={"run": run}))
+    kind, _ = w.event()
+    assert kind == "ADDED", "a live event after the snapshot"
+    frames = w.until_end(timeout=ttl + 10)
+    kind, err = frames[-1]
+    assert kind == "error" and err["grpc_code"] == 16, frames
+    assert "expired" in err["message"], err
+    assert time.time() >= now + ttl - 1, "ended at the token's expiry, not before"

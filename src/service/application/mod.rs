@@ -16,9 +16,9 @@ use serde_json::{Map, Value};
 use self::selector::Selector;
 pub use self::sync::{sync, terminate_operation};
 pub use self::watch::watch;
+use super::access::{Access, Missing};
 use super::project_rules::ProjectRules;
 use super::resource::{check_object_name, check_repo_url, parse_resource_version};
-use super::access::{Access, Missing};
 use super::sensitive::check_no_password;
 use super::sync_windows::{Assignment, SyncWindow, Target};
 use crate::error::AppError;
@@ -147,7 +147,11 @@ fn authorized(
         found,
         |doc| doc_object(state, doc),
         || {
-            let project = if project_hint.is_empty() { "*" } else { project_hint };
+            let project = if project_hint.is_empty() {
+                "*"
+            } else {
+                project_hint
+            };
             Missing::at(
                 rbac_object(&state.namespace, project, &ns, name),
                 AppError::NotFound(format!("applications.argoproj.io \"{name}\" not found")),

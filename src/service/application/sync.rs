@@ -5,11 +5,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{AppView, assigned_windows, authorized, doc_object, validate};
-use crate::service::access::Access;
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef};
+use crate::service::access::Access;
 use crate::service::{Ctx, Reply};
 
 #[derive(Deserialize, Default, Debug)]

@@ -36,7 +36,11 @@ pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     let caller = ctx.caller.clone();
     let visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync> = Arc::new(move |doc: &DocRef| {
         filter.matches(doc)
-            && Access::hidden(super::RESOURCE, "get").allows(&state, &caller.principal, &doc_object(&state, doc))
+            && Access::hidden(super::RESOURCE, "get").allows(
+                &state,
+                &caller.principal,
+                &doc_object(&state, doc),
+            )
     });
     let first = {
         let visible = Arc::clone(&visible);

@@ -22,8 +22,7 @@ use super::access::{Access, Missing};
 use super::project_rules::IN_CLUSTER_SERVER;
 use super::redact;
 use super::sensitive::{
-    CLUSTER, CLUSTER_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state,
-    write,
+    CLUSTER, CLUSTER_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state, write,
 };
 use crate::app::App;
 use crate::error::AppError;
@@ -72,14 +71,20 @@ impl ClusterQuery {
 /// The cluster `lookup` names if the caller may perform `action` on it; see the module
 /// comment for what a missing or hidden cluster answers.
 fn authorized(state: &App, principal: &Principal, lookup: &Lookup, action: &str) -> Result<Entry, AppError> {
-    Access::hidden(RESOURCE, action).load(state, principal, lookup::find(state, lookup), Entry::rbac_object, || {
-        // Global or in any project: a name could be any cluster's.
-        let objects = match lookup {
-            Lookup::Server(server) => vec![server.clone(), format!("*/{server}")],
-            Lookup::Name(_) => vec!["*".to_owned(), "*/*".to_owned()],
-        };
-        Missing::new(objects, not_found(&lookup.describe()))
-    })
+    Access::hidden(RESOURCE, action).load(
+        state,
+        principal,
+        lookup::find(state, lookup),
+        Entry::rbac_object,
+        || {
+            // Global or in any project: a name could be any cluster's.
+            let objects = match lookup {
+                Lookup::Server(server) => vec![server.clone(), format!("*/{server}")],
+                Lookup::Name(_) => vec!["*".to_owned(), "*/*".to_owned()],
+            };
+            Missing::new(objects, not_found(&lookup.describe()))
+        },
+    )
 }
 
 /// A cluster as answered: credentials removed, connection state and application count added.
@@ -302,7 +307,11 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let view = ClusterView::read(&value);
     update.check(&ctx.app, principal, &rbac_object(&view.project, &view.server))?;
     if !body_view.server.is_empty() && body_view.server != existing.server {
-        update.check(&ctx.app, principal, &rbac_object(&body_view.project, &body_view.server))?;
+        update.check(
+            &ctx.app,
+            principal,
+            &rbac_object(&body_view.project, &body_view.server),
+        )?;
         return Err(AppError::InvalidArgument(
             "a cluster's server URL cannot change: the body names another server than the cluster updated"
                 .to_owned(),

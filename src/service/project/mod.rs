@@ -62,7 +62,8 @@ pub struct ProjectQuery {
 pub async fn list(ctx: Ctx, _q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let (resource_version, docs) = ctx.app.registry.list(Kind::AppProject);
-    let items = Access::detailed(RESOURCE, "get").visible(&ctx.app, principal, docs, |doc| doc.key.name.clone());
+    let items =
+        Access::detailed(RESOURCE, "get").visible(&ctx.app, principal, docs, |doc| doc.key.name.clone());
     Ok(Reply::List {
         resource_version,
         items,

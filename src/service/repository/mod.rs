@@ -245,7 +245,11 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         ));
     }
     let update = access.to("update");
-    update.check(&ctx.app, principal, &rbac_object(&existing.summary.project, &view.repo))?;
+    update.check(
+        &ctx.app,
+        principal,
+        &rbac_object(&existing.summary.project, &view.repo),
+    )?;
     update.check(&ctx.app, principal, &view.rbac_object())?;
     let change = Change::Update {
         key,
