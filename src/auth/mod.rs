@@ -150,55 +150,6 @@ impl Auth {
         }
         Ok(())
     }
-
-    /// Prometheus lines for logins, revocations and throttling state.
-    pub fn render_metrics(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        use std::sync::atomic::Ordering;
-        let o = &self.logins.outcomes;
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_login_request_total Password logins by outcome."
-        );
-        let _ = writeln!(out, "# TYPE tiphys_login_request_total counter");
-        for (status, n) in [
-            ("success", &o.success),
-            ("failure", &o.failure),
-            ("throttled", &o.throttled),
-        ] {
-            let _ = writeln!(
-                out,
-                "tiphys_login_request_total{{status=\"{status}\"}} {}",
-                n.load(Ordering::Relaxed)
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_revoked_tokens Revoked tokens not yet expired."
-        );
-        let _ = writeln!(out, "# TYPE tiphys_revoked_tokens gauge");
-        let _ = writeln!(out, "tiphys_revoked_tokens {}", self.revocations.len());
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_login_failure_entries Failed-login records held."
-        );
-        let _ = writeln!(out, "# TYPE tiphys_login_failure_entries gauge");
-        let _ = writeln!(
-            out,
-            "tiphys_login_failure_entries {}",
-            self.logins.failure_entries()
-        );
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_config_reload_errors_total Configuration reloads refused as malformed."
-        );
-        let _ = writeln!(out, "# TYPE tiphys_config_reload_errors_total counter");
-        let _ = writeln!(
-            out,
-            "tiphys_config_reload_errors_total {}",
-            self.config.reload_errors()
-        );
-    }
 }
 
 #[cfg(test)]

@@ -150,34 +150,6 @@ impl Rbac {
     pub fn denials(&self) -> u64 {
         self.denials.load(Ordering::Relaxed)
     }
-
-    /// Prometheus lines: denials, the policy in force, rejected policy reloads.
-    pub fn render_metrics(&self, out: &mut String) {
-        use std::fmt::Write as _;
-        let policy = self.policy();
-        for (name, kind, help, value) in [
-            (
-                "tiphys_rbac_denials_total",
-                "counter",
-                "Requests denied by RBAC.",
-                self.denials.load(Ordering::Relaxed),
-            ),
-            (
-                "tiphys_rbac_policy_lines",
-                "gauge",
-                "Lines of user RBAC policy in force.",
-                policy.user_lines() as u64,
-            ),
-            (
-                "tiphys_rbac_policy_reload_errors_total",
-                "counter",
-                "Edits of argocd-rbac-cm refused; the last valid policy stayed in force.",
-                self.config.policy_errors(),
-            ),
-        ] {
-            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
-        }
-    }
 }
 
 /// How a denial reads to the caller.

@@ -1,12 +1,20 @@
 //! Prometheus metrics with fixed, low-cardinality labels: requests and
-//! latency by protocol (grpc, grpc-web, rest, ui) and outcome class.
-//! Plain atomics: nothing here allocates per request.
+//! latency by protocol (grpc, grpc-web, rest, ui) and outcome class, and
+//! what the application counts. Plain atomics on the request path (nothing
+//! here allocates or locks per request); `prometheus-client` writes the
+//! exposition, the one writer of the server's metrics.
 
-use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
 use super::protocol::Protocol;
+use crate::app::App;
 
 /// Upper bounds of the latency histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
@@ -65,7 +73,7 @@ impl Outcome {
     }
 }
 
-#[derive(Default)]
+#[derive(Default, Debug)]
 struct PerProtocol {
     outcomes: [AtomicU64; 4],
     /// Observations per bucket, not cumulative: the last counts those above
@@ -75,7 +83,7 @@ struct PerProtocol {
     sum_micros: AtomicU64,
 }
 
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub struct Metrics {
     protocols: [PerProtocol; 4],
     connections_tls: AtomicU64,
@@ -138,119 +146,217 @@ impl Metrics {
             Ordering::Relaxed,
         );
     }
+}
 
-    /// The Prometheus text exposition format.
-    pub fn render(&self) -> String {
-        let mut out = String::with_capacity(4096);
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_build_info Build information.\n# TYPE tiphys_build_info gauge"
-        );
-        let _ = writeln!(
-            out,
-            "tiphys_build_info{{version=\"{}\"}} 1",
-            crate::buildinfo::VERSION
-        );
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_requests_total Requests by protocol and outcome."
-        );
-        let _ = writeln!(out, "# TYPE tiphys_requests_total counter");
+/// The counters and gauges of this process, written by `prometheus-client` at each scrape
+/// from the atomics above (its own histogram takes a lock per observation; these take one
+/// atomic add per counter, on every request).
+impl Collector for Metrics {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let info = [("version", crate::buildinfo::VERSION)];
+        encoder
+            .encode_descriptor("tiphys_build_info", "Build information.", None, MetricType::Gauge)?
+            .encode_family(&info)?
+            .encode_gauge(&1_i64)?;
+        let mut requests = encoder.encode_descriptor(
+            "tiphys_requests",
+            "Requests by protocol and outcome.",
+            None,
+            MetricType::Counter,
+        )?;
         for proto in Protocol::ALL {
             let p = &self.protocols[index(proto)];
             for outcome in OUTCOMES {
+                let labels = [("protocol", proto.as_str()), ("outcome", outcome.as_str())];
                 let n = p.outcomes[outcome.index()].load(Ordering::Relaxed);
-                let _ = writeln!(
-                    out,
-                    "tiphys_requests_total{{protocol=\"{}\",outcome=\"{}\"}} {n}",
-                    proto.as_str(),
-                    outcome.as_str()
-                );
+                requests
+                    .encode_family(&labels)?
+                    .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
             }
         }
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_request_duration_seconds Time to the response head, by protocol."
-        );
-        let _ = writeln!(out, "# TYPE tiphys_request_duration_seconds histogram");
+        let mut durations = encoder.encode_descriptor(
+            "tiphys_request_duration_seconds",
+            "Time to the response head, by protocol.",
+            None,
+            MetricType::Histogram,
+        )?;
         for proto in Protocol::ALL {
             let p = &self.protocols[index(proto)];
-            let name = proto.as_str();
-            // Prometheus buckets are cumulative; +Inf and the count are the same total.
+            let mut buckets = Vec::with_capacity(BUCKETS.len() + 1);
             let mut count = 0;
-            for (i, bound) in BUCKETS.iter().enumerate() {
-                count += p.buckets[i].load(Ordering::Relaxed);
-                let _ = writeln!(
-                    out,
-                    "tiphys_request_duration_seconds_bucket{{protocol=\"{name}\",le=\"{bound}\"}} {count}"
-                );
+            for (i, bound) in BUCKETS.iter().chain(&[f64::INFINITY]).enumerate() {
+                let n = p.buckets[i].load(Ordering::Relaxed);
+                count += n;
+                buckets.push((*bound, n));
             }
-            count += p.buckets[BUCKETS.len()].load(Ordering::Relaxed);
             #[allow(clippy::cast_precision_loss)]
             let sum = p.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-            let _ = writeln!(
-                out,
-                "tiphys_request_duration_seconds_bucket{{protocol=\"{name}\",le=\"+Inf\"}} {count}"
-            );
-            let _ = writeln!(
-                out,
-                "tiphys_request_duration_seconds_sum{{protocol=\"{name}\"}} {sum}"
-            );
-            let _ = writeln!(
-                out,
-                "tiphys_request_duration_seconds_count{{protocol=\"{name}\"}} {count}"
-            );
+            durations
+                .encode_family(&[("protocol", proto.as_str())])?
+                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
         }
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_connections_total Accepted connections by transport."
-        );
-        let _ = writeln!(out, "# TYPE tiphys_connections_total counter");
-        let tls = self.connections_tls.load(Ordering::Relaxed);
-        let plain = self.connections_plaintext.load(Ordering::Relaxed);
-        let _ = writeln!(out, "tiphys_connections_total{{transport=\"tls\"}} {tls}");
-        let _ = writeln!(out, "tiphys_connections_total{{transport=\"plaintext\"}} {plain}");
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_connections_refused_total Connections closed before a request."
-        );
-        let _ = writeln!(out, "# TYPE tiphys_connections_refused_total counter");
-        let _ = writeln!(
-            out,
-            "tiphys_connections_refused_total {}",
-            self.connections_refused.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(out, "# HELP tiphys_connections_open Connections open now.");
-        let _ = writeln!(out, "# TYPE tiphys_connections_open gauge");
-        let _ = writeln!(
-            out,
-            "tiphys_connections_open {}",
-            self.open_connections.load(Ordering::Relaxed)
-        );
-        let _ = writeln!(
-            out,
-            "# HELP tiphys_https_redirects_total Plaintext requests redirected to https."
-        );
-        let _ = writeln!(out, "# TYPE tiphys_https_redirects_total counter");
-        let _ = writeln!(
-            out,
-            "tiphys_https_redirects_total {}",
-            self.redirects.load(Ordering::Relaxed)
-        );
-        out
+        let mut connections = encoder.encode_descriptor(
+            "tiphys_connections",
+            "Accepted connections by transport.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (transport, counter) in [
+            ("tls", &self.connections_tls),
+            ("plaintext", &self.connections_plaintext),
+        ] {
+            connections
+                .encode_family(&[("transport", transport)])?
+                .encode_counter::<NoLabelSet, _, u64>(&counter.load(Ordering::Relaxed), None)?;
+        }
+        counter(
+            &mut encoder,
+            "tiphys_connections_refused",
+            "Connections closed before a request.",
+            self.connections_refused.load(Ordering::Relaxed),
+        )?;
+        gauge(
+            &mut encoder,
+            "tiphys_connections_open",
+            "Connections open now.",
+            self.open_connections.load(Ordering::Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "tiphys_https_redirects",
+            "Plaintext requests redirected to https.",
+            self.redirects.load(Ordering::Relaxed),
+        )
     }
+}
+
+/// What the application counts (logins, revocations, RBAC, configuration reloads), read at
+/// each scrape from the parts that keep the numbers.
+pub struct AppNumbers(pub Arc<App>);
+
+impl std::fmt::Debug for AppNumbers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppNumbers").finish_non_exhaustive()
+    }
+}
+
+impl Collector for AppNumbers {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let app = &self.0;
+        let auth = &app.auth;
+        let outcomes = &auth.logins.outcomes;
+        let mut logins = encoder.encode_descriptor(
+            "tiphys_login_request",
+            "Password logins by outcome.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (status, n) in [
+            ("success", &outcomes.success),
+            ("failure", &outcomes.failure),
+            ("throttled", &outcomes.throttled),
+        ] {
+            logins
+                .encode_family(&[("status", status)])?
+                .encode_counter::<NoLabelSet, _, u64>(&n.load(Ordering::Relaxed), None)?;
+        }
+        gauge(
+            &mut encoder,
+            "tiphys_revoked_tokens",
+            "Revoked tokens not yet expired.",
+            auth.revocations.len() as u64,
+        )?;
+        gauge(
+            &mut encoder,
+            "tiphys_login_failure_entries",
+            "Failed-login records held.",
+            auth.logins.failure_entries() as u64,
+        )?;
+        counter(
+            &mut encoder,
+            "tiphys_config_reload_errors",
+            "Configuration reloads refused as malformed.",
+            app.config.reload_errors(),
+        )?;
+        counter(
+            &mut encoder,
+            "tiphys_rbac_denials",
+            "Requests denied by RBAC.",
+            app.rbac.denials(),
+        )?;
+        gauge(
+            &mut encoder,
+            "tiphys_rbac_policy_lines",
+            "Lines of user RBAC policy in force.",
+            app.rbac.policy().user_lines() as u64,
+        )?;
+        counter(
+            &mut encoder,
+            "tiphys_rbac_policy_reload_errors",
+            "Edits of argocd-rbac-cm refused; the last valid policy stayed in force.",
+            app.config.policy_errors(),
+        )
+    }
+}
+
+/// A counter without labels (the exposition adds `_total` to `name`).
+fn counter(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    encoder
+        .encode_descriptor(name, help, None, MetricType::Counter)?
+        .encode_counter::<NoLabelSet, _, u64>(&value, None)
+}
+
+/// A gauge without labels.
+fn gauge(
+    encoder: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    value: u64,
+) -> Result<(), std::fmt::Error> {
+    let value = i64::try_from(value).unwrap_or(i64::MAX);
+    encoder
+        .encode_descriptor(name, help, None, MetricType::Gauge)?
+        .encode_gauge(&value)
+}
+
+/// Every metric of the server, for the `/metrics` endpoint.
+pub fn registry(metrics: Arc<Metrics>, app: Arc<App>) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(metrics));
+    registry.register_collector(Box::new(AppNumbers(app)));
+    registry
+}
+
+/// The OpenMetrics text exposition of `registry`.
+pub fn render(registry: &Registry) -> String {
+    let mut out = String::with_capacity(4096);
+    if let Err(err) = prometheus_client::encoding::text::encode(&mut out, registry) {
+        tracing::error!(error = %err, "cannot write the metrics");
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn render_alone(metrics: Metrics) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(metrics));
+        render(&registry)
+    }
+
     #[test]
     fn observations_show_up_in_the_exposition() {
         let m = Metrics::default();
         m.observe(Protocol::Grpc, Outcome::Success, Duration::from_millis(2));
         m.observe(Protocol::Rest, Outcome::from_http(404), Duration::from_millis(1));
-        let text = m.render();
+        let text = render_alone(m);
         assert!(
             text.contains("tiphys_requests_total{protocol=\"grpc\",outcome=\"success\"} 1"),
             "{text}"
@@ -265,9 +371,9 @@ mod tests {
         m.observe(Protocol::Rest, Outcome::Success, Duration::from_micros(200));
         m.observe(Protocol::Rest, Outcome::Success, Duration::from_millis(2));
         m.observe(Protocol::Rest, Outcome::Success, Duration::from_secs(10));
-        let text = m.render();
+        let text = render_alone(m);
         let bucket = |le: &str| {
-            let prefix = format!("tiphys_request_duration_seconds_bucket{{protocol=\"rest\",le=\"{le}\"}} ");
+            let prefix = format!("tiphys_request_duration_seconds_bucket{{le=\"{le}\",protocol=\"rest\"}} ");
             text.lines()
                 .find_map(|l| l.strip_prefix(prefix.as_str()))
                 .unwrap_or_else(|| panic!("no bucket le={le} in {text}"))

@@ -246,16 +246,14 @@ async fn serve_metrics(
     cancel: CancellationToken,
 ) {
     use axum::routing::get;
+    let registry = Arc::new(metrics::registry(metrics, state));
     let app = axum::Router::new().route(
         "/metrics",
         get(move || {
-            let metrics = Arc::clone(&metrics);
-            let state = Arc::clone(&state);
+            let registry = Arc::clone(&registry);
             async move {
-                let mut body = metrics.render();
-                state.auth.render_metrics(&mut body);
-                state.rbac.render_metrics(&mut body);
-                ([("content-type", "text/plain; version=0.0.4")], body)
+                let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+                ([("content-type", content_type)], metrics::render(&registry))
             }
         }),
     );
