@@ -45,7 +45,7 @@ def _default_bin(profile):
 TIPHYS_BIN = os.environ.get("TIPHYS_BIN") or _default_bin("debug")
 TIPHYS_RELEASE_BIN = os.environ.get("TIPHYS_RELEASE_BIN") or _default_bin("release")
 
-READY_TIMEOUT = 10
+READY_TIMEOUT = 30  # the first start hashes the admin password; slow on a loaded machine
 EXIT_TIMEOUT = 25
 
 
