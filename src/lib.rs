@@ -1,8 +1,10 @@
 //! tiphys: a GitOps API server and CLI, wire-compatible with Argo CD's
 //! `argocd-server`. This file is the table of contents.
 //!
-//! Dependency direction: `grpc`, `api`, `ui`, `cli` → `service` → `principal`;
-//! `server` wires everything and is the only module that knows all the others.
+//! The layers point one way (the README's Architecture section draws them, and
+//! `tests/inproc/layers.rs` checks them): `cli` → `server` → `grpc` | `api` | `ui` →
+//! `rpc` → `service` → `app` → `auth` → `oidc` → `config` → `rbac` → `principal` →
+//! `registry` → `store` → the leaves.
 
 pub mod api;
 pub mod app;
