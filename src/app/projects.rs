@@ -45,18 +45,7 @@ impl RegistryProjects {
             return Some((Arc::clone(&p.roles), Arc::clone(&p.rbac)));
         }
         let roles = Arc::new(Roles::read_json(&doc.json));
-        let rbac = Arc::new(ProjectRoles {
-            name: name.to_owned(),
-            roles: roles
-                .0
-                .iter()
-                .map(|r| ProjectRole {
-                    name: r.name.clone(),
-                    policies: r.policies.clone(),
-                    groups: r.groups.clone(),
-                })
-                .collect(),
-        });
+        let rbac = Arc::new(rbac_roles(name, &roles));
         // Bounded by the number of projects: a deleted project's entry is dropped here.
         parsed.retain(|project, _| {
             self.registry
@@ -104,6 +93,22 @@ impl ProjectTokenSource for RegistryProjects {
                 "the token is not (or no longer) a token of role {role} of project {project}"
             ))
         }
+    }
+}
+
+/// The roles of project `name` as RBAC reads them.
+pub fn rbac_roles(name: &str, roles: &Roles) -> ProjectRoles {
+    ProjectRoles {
+        name: name.to_owned(),
+        roles: roles
+            .0
+            .iter()
+            .map(|r| ProjectRole {
+                name: r.name.clone(),
+                policies: r.policies.clone(),
+                groups: r.groups.clone(),
+            })
+            .collect(),
     }
 }
 

@@ -17,7 +17,7 @@ use super::tokens::Tokens;
 use crate::clock::now_ms;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
-use crate::store::{Expect, Op, Store};
+use crate::store::{self, Store};
 
 /// File beside the store holding the generated admin password until it is changed.
 pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
@@ -107,20 +107,10 @@ impl Logins {
     ) -> anyhow::Result<Self> {
         let now = now_ms();
         let probe = LoginGuard::new(limits.throttle.clone(), [], now);
-        let mut failures = Vec::new();
-        let mut stale = Vec::new();
-        for entry in store.list(LoginGuard::STORE_PREFIX).await? {
-            match serde_json::from_slice::<Failures>(&entry.value) {
-                Ok(f) if !probe.is_stale(&f, now) => failures.push((entry.key, f)),
-                _ => stale.push(Op::Delete {
-                    key: entry.key,
-                    expect: Expect::Any,
-                }),
-            }
-        }
-        if !stale.is_empty() {
-            store.commit(stale).await?;
-        }
+        let failures = store::load_live(store.as_ref(), LoginGuard::STORE_PREFIX, |f: &Failures| {
+            !probe.is_stale(f, now)
+        })
+        .await?;
         Ok(Self {
             pool: PasswordPool::start(limits.hash_threads, limits.max_concurrent)?,
             guard: LoginGuard::new(limits.throttle, failures, now),

@@ -27,7 +27,9 @@ pub struct Revocations {
 }
 
 impl Revocations {
-    /// Loads the revocations in force, forgetting the expired ones.
+    /// Loads the revocations in force, forgetting the expired ones. A record that does not
+    /// read is an error, not dropped (`store::load_live` drops it): that would bring a
+    /// logged-out token back.
     pub async fn open(store: Arc<dyn Store>, config: Arc<ConfigWatch>) -> anyhow::Result<Self> {
         let now = now_s();
         let mut revoked = HashMap::new();

@@ -50,23 +50,11 @@ impl SsoSessions {
         keys: Arc<TokenKeys>,
     ) -> anyhow::Result<Self> {
         let now = now_s();
-        let mut sessions = HashMap::new();
-        let mut ended = Vec::new();
-        for entry in store.list(PREFIX).await? {
-            let sid = entry.key.trim_start_matches(PREFIX).to_owned();
-            match serde_json::from_slice::<SsoSession>(&entry.value) {
-                Ok(session) if session.exp >= now => {
-                    sessions.insert(sid, Arc::new(session));
-                }
-                _ => ended.push(Op::Delete {
-                    key: entry.key,
-                    expect: Expect::Any,
-                }),
-            }
-        }
-        if !ended.is_empty() {
-            store.commit(ended).await?;
-        }
+        let sessions = store::load_live(store.as_ref(), PREFIX, |s: &SsoSession| s.exp >= now)
+            .await?
+            .into_iter()
+            .map(|(key, session)| (key[PREFIX.len()..].to_owned(), Arc::new(session)))
+            .collect();
         Ok(Self {
             store,
             config,

@@ -156,3 +156,29 @@ pub fn put_json<T: Serialize>(key: &str, value: &T, expect: Expect) -> Result<Op
         expect,
     })
 }
+
+/// The JSON records under `prefix` that `keep` accepts, by key; the others, and records that do
+/// not parse, are deleted (in one commit). For state whose entries expire and may be lost.
+pub async fn load_live<T: DeserializeOwned>(
+    store: &dyn Store,
+    prefix: &str,
+    keep: impl Fn(&T) -> bool,
+) -> Result<Vec<(String, T)>, StoreError> {
+    let mut live = Vec::new();
+    let mut gone = Vec::new();
+    for entry in store.list(prefix).await? {
+        match serde_json::from_slice::<T>(&entry.value) {
+            Ok(record) if keep(&record) => {
+                live.push((entry.key, record));
+            }
+            _ => gone.push(Op::Delete {
+                key: entry.key,
+                expect: Expect::Any,
+            }),
+        }
+    }
+    if !gone.is_empty() {
+        store.commit(gone).await?;
+    }
+    Ok(live)
+}

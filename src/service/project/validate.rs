@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::error::AppError;
 use crate::rbac::project::PROJECT_SCOPED;
-use crate::rbac::{ProjectRole, ProjectRoles};
+use crate::registry::projects::Roles;
 use crate::service::sync_windows::SyncWindow;
 
 /// What validation reads of a project.
@@ -144,19 +144,7 @@ pub fn check_project(name: &str, project: &Value) -> Result<(), AppError> {
         }
     }
     // The lines must also load as RBAC loads them at enforcement (quoting, field counts).
-    let roles = ProjectRoles {
-        name: name.to_owned(),
-        roles: spec
-            .roles
-            .iter()
-            .map(|r| ProjectRole {
-                name: r.name.clone(),
-                policies: r.policies.clone(),
-                groups: r.groups.clone(),
-            })
-            .collect(),
-    };
-    roles
+    crate::app::projects::rbac_roles(name, &Roles::read(project))
         .rules()
         .map_err(|e| AppError::InvalidArgument(format!("the project's role policy does not load: {e}")))?;
 
