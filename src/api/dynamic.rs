@@ -149,8 +149,9 @@ async fn serve_inner(
         Handler::Call(call) => Arc::clone(call),
     };
     let schema = Schema::get();
-    let method = schema
-        .method(rpc.path)
+    let method = rpc
+        .method
+        .as_ref()
         .ok_or_else(|| AppError::Unimplemented(format!("{} is not in the schema", rpc.path)))?;
     let route = &rpc.rest[index];
     let (parts, body) = req.into_parts();
@@ -197,10 +198,16 @@ async fn serve_inner(
     for (key, value) in &path_params {
         set_param(&input, &mut request, key, value, false)?;
     }
-    let json = schema
-        .from_json(&input, &Value::Object(request))
-        .map(|msg| schema.to_json(&msg))
-        .map_err(|e| AppError::InvalidArgument(e.to_string()))?;
+    // The request as its message reads it: types checked, unknown fields dropped. An empty
+    // request (most GETs) has nothing to check.
+    let json = if request.is_empty() {
+        Value::Object(request)
+    } else {
+        schema
+            .from_json(&input, &Value::Object(request))
+            .map(|msg| schema.to_json(&msg))
+            .map_err(|e| AppError::InvalidArgument(e.to_string()))?
+    };
     let fields = fields_param.as_deref().and_then(Fields::parse);
     let context = parts.extensions.get::<RequestContext>();
     let scope = CookieScope {

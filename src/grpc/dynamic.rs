@@ -85,7 +85,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for DynService {
                 Handler::Unimplemented(why) => return unimplemented((*why).to_owned()),
                 Handler::Call(call) => Arc::clone(call),
             };
-            let Some(method) = Schema::get().method(&path) else {
+            let Some(method) = rpc.method.clone() else {
                 return unimplemented(format!("{path} is not in the schema"));
             };
             let svc = Call {
@@ -113,10 +113,14 @@ struct Call {
 impl Call {
     async fn run(self, request: Request<Bytes>) -> Result<Reply, Status> {
         let caller = super::caller(&request);
-        let schema = Schema::get();
-        let json = schema
-            .decode(&self.method.input(), request.get_ref())
-            .map_err(|e| AppError::InvalidArgument(e.to_string()))?;
+        // An empty message (every field at its default) has nothing to decode.
+        let json = if request.get_ref().is_empty() {
+            serde_json::Value::Object(serde_json::Map::new())
+        } else {
+            Schema::get()
+                .decode(&self.method.input(), request.get_ref())
+                .map_err(|e| AppError::InvalidArgument(e.to_string()))?
+        };
         let ctx = Ctx {
             app: self.state,
             caller,

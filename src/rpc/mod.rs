@@ -49,6 +49,9 @@ pub struct Rpc {
     pub path: &'static str,
     pub rest: Vec<Route>,
     pub handler: Handler,
+    /// The method's descriptor in the schema, looked up once; `None`: not in the schema
+    /// (answered `UNIMPLEMENTED`, and a unit test fails).
+    pub method: Option<prost_reflect::MethodDescriptor>,
 }
 
 /// A use case as a table handler: the request's JSON is read into `Req` (a bad one is an

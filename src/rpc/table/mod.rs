@@ -17,6 +17,7 @@ use super::{Body, Handler, Route, Rpc};
 
 /// The whole table.
 pub fn table() -> Vec<Arc<Rpc>> {
+    // (Every method is in the schema: `every_method_is_in_the_schema` below.)
     let mut rpcs = Vec::new();
     rpcs.extend(sessions::rpcs());
     rpcs.extend(accounts::rpcs());
@@ -32,6 +33,7 @@ fn rpc<const N: usize>(path: &'static str, rest: [Route; N], handler: Handler) -
         path,
         rest: rest.into(),
         handler,
+        method: crate::schema::Schema::get().method(path),
     })
 }
 
@@ -77,5 +79,30 @@ fn patch(path: &'static str, body: Body) -> Route {
         method: Method::PATCH,
         path,
         body,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_method_is_in_the_schema() {
+        for rpc in super::table() {
+            assert!(rpc.method.is_some(), "{} is not in the schema", rpc.path);
+        }
+    }
+
+    #[test]
+    fn every_rest_route_is_declared_once() {
+        let mut seen = std::collections::HashSet::new();
+        for rpc in super::table() {
+            for route in &rpc.rest {
+                assert!(
+                    seen.insert((route.method.clone(), route.path)),
+                    "{} {}",
+                    route.method,
+                    route.path
+                );
+            }
+        }
     }
 }
