@@ -24,6 +24,7 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod telemetry;
+pub mod tlsclient;
 pub mod ui;
 
 pub use error::AppError;

@@ -2,7 +2,6 @@
 //! (system roots plus `rootCA`) unless `oidc.tls.insecure.skip.verify` says
 //! otherwise, a time limit on every call and a cap on every answer.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -13,8 +12,6 @@ use http_body_util::{BodyExt as _, Full, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use rustls::ClientConfig;
-use rustls::crypto::ring;
 use rustls_pki_types::CertificateDer;
 use serde::de::DeserializeOwned;
 
@@ -57,24 +54,12 @@ impl Http {
     /// A client trusting the system's roots plus `extra_roots`; with
     /// `skip_verify`, none at all (the operator asked for it by name).
     pub fn new(extra_roots: &[CertificateDer<'static>], skip_verify: bool) -> Result<Self, String> {
-        let provider = Arc::new(ring::default_provider());
-        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
         let tls = if skip_verify {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(crate::cli::conn::NoVerification::new(provider)))
-                .with_no_client_auth()
+            crate::tlsclient::insecure().map_err(|e| e.to_string())?
         } else {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-            for cert in extra_roots {
-                roots
-                    .add(cert.clone())
-                    .map_err(|e| format!("rootCA holds an unusable certificate: {e}"))?;
-            }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            let roots = crate::tlsclient::roots(extra_roots)
+                .map_err(|e| format!("rootCA holds an unusable certificate: {e}"))?;
+            crate::tlsclient::verifying(roots).map_err(|e| e.to_string())?
         };
         let mut http = HttpConnector::new();
         http.enforce_http(false);
