@@ -16,6 +16,7 @@ pub mod config;
 pub mod error;
 pub mod fsutil;
 pub mod grpc;
+pub mod jose;
 pub mod json;
 pub mod oidc;
 pub mod pb;
@@ -29,6 +30,7 @@ pub mod server;
 pub mod service;
 pub mod store;
 pub mod telemetry;
+pub mod tlsclient;
 pub mod ui;
 
 pub use error::AppError;

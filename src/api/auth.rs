@@ -19,6 +19,7 @@ use super::extract::{Scope, Who};
 use crate::app::App;
 use crate::auth::cookie::CookieScope;
 use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
+use crate::oidc::provider::AuthorizationRequest;
 use crate::oidc::verify::{Claims, Expect};
 use crate::oidc::{Current, now_s};
 
@@ -198,13 +199,11 @@ pub async fn login(
     let Some(return_to) = safe_return_url(param(&params, "return_url"), &url, &state.basehref) else {
         return page(StatusCode::BAD_REQUEST, BAD_RETURN_URL);
     };
-    let discovery = match current.provider.discovery().await {
-        Ok(d) => d,
-        Err(err) => {
-            tracing::warn!(error = %err, "SSO login: the identity provider is unavailable");
-            return page(StatusCode::BAD_GATEWAY, PROVIDER_DOWN);
-        }
-    };
+    // The provider must answer before a login is recorded for it.
+    if let Err(err) = current.provider.discovery().await {
+        tracing::warn!(error = %err, "SSO login: the identity provider is unavailable");
+        return page(StatusCode::BAD_GATEWAY, PROVIDER_DOWN);
+    }
     let redirect_uri = format!("{}/auth/callback", url.trim_end_matches('/'));
     let begun = match state
         .oidc
@@ -219,26 +218,33 @@ pub async fn login(
         Err(_) => return page(StatusCode::SERVICE_UNAVAILABLE, TOO_MANY),
     };
     let config = &current.config;
-    let mut query = form_urlencoded::Serializer::new(String::new());
-    query
-        .append_pair("response_type", "code")
-        .append_pair("client_id", &config.client_id)
-        .append_pair("redirect_uri", &redirect_uri)
-        .append_pair("scope", &config.scopes().join(" "))
-        .append_pair("state", &begun.state)
-        .append_pair("nonce", &begun.nonce)
-        .append_pair("code_challenge", &begun.challenge)
-        .append_pair("code_challenge_method", "S256");
+    let mut extra = Vec::new();
     if !config.id_token_claims.is_empty() {
         let claims = serde_json::json!({ "id_token": config.id_token_claims });
-        query.append_pair("claims", &claims.to_string());
+        extra.push(("claims", claims.to_string()));
     }
     if let Some(hint) = &config.domain_hint {
-        query.append_pair("domain_hint", hint);
+        extra.push(("domain_hint", hint.clone()));
     }
-    let endpoint = &discovery.authorization_endpoint;
-    let sep = if endpoint.contains('?') { '&' } else { '?' };
-    let mut response = see_other(&format!("{endpoint}{sep}{}", query.finish()));
+    let scopes = config.scopes();
+    let request = AuthorizationRequest {
+        client_id: &config.client_id,
+        redirect_uri: &redirect_uri,
+        scopes: &scopes,
+        state: &begun.state,
+        nonce: &begun.nonce,
+        pkce_verifier: &begun.verifier,
+        extra,
+    };
+    let location = match current.provider.authorization_url(request).await {
+        Ok(location) => location,
+        Err(err) => {
+            state.oidc.logins.forget(&begun.state);
+            tracing::warn!(error = %err, "SSO login: cannot build the authorization request");
+            return page(StatusCode::BAD_GATEWAY, PROVIDER_DOWN);
+        }
+    };
+    let mut response = see_other(&location);
     append_cookies(
         &mut response,
         &[state_cookie(&scope, &begun.cookie, LOGIN_TTL.as_secs())],
@@ -317,6 +323,7 @@ pub async fn callback(
         tracing::warn!("SSO callback: the token answer has no id_token (is `openid` among the scopes?)");
         return fail(StatusCode::BAD_GATEWAY, REFUSED);
     };
+    // The same verification as for bearer ID tokens, plus this login's nonce.
     let audiences = [config.client_id.clone()];
     let expect = Expect {
         issuer: &config.issuer,
@@ -332,8 +339,8 @@ pub async fn callback(
             return fail(StatusCode::UNAUTHORIZED, BAD_TOKEN);
         }
     };
-    if let (Some(url), Some(access)) = (config.user_info_url(), tokens.access_token.as_deref()) {
-        merge_user_info_groups(&current, &url, access, &mut claims).await;
+    if let Some(url) = config.user_info_url() {
+        merge_user_info_groups(&current, &url, &tokens.access_token, &mut claims).await;
     }
     let who = crate::principal::SsoPrincipal::from_claims(Arc::new(claims.clone()), 0, None, None);
     let token = match state.auth.sso_sessions.start(claims, id_token).await {
@@ -359,24 +366,29 @@ pub async fn callback(
 /// `enableUserInfoGroups`: the user-info endpoint's `groups` join the ID
 /// token's (for providers that put groups only there). Its `sub` must match.
 async fn merge_user_info_groups(current: &Current, url: &str, access: &str, claims: &mut Claims) {
-    let info = match current.provider.user_info(url, access).await {
-        Ok(info) => info,
+    let sub = claims
+        .get("sub")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default();
+    let groups = current
+        .provider
+        .user_info_groups(url, access, sub, &current.config.client_id)
+        .await;
+    let groups = match groups {
+        Ok(Some(groups)) => groups,
+        Ok(None) => return,
         Err(err) => {
+            // Also when the answer is for another subject.
             tracing::warn!(error = %err, "SSO: cannot read groups from the user-info endpoint");
             return;
         }
     };
-    if info.get("sub") != claims.get("sub") {
-        tracing::warn!("SSO: the user-info answer is for another subject; its groups are ignored");
-        return;
-    }
-    let Some(groups) = info.get("groups") else { return };
     let mut merged: Vec<serde_json::Value> = match claims.get("groups") {
         Some(serde_json::Value::Array(items)) => items.clone(),
         Some(serde_json::Value::String(s)) => vec![serde_json::Value::String(s.clone())],
         _ => Vec::new(),
     };
-    let extra: Vec<serde_json::Value> = match groups {
+    let extra: Vec<serde_json::Value> = match &groups {
         serde_json::Value::Array(items) => items.clone(),
         serde_json::Value::String(s) => vec![serde_json::Value::String(s.clone())],
         _ => Vec::new(),
@@ -414,15 +426,8 @@ pub async fn logout(State(state): State<Arc<App>>, Who(caller, auth): Who, Scope
             location = template
                 .replace("{{token}}", &enc(&id_token))
                 .replace("{{logoutRedirectURL}}", &enc(&back));
-        } else if let Ok(discovery) = current.provider.discovery().await
-            && let Some(endpoint) = &discovery.end_session_endpoint
-        {
-            let sep = if endpoint.contains('?') { '&' } else { '?' };
-            location = format!(
-                "{endpoint}{sep}id_token_hint={}&post_logout_redirect_uri={}",
-                enc(&id_token),
-                enc(&back)
-            );
+        } else if let Ok(Some(end_session)) = current.provider.end_session_url(&id_token, &back).await {
+            location = end_session;
         }
     }
     let mut response = see_other(&location);

@@ -8,16 +8,15 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use rustls::ClientConfig;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{CryptoProvider, ring};
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls_pki_types::{CertificateDer, ServerName};
 use tokio::net::TcpStream;
 use tokio_util::either::Either;
 use tower::ServiceExt as _;
 use tower::util::BoxCloneSyncService;
 
 use crate::buildinfo::USER_AGENT;
+use crate::tlsclient;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -273,35 +272,33 @@ impl ClientOpts {
     }
 
     fn tls_config(&self, alpn: Vec<Vec<u8>>) -> anyhow::Result<ClientConfig> {
-        let provider = Arc::new(ring::default_provider());
-        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()?;
         let mut config = if self.insecure {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(NoVerification(provider)))
-                .with_no_client_auth()
+            tlsclient::insecure()?
         } else {
-            let mut roots = rustls::RootCertStore::empty();
-            let native = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(native.certs);
+            let mut extra = Vec::new();
             if let Some(path) = &self.server_crt {
                 let pem = std::fs::read(path)
                     .with_context(|| format!("cannot read --server-crt {}", path.display()))?;
                 for cert in CertificateDer::pem_slice_iter(&pem) {
-                    let cert = cert
-                        .with_context(|| format!("--server-crt {}: not a PEM certificate", path.display()))?;
-                    roots
-                        .add(cert)
-                        .with_context(|| format!("--server-crt {}: unusable certificate", path.display()))?;
+                    extra.push(cert.with_context(|| {
+                        format!("--server-crt {}: not a PEM certificate", path.display())
+                    })?);
                 }
             }
+            // Only an `extra` certificate can be refused.
+            let roots = tlsclient::roots(&extra).with_context(|| {
+                let path = self.server_crt.as_deref().map(std::path::Path::display);
+                format!(
+                    "--server-crt {}: unusable certificate",
+                    path.map(|p| p.to_string()).unwrap_or_default()
+                )
+            })?;
             if roots.is_empty() {
                 bail!(
                     "no trusted CA certificates found: pass --server-crt, or --insecure to skip verification"
                 );
             }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            tlsclient::verifying(roots)?
         };
         config.alpn_protocols = alpn;
         Ok(config)
@@ -398,50 +395,4 @@ fn is_final(status: &tonic::Status) -> bool {
         tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
     ) || lower.contains("certificate")
         || lower.contains("connection refused")
-}
-
-/// `--insecure`: the certificate is not checked, but the handshake signature
-/// still is, so the session is at least bound to the presented key.
-#[derive(Debug)]
-pub struct NoVerification(Arc<CryptoProvider>);
-
-impl NoVerification {
-    pub fn new(provider: Arc<CryptoProvider>) -> Self {
-        Self(provider)
-    }
-}
-
-impl ServerCertVerifier for NoVerification {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }

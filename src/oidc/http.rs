@@ -1,29 +1,37 @@
 //! The HTTP client that talks to the identity provider: TLS always verified
 //! (system roots plus `rootCA`) unless `oidc.tls.insecure.skip.verify` says
 //! otherwise, a time limit on every call and a cap on every answer.
+//!
+//! It is the only HTTP client of the OIDC code: `openidconnect` makes its
+//! requests (discovery, token, user info) through it as its
+//! [`AsyncHttpClient`], so there is no reqwest and no second TLS stack, and
+//! the same trust settings apply to logins and to API token checks (SEC-03).
 
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
-use base64::Engine as _;
 use bytes::Bytes;
-use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, USER_AGENT};
+use http::header::{ACCEPT, USER_AGENT};
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt as _, Full, Limited};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
-use rustls::ClientConfig;
-use rustls::crypto::ring;
+use openidconnect::{AsyncHttpClient, HttpRequest, HttpResponse};
 use rustls_pki_types::CertificateDer;
 use serde::de::DeserializeOwned;
+
+use crate::tlsclient;
 
 /// Longest any call to the provider may take, connection included.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Largest answer read from the provider.
-const MAX_BODY_BYTES: usize = 1024 * 1024;
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
+/// Why a call failed. The texts name the URL and the cause, never a
+/// credential (those travel in headers and bodies, which are not quoted).
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum HttpError {
     #[error("{url}: no answer within {} s", CALL_TIMEOUT.as_secs())]
@@ -57,24 +65,12 @@ impl Http {
     /// A client trusting the system's roots plus `extra_roots`; with
     /// `skip_verify`, none at all (the operator asked for it by name).
     pub fn new(extra_roots: &[CertificateDer<'static>], skip_verify: bool) -> Result<Self, String> {
-        let provider = Arc::new(ring::default_provider());
-        let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
         let tls = if skip_verify {
-            builder
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(crate::cli::conn::NoVerification::new(provider)))
-                .with_no_client_auth()
+            tlsclient::insecure().map_err(|e| e.to_string())?
         } else {
-            let mut roots = rustls::RootCertStore::empty();
-            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
-            for cert in extra_roots {
-                roots
-                    .add(cert.clone())
-                    .map_err(|e| format!("rootCA holds an unusable certificate: {e}"))?;
-            }
-            builder.with_root_certificates(roots).with_no_client_auth()
+            let roots = tlsclient::roots(extra_roots)
+                .map_err(|e| format!("rootCA holds an unusable certificate: {e}"))?;
+            tlsclient::verifying(roots).map_err(|e| e.to_string())?
         };
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -90,96 +86,89 @@ impl Http {
         Ok(Self { client })
     }
 
-    /// GET a JSON document, with an optional bearer token.
-    pub async fn get_json<T: DeserializeOwned>(
-        &self,
-        url: &str,
-        bearer: Option<&str>,
-    ) -> Result<T, HttpError> {
-        let mut req = Request::builder().method(Method::GET).uri(url);
-        if let Some(token) = bearer {
-            req = req.header(AUTHORIZATION, format!("Bearer {token}"));
-        }
-        let body = self.call(url, req, Bytes::new()).await?;
-        json(url, &body)
-    }
-
-    /// POST a form (`application/x-www-form-urlencoded`) and read a JSON answer;
-    /// `basic` authenticates a confidential client (RFC 6749 §2.3.1).
-    pub async fn post_form<T: DeserializeOwned>(
-        &self,
-        url: &str,
-        form: &[(&str, &str)],
-        basic: Option<(&str, &str)>,
-    ) -> Result<T, HttpError> {
-        let body = form_urlencoded::Serializer::new(String::new())
-            .extend_pairs(form)
-            .finish();
-        let mut req = Request::builder()
-            .method(Method::POST)
+    /// GET a JSON document (the provider's key set); anything but 200 is an error.
+    pub async fn get_json<T: DeserializeOwned>(&self, url: &str) -> Result<T, HttpError> {
+        let request = Request::builder()
+            .method(Method::GET)
             .uri(url)
-            .header(CONTENT_TYPE, "application/x-www-form-urlencoded");
-        if let Some((id, secret)) = basic {
-            let enc = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            let pair = format!("{}:{}", enc(id), enc(secret));
-            let value = base64::engine::general_purpose::STANDARD.encode(pair);
-            req = req.header(AUTHORIZATION, format!("Basic {value}"));
+            .header(ACCEPT, "application/json")
+            .body(Vec::new())
+            .map_err(|_| HttpError::Url(url.to_owned()))?;
+        let response = self.send(request).await?;
+        if response.status() != StatusCode::OK {
+            return Err(HttpError::Status {
+                url: url.to_owned(),
+                status: response.status().as_u16(),
+                detail: oauth_error(response.body()),
+            });
         }
-        let answer = self.call(url, req, Bytes::from(body)).await?;
-        json(url, &answer)
+        serde_json::from_slice(response.body()).map_err(|e| HttpError::Json {
+            url: url.to_owned(),
+            reason: e.to_string(),
+        })
     }
 
-    async fn call(&self, url: &str, req: http::request::Builder, body: Bytes) -> Result<Bytes, HttpError> {
-        let req = req
-            .header(ACCEPT, "application/json")
-            .header(USER_AGENT, crate::buildinfo::USER_AGENT)
-            .body(Full::new(body))
-            .map_err(|_| HttpError::Url(url.to_owned()))?;
+    /// One call, whatever the status of its answer (OAuth errors come as
+    /// 400s with a body `openidconnect` reads): at most [`MAX_BODY_BYTES`],
+    /// within [`CALL_TIMEOUT`].
+    pub async fn send(&self, request: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let url = request.uri().to_string();
+        let (mut parts, body) = request.into_parts();
+        parts.headers.insert(
+            USER_AGENT,
+            http::HeaderValue::from_static(crate::buildinfo::USER_AGENT),
+        );
+        let request = Request::from_parts(parts, Full::new(Bytes::from(body)));
         let work = async {
-            let response = self.client.request(req).await.map_err(|e| HttpError::Connect {
-                url: url.to_owned(),
-                reason: crate::error::with_causes(&e),
-            })?;
-            let status = response.status();
-            let body = Limited::new(response.into_body(), MAX_BODY_BYTES)
+            let response = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| HttpError::Connect {
+                    url: url.clone(),
+                    reason: crate::error::with_causes(&e),
+                })?;
+            let (parts, body) = response.into_parts();
+            let body = Limited::new(body, MAX_BODY_BYTES)
                 .collect()
                 .await
                 .map_err(|e| HttpError::Connect {
-                    url: url.to_owned(),
+                    url: url.clone(),
                     reason: format!("reading the answer: {e}"),
                 })?
                 .to_bytes();
-            if status != StatusCode::OK {
-                return Err(HttpError::Status {
-                    url: url.to_owned(),
-                    status: status.as_u16(),
-                    detail: oauth_error(&body),
-                });
-            }
-            Ok(body)
+            Ok(http::Response::from_parts(parts, body.to_vec()))
         };
         tokio::time::timeout(CALL_TIMEOUT, work)
             .await
-            .map_err(|_| HttpError::Timeout { url: url.to_owned() })?
+            .map_err(|_| HttpError::Timeout { url: url.clone() })?
     }
 }
 
-fn json<T: DeserializeOwned>(url: &str, body: &[u8]) -> Result<T, HttpError> {
-    serde_json::from_slice(body).map_err(|e| HttpError::Json {
-        url: url.to_owned(),
-        reason: e.to_string(),
-    })
+/// `openidconnect` sends its requests through [`Http::send`].
+impl<'c> AsyncHttpClient<'c> for Http {
+    type Error = HttpError;
+    type Future = Pin<Box<dyn Future<Output = Result<HttpResponse, HttpError>> + Send + 'c>>;
+
+    fn call(&'c self, request: HttpRequest) -> Self::Future {
+        Box::pin(self.send(request))
+    }
 }
 
-/// `: invalid_grant` from an OAuth error answer (RFC 6749 §5.2), for logs.
-fn oauth_error(body: &[u8]) -> String {
+/// ` (invalid_grant)` from an OAuth error answer (RFC 6749 §5.2), for logs.
+pub fn oauth_error(body: &[u8]) -> String {
     #[derive(serde::Deserialize)]
     struct OAuthError {
         error: String,
     }
     serde_json::from_slice::<OAuthError>(body)
         .ok()
-        .filter(|e| e.error.len() < 64 && e.error.chars().all(|c| c.is_ascii_graphic()))
-        .map(|e| format!(" ({})", e.error))
+        .and_then(|e| safe_code(&e.error))
+        .map(|code| format!(" ({code})"))
         .unwrap_or_default()
+}
+
+/// An error code fit for a log line or a terminal: short and plain.
+pub fn safe_code(code: &str) -> Option<String> {
+    (code.len() < 64 && code.chars().all(|c| c.is_ascii_graphic())).then(|| code.to_owned())
 }

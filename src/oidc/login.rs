@@ -1,14 +1,17 @@
 //! Logins in progress: what `/auth/login` promised the provider and the
 //! browser, kept on the server until `/auth/callback` (single use, five
 //! minutes at most, bound to the browser by an HttpOnly cookie).
+//!
+//! The random values (state, PKCE verifier, nonce, browser binding) are
+//! tiphys's own, from the CSPRNG, whatever `openidconnect` would generate:
+//! the state carries 190 bits and is tied to the cookie here, not in the
+//! library. `openidconnect` turns the verifier into its S256 challenge.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use sha2::{Digest as _, Sha256};
 use subtle::ConstantTimeEq as _;
 
@@ -52,8 +55,8 @@ pub struct Pending {
 pub struct Begun {
     pub state: String,
     pub nonce: String,
-    /// PKCE S256: `base64url(sha256(verifier))`.
-    pub challenge: String,
+    /// The PKCE verifier (the authorization request carries its S256 challenge).
+    pub verifier: String,
     /// The value of the [`STATE_COOKIE`].
     pub cookie: String,
 }
@@ -165,7 +168,6 @@ impl PendingLogins {
         let verifier = random::token(VERIFIER_CHARS);
         let nonce = random::token(NONCE_CHARS);
         let cookie = random::token(BINDING_CHARS);
-        let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
         let mut table = self.pending.lock().map_err(|_| StateError::Full)?;
         table.expire();
         if table.per_client.get(&client).copied().unwrap_or(0) >= self.max_per_client {
@@ -184,7 +186,7 @@ impl PendingLogins {
             state.clone(),
             Pending {
                 nonce: nonce.clone(),
-                verifier,
+                verifier: verifier.clone(),
                 return_to,
                 redirect_uri,
                 binding: digest(&cookie),
@@ -196,7 +198,7 @@ impl PendingLogins {
         Ok(Begun {
             state,
             nonce,
-            challenge,
+            verifier,
             cookie,
         })
     }
@@ -323,11 +325,11 @@ mod tests {
             .begin("/applications".into(), CB.into(), ip("127.0.0.1"))
             .unwrap();
         assert!(begun.state.len() * 6 >= 128 && begun.cookie.len() * 6 >= 128);
-        assert_eq!(
-            URL_SAFE_NO_PAD.decode(&begun.challenge).unwrap().len(),
-            32,
-            "S256 challenge"
-        );
+        assert!((43..=128).contains(&begun.verifier.len()), "RFC 7636 verifier");
+        let verifier = openidconnect::PkceCodeVerifier::new(begun.verifier.clone());
+        let challenge = openidconnect::PkceCodeChallenge::from_code_verifier_sha256(&verifier);
+        assert_eq!(challenge.method().as_str(), "S256");
+        assert_eq!(challenge.as_str().len(), 43, "base64url of a SHA-256");
         assert_eq!(
             logins.take(&begun.state, Some("wrong")).unwrap_err(),
             StateError::NotBound

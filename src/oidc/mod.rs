@@ -2,6 +2,15 @@
 //! provider in `oidc.config` (dashboard and CLI logins), and verification of
 //! the provider's ID tokens presented as bearer tokens.
 //!
+//! Who does what: `openidconnect` speaks the relying-party protocol
+//! (discovery, authorization request, code exchange, refresh grant, user
+//! info, logout URL; `provider`) over tiphys's own HTTP client (`http`:
+//! hyper and rustls on ring, `rootCA`, 10 s, 1 MiB); `jsonwebtoken` does the
+//! token crypto and the registered claims of every ID token, whether a login
+//! or an API caller presents it (`verify`, one path for both); tiphys keeps
+//! the state, nonce and browser binding of logins (`login`), the caches, and
+//! the checks those libraries do not make.
+//!
 //! The provider client follows the configuration: a change of `oidc.config`
 //! (or of `oidc.tls.insecure.skip.verify`) builds a new one on next use,
 //! without touching the listener or any connection.

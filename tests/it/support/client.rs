@@ -10,7 +10,7 @@ use http::{HeaderMap, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::ServerName;
-use tiphys::cli::conn::NoVerification;
+use tiphys::tlsclient::NoVerification;
 use tokio::net::TcpStream;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
