@@ -16,7 +16,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use duration::parse_go_duration;
+pub use duration::{parse_go_duration, parse_go_duration_or_days};
 pub use settings::{ADMIN, AccountConfig, Settings, TokenRecord};
 pub use source::{ARGOCD_CM, ARGOCD_RBAC_CM, ARGOCD_SECRET, ConfigError, Input, Location, RawObject};
 

@@ -11,7 +11,7 @@ use regex::Regex;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use super::duration::parse_go_duration;
+use super::duration::parse_go_duration_or_days;
 use crate::rbac::{LoadError, LoadOptions, Policy};
 
 use super::source::{ARGOCD_CM, ARGOCD_RBAC_CM, ARGOCD_SECRET, ConfigError, RawObject};
@@ -120,7 +120,7 @@ impl Settings {
 
         let session_duration = match get_trimmed(cm, "users.session.duration") {
             None => DEFAULT_SESSION_DURATION,
-            Some(text) => match parse_go_duration(text) {
+            Some(text) => match parse_go_duration_or_days(text) {
                 Ok(d) if d.is_zero() => {
                     return Err(err(
                         cm,

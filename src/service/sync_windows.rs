@@ -74,13 +74,6 @@ impl SyncWindow {
 
     fn compile(&self) -> Result<Compiled, String> {
         let cron = Cron::parse(&self.schedule)?;
-        // Go's durations have no day unit (the configuration's parser also takes `d`).
-        if self.duration.contains('d') {
-            return Err(format!(
-                "invalid duration {:?}: no unit d; write days as hours (24h)",
-                self.duration
-            ));
-        }
         let duration = parse_go_duration(&self.duration)
             .map_err(|e| format!("{e} (a duration such as 1h, 30m or 1h30m)"))?;
         let zone = zone(&self.time_zone)?;
