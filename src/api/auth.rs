@@ -10,13 +10,13 @@ use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, LOCATION};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::extract::{Scope, Who};
 use super::session::append_cookies;
-use crate::auth::cookie::CookieScope;
+use crate::auth::cookie::{self, CookieScope};
 use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
 use crate::oidc::verify::{Claims, Expect};
 use crate::oidc::{Current, now_s};
@@ -160,21 +160,14 @@ pub fn safe_return_url(raw: Option<&str>, url: &str, basehref: &str) -> Option<S
     path_only(pq)
 }
 
+/// The login state cookie, under `<base href>auth` only.
 fn state_cookie(scope: &CookieScope, value: &str, max_age: u64) -> String {
-    let path = format!("{}auth", scope.path);
-    let secure = if scope.secure { "; Secure" } else { "" };
-    format!("{STATE_COOKIE}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}")
+    let max_age = i64::try_from(max_age).unwrap_or(i64::MAX);
+    scope.set_cookie(STATE_COOKIE, value, &format!("{}auth", scope.path), Some(max_age))
 }
 
 fn read_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
+    cookie::sent(headers).find(|(k, _)| *k == name).map(|(_, v)| v)
 }
 
 /// `GET /auth/login?return_url=…`: off to the provider.
