@@ -3,6 +3,7 @@
 //! re-read while the server runs. A bad edit never replaces a good config.
 
 pub mod duration;
+pub mod http_url;
 pub mod oidc;
 pub mod settings;
 pub mod source;

@@ -220,16 +220,10 @@ fn parse_url(cm: &RawObject) -> Result<Option<String>, ConfigError> {
             format!("{url:?} {why}; expected e.g. https://argocd.example.com"),
         ))
     };
-    let Ok(uri) = url.parse::<http::Uri>() else {
-        return bad("is not a URL");
-    };
-    if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return bad("is not an http or https URL");
+    match super::http_url::parse(url) {
+        Ok(_) => Ok(Some(url.to_owned())),
+        Err(why) => bad(why),
     }
-    if uri.host().is_none_or(str::is_empty) {
-        return bad("has no host");
-    }
-    Ok(Some(url.to_owned()))
 }
 
 /// `accounts.<name>` (capabilities) and `accounts.<name>.enabled` from argocd-cm.

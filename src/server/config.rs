@@ -262,17 +262,12 @@ pub mod url_host {
 
     impl ExternalUrl {
         pub fn parse(raw: &str) -> Option<Self> {
-            let rest = raw
-                .strip_prefix("https://")
-                .or_else(|| raw.strip_prefix("http://"))?;
-            let authority = rest.split(['/', '?', '#']).next()?;
-            let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-            let host = if let Some(v6) = authority.strip_prefix('[') {
-                v6.split(']').next()?.to_owned()
-            } else {
-                authority.split(':').next()?.to_owned()
+            let url = crate::config::http_url::parse(raw).ok()?;
+            let host = match url.host()? {
+                url::Host::Ipv6(addr) => addr.to_string(),
+                host => host.to_string(),
             };
-            (!host.is_empty()).then(|| Self {
+            Some(Self {
                 raw: raw.to_owned(),
                 host,
             })
@@ -320,6 +315,25 @@ mod tests {
                 .host,
             "2001:db8::1"
         );
-        assert!(url_host::ExternalUrl::parse("cd.example.com").is_none());
+        assert_eq!(
+            url_host::ExternalUrl::parse("https://user@CD.Example.com/")
+                .unwrap()
+                .host,
+            "cd.example.com"
+        );
+        assert_eq!(
+            url_host::ExternalUrl::parse("http://10.0.0.1:8080").unwrap().host,
+            "10.0.0.1"
+        );
+        for bad in [
+            "cd.example.com",
+            "https://",
+            "ftp://cd.example.com",
+            "https://cd.example.com:99999",
+            "https://[::1",
+            "https://evil.com\\@cd.example.com",
+        ] {
+            assert!(url_host::ExternalUrl::parse(bad).is_none(), "{bad}");
+        }
     }
 }
