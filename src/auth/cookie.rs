@@ -52,7 +52,7 @@ impl CookieScope {
             .secure(self.secure);
         if let Some(secs) = max_age_secs {
             // The crate takes `time`'s Duration for Max-Age: the one place tiphys hands it one.
-            builder = builder.max_age(time::Duration::seconds(secs));
+            builder = builder.max_age(cookie::time::Duration::seconds(secs));
         }
         builder.build().to_string()
     }

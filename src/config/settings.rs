@@ -8,8 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use regex::Regex;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
 use super::duration::parse_go_duration_or_days;
 use crate::rbac::{LoadError, LoadOptions, Policy};
@@ -58,7 +56,7 @@ pub struct AccountConfig {
     pub api_key: bool,
     /// bcrypt hash from argocd-secret.
     pub password_hash: Option<String>,
-    pub password_mtime: Option<OffsetDateTime>,
+    pub password_mtime: Option<jiff::Timestamp>,
     pub tokens: Vec<TokenRecord>,
 }
 
@@ -324,13 +322,15 @@ fn apply_secret(
         }
         let key = format!("{prefix}.passwordMtime");
         if let Some(text) = get_trimmed(secret, &key) {
-            let mtime = OffsetDateTime::parse(text, &Rfc3339).map_err(|e| {
-                err(
-                    secret,
-                    &key,
-                    format!("{text:?} is not an RFC 3339 time like 2024-05-01T12:00:00Z ({e})"),
-                )
-            })?;
+            let mtime = crate::schema::time::parse(text)
+                .and_then(|(s, n)| jiff::Timestamp::new(s, n).map_err(|e| e.to_string()))
+                .map_err(|e| {
+                    err(
+                        secret,
+                        &key,
+                        format!("{text:?} is not an RFC 3339 time like 2024-05-01T12:00:00Z ({e})"),
+                    )
+                })?;
             account.password_mtime = Some(mtime);
         }
         let key = format!("{prefix}.tokens");
@@ -493,7 +493,7 @@ mod tests {
         let admin = &s.accounts[ADMIN];
         assert!(admin.login && admin.api_key && admin.enabled);
         assert_eq!(admin.password_hash.as_deref(), Some(HASH));
-        assert_eq!(admin.password_mtime.map(|t| t.unix_timestamp()), Some(1714564800));
+        assert_eq!(admin.password_mtime.map(|t| t.as_second()), Some(1714564800));
         let alice = &s.accounts["alice"];
         assert!(alice.login && alice.api_key && !alice.enabled);
         assert_eq!(
