@@ -168,8 +168,7 @@ impl Principal {
             Self::Project(p) => p.iat,
             Self::Sso(s) => s.issued_at,
         };
-        let at = time::OffsetDateTime::from_unix_timestamp(seconds).ok()?;
-        at.format(&time::format_description::well_known::Rfc3339).ok()
+        crate::schema::time::format(seconds, 0, false)
     }
 
     /// When the caller's token expires (Unix seconds); `None` without a token or expiry.

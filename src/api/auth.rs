@@ -10,14 +10,15 @@ use std::sync::Arc;
 
 use axum::extract::{RawQuery, State};
 use axum::response::{IntoResponse, Response};
-use http::header::{CACHE_CONTROL, CONTENT_TYPE, COOKIE, LOCATION};
+use http::header::{CACHE_CONTROL, CONTENT_TYPE, LOCATION};
 use http::{HeaderMap, HeaderValue, StatusCode};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::cookies::append as append_cookies;
 use super::extract::{Scope, Who};
 use crate::app::App;
-use crate::auth::cookie::CookieScope;
+use crate::auth::cookie::{self, CookieScope};
+use crate::config::http_url;
 use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
 use crate::oidc::provider::AuthorizationRequest;
 use crate::oidc::verify::{Claims, Expect};
@@ -107,19 +108,20 @@ fn sso(state: &App) -> Result<Current, Box<Response>> {
     }
 }
 
-/// `scheme://authority` of the external URL.
+/// `scheme://host[:port]` of the external URL.
 fn origin(url: &str) -> Option<String> {
-    let uri: http::Uri = url.parse().ok()?;
-    Some(format!("{}://{}", uri.scheme_str()?, uri.authority()?))
+    Some(http_url::parse(url).ok()?.origin().ascii_serialization())
 }
 
 /// Where the browser may be sent after the login: a path on this server
-/// (not `//host`), or an absolute URL with the external URL's scheme, host
-/// and port under its path. `None` for anything else (open redirects).
+/// (not `//host`), or an absolute URL with the external URL's origin (scheme, host and port,
+/// as the `url` crate reads them, the way browsers do) under its path. `None` for anything
+/// else (open redirects).
 pub fn safe_return_url(raw: Option<&str>, url: &str, basehref: &str) -> Option<String> {
     let Some(raw) = raw.filter(|r| !r.is_empty()) else {
         return Some(basehref.to_owned());
     };
+    // Browsers read `\` as `/` and drop blanks: refused before anything else is looked at.
     if raw.len() > 2048
         || raw
             .chars()
@@ -131,50 +133,33 @@ pub fn safe_return_url(raw: Option<&str>, url: &str, basehref: &str) -> Option<S
     if raw.starts_with('/') {
         return path_only(raw);
     }
-    let target: http::Uri = raw.parse().ok()?;
-    let base: http::Uri = url.parse().ok()?;
-    let scheme = target.scheme_str()?;
-    let same_scheme = base.scheme_str().is_some_and(|s| s.eq_ignore_ascii_case(scheme));
-    let port = |u: &http::Uri| {
-        u.port_u16().or_else(|| match u.scheme_str() {
-            Some(s) if s.eq_ignore_ascii_case("https") => Some(443),
-            Some(s) if s.eq_ignore_ascii_case("http") => Some(80),
-            _ => None,
-        })
-    };
-    let same_host = match (target.host(), base.host()) {
-        (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
-        _ => false,
-    };
-    // No user info in the authority (`https://cd@evil`): the host check covers it, but be explicit.
-    let has_userinfo = target.authority().is_some_and(|a| a.as_str().contains('@'));
-    if !same_scheme || !same_host || has_userinfo || port(&target) != port(&base) {
+    let target = http_url::parse(raw).ok()?;
+    let base = http_url::parse(url).ok()?;
+    // `https://cd@evil` has another host, but user info has no business here anyway.
+    let has_userinfo = !target.username().is_empty() || target.password().is_some();
+    if target.origin() != base.origin() || has_userinfo {
         return None;
     }
+    // Paths come back with dot segments resolved (`/argocd/../x` is `/x`), so this holds.
     let prefix = base.path().trim_end_matches('/');
     let path = target.path();
     if !(prefix.is_empty() || path == prefix || path.starts_with(&format!("{prefix}/"))) {
         return None;
     }
-    let pq = target.path_and_query().map_or("/", |pq| pq.as_str());
-    path_only(pq)
+    match target.query() {
+        Some(query) => path_only(&format!("{path}?{query}")),
+        None => path_only(path),
+    }
 }
 
+/// The login state cookie, under `<base href>auth` only.
 fn state_cookie(scope: &CookieScope, value: &str, max_age: u64) -> String {
-    let path = format!("{}auth", scope.path);
-    let secure = if scope.secure { "; Secure" } else { "" };
-    format!("{STATE_COOKIE}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Lax{secure}")
+    let max_age = i64::try_from(max_age).unwrap_or(i64::MAX);
+    scope.set_cookie(STATE_COOKIE, value, &format!("{}auth", scope.path), Some(max_age))
 }
 
 fn read_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers
-        .get_all(COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(k, _)| *k == name)
-        .map(|(_, v)| v)
+    cookie::sent(headers).find(|(k, _)| *k == name).map(|(_, v)| v)
 }
 
 /// `GET /auth/login?return_url=…`: off to the provider.
@@ -459,9 +444,40 @@ mod tests {
             "/a\r\nSet-Cookie: x=1",
             "/ /",
             "evil.com",
+            "https://evil.com\\@cd.example.com/",
+            "https://cd.example.com\\@evil.com/",
+            "https:\\\\evil.com/",
+            "/\\/evil.com",
+            "https://user@cd.example.com/",
+            "https://user:pw@cd.example.com/",
+            "https://evil.com%2f@cd.example.com/",
+            "https://cd.example.com%2eevil.com/",
+            "https://[::1]/",
+            "data:text/html,x",
+            "HTTPS://evil.com/",
+            "https://cd.example.com./x",
+            "https:cd.example.com/c",
+            "https:/cd.example.com/c",
         ] {
             assert_eq!(ok(bad), None, "{bad}");
         }
+        // The same origin however it is written; only the path and query come back.
+        assert_eq!(ok("HTTPS://cd.EXAMPLE.com/x").as_deref(), Some("/x"));
+        assert_eq!(ok("https://cd.example.com%2ecom/x"), None);
+        assert_eq!(
+            ok("https://cd.example.com/a%2Fb?q=%20#frag").as_deref(),
+            Some("/a%2Fb?q=%20")
+        );
+        assert_eq!(ok("https://cd.example.com/a/../b").as_deref(), Some("/b"));
+        let v6 = "https://[2001:db8::1]:8443/argocd";
+        assert_eq!(
+            safe_return_url(Some("https://[2001:DB8:0::1]:8443/argocd/apps"), v6, "/argocd/").as_deref(),
+            Some("/argocd/apps")
+        );
+        assert_eq!(
+            safe_return_url(Some("https://[2001:db8::2]:8443/argocd/apps"), v6, "/argocd/"),
+            None
+        );
         let prefixed = "https://cd.example.com/argocd";
         assert_eq!(
             safe_return_url(Some("https://cd.example.com/argocd/apps"), prefixed, "/argocd/").as_deref(),
@@ -471,5 +487,27 @@ mod tests {
             safe_return_url(Some("https://cd.example.com/other"), prefixed, "/argocd/"),
             None
         );
+        // Dot segments, also percent-encoded, cannot climb out of the prefix.
+        for escape in [
+            "https://cd.example.com/argocd/../other",
+            "https://cd.example.com/argocd/%2e%2e/other",
+            "https://cd.example.com/argocdx",
+        ] {
+            assert_eq!(
+                safe_return_url(Some(escape), prefixed, "/argocd/"),
+                None,
+                "{escape}"
+            );
+        }
+    }
+
+    #[test]
+    fn origins_of_the_external_url() {
+        assert_eq!(
+            origin("https://cd.example.com:443/argocd").as_deref(),
+            Some("https://cd.example.com")
+        );
+        assert_eq!(origin("http://[::1]:8080/").as_deref(), Some("http://[::1]:8080"));
+        assert_eq!(origin("not a url"), None);
     }
 }

@@ -67,9 +67,7 @@ impl AccountRecord {
         if self.secret_seen.as_ref() == Some(hash) {
             return false;
         }
-        let declared = config
-            .password_mtime
-            .map(|t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX));
+        let declared = config.password_mtime.map(|t| t.as_millisecond());
         let mtime = match (self.password_hash.is_some(), declared) {
             // First sight of any password: the secret's own date stands, and
             // without one no token is judged by it (as Argo CD does), so
@@ -327,7 +325,7 @@ mod tests {
             login: true,
             api_key: false,
             password_hash: hash.map(Into::into),
-            password_mtime: mtime.map(|s| time::OffsetDateTime::from_unix_timestamp(s).unwrap()),
+            password_mtime: mtime.map(|s| jiff::Timestamp::from_second(s).unwrap()),
             tokens: Vec::new(),
         }
     }

@@ -1,7 +1,9 @@
 //! The session cookie in Argo CD's format: `argocd.token`, split into
 //! `argocd.token-1`, `argocd.token-2`, … when the token is longer than a
 //! browser keeps in one cookie, the first chunk prefixed with `<count>:`.
+//! `Cookie` headers are read, and `Set-Cookie` values written, with the `cookie` crate.
 
+use cookie::{Cookie, SameSite};
 use http::HeaderMap;
 use http::header::COOKIE;
 
@@ -34,21 +36,33 @@ pub struct CookieScope {
 }
 
 impl CookieScope {
-    fn attributes(&self) -> String {
+    /// The session cookie's path: the base href without its trailing slash.
+    fn token_path(&self) -> &str {
         let path = self.path.trim_end_matches('/');
-        let path = if path.is_empty() { "/" } else { path };
-        let mut attrs = format!("Path={path}; SameSite=Lax; HttpOnly");
-        if self.secure {
-            attrs.push_str("; Secure");
+        if path.is_empty() { "/" } else { path }
+    }
+
+    /// A `Set-Cookie` value for `name=value` under `path`: `HttpOnly`, `SameSite=Lax`,
+    /// `Secure` when the client uses https, and `Max-Age` when given (0 deletes it).
+    pub fn set_cookie(&self, name: &str, value: &str, path: &str, max_age_secs: Option<i64>) -> String {
+        let mut builder = Cookie::build((name, value))
+            .path(path)
+            .same_site(SameSite::Lax)
+            .http_only(true)
+            .secure(self.secure);
+        if let Some(secs) = max_age_secs {
+            // The crate takes `time`'s Duration for Max-Age: the one place tiphys hands it one.
+            builder = builder.max_age(cookie::time::Duration::seconds(secs));
         }
-        attrs
+        builder.build().to_string()
     }
 
     /// `Set-Cookie` values that store `token`, and expire any chunk the
     /// browser still holds beyond the new count (`previous` = chunks it sent).
     pub fn set(&self, token: &str, previous: usize) -> Result<Vec<String>, CookieError> {
-        let attrs = self.attributes();
-        let per_chunk = MAX_COOKIE_LENGTH - (COOKIE_NAME.len() + 3) - (attrs.len() + 2) - 4;
+        // What follows `name=value`: the same for every chunk.
+        let attrs_len = self.chunk(0, "").len() - (COOKIE_NAME.len() + 1);
+        let per_chunk = MAX_COOKIE_LENGTH - (COOKIE_NAME.len() + 3) - attrs_len - 4;
         let chunks: Vec<&str> = if token.len() <= per_chunk {
             vec![token]
         } else {
@@ -72,7 +86,7 @@ impl CookieScope {
                 (0, n) => format!("{n}:{chunk}"),
                 _ => (*chunk).to_owned(),
             };
-            out.push(format!("{}={value}; {attrs}", chunk_name(i)));
+            out.push(self.chunk(i, &value));
         }
         for i in chunks.len()..previous {
             out.push(self.expire(i));
@@ -85,8 +99,12 @@ impl CookieScope {
         (0..sent.max(1)).map(|i| self.expire(i)).collect()
     }
 
+    fn chunk(&self, index: usize, value: &str) -> String {
+        self.set_cookie(&chunk_name(index), value, self.token_path(), None)
+    }
+
     fn expire(&self, index: usize) -> String {
-        format!("{}=; Max-Age=0; {}", chunk_name(index), self.attributes())
+        self.set_cookie(&chunk_name(index), "", self.token_path(), Some(0))
     }
 }
 
@@ -96,6 +114,19 @@ fn chunk_name(index: usize) -> String {
     } else {
         format!("{COOKIE_NAME}-{index}")
     }
+}
+
+/// The `name=value` pairs of a request's `Cookie` headers, in order; values as sent.
+pub fn sent(headers: &HeaderMap) -> impl Iterator<Item = (&str, &str)> {
+    headers
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|header| header.to_str().ok())
+        .flat_map(Cookie::split_parse)
+        .filter_map(|cookie| {
+            let cookie = cookie.ok()?;
+            Some((cookie.name_raw()?, cookie.value_raw()?))
+        })
 }
 
 /// The session cookie as a request carried it.
@@ -113,24 +144,18 @@ pub fn read(headers: &HeaderMap) -> SentCookie {
     let mut rest: Vec<(usize, &str)> = Vec::new();
     // Which chunk indexes were sent (bit i = chunk i); duplicates count once.
     let mut seen: u32 = 0;
-    for header in headers.get_all(COOKIE) {
-        let Ok(header) = header.to_str() else { continue };
-        for pair in header.split(';') {
-            let Some((name, value)) = pair.trim().split_once('=') else {
-                continue;
-            };
-            if name == COOKIE_NAME {
-                seen |= 1;
-                // The first one wins: a cookie planted later (say, by a
-                // sibling domain) cannot replace the session.
-                first = first.or(Some(value));
-            } else if let Some(index) = name.strip_prefix(COOKIE_NAME).and_then(|n| n.strip_prefix('-'))
-                && let Ok(index) = index.parse::<usize>()
-                && (1..MAX_CHUNKS).contains(&index)
-            {
-                seen |= 1 << index;
-                rest.push((index, value));
-            }
+    for (name, value) in sent(headers) {
+        if name == COOKIE_NAME {
+            seen |= 1;
+            // The first one wins: a cookie planted later (say, by a
+            // sibling domain) cannot replace the session.
+            first = first.or(Some(value));
+        } else if let Some(index) = name.strip_prefix(COOKIE_NAME).and_then(|n| n.strip_prefix('-'))
+            && let Ok(index) = index.parse::<usize>()
+            && (1..MAX_CHUNKS).contains(&index)
+        {
+            seen |= 1 << index;
+            rest.push((index, value));
         }
     }
     let chunks = (u32::BITS - seen.leading_zeros()) as usize;
@@ -193,7 +218,7 @@ mod tests {
         let set = scope().set("abc.def.ghi", 0).unwrap();
         assert_eq!(
             set,
-            ["argocd.token=abc.def.ghi; Path=/; SameSite=Lax; HttpOnly; Secure"]
+            ["argocd.token=abc.def.ghi; HttpOnly; SameSite=Lax; Secure; Path=/"]
         );
         assert_eq!(read(&headers(&set)).token, Some(Ok("abc.def.ghi".into())));
     }
@@ -205,6 +230,13 @@ mod tests {
         assert_eq!(set.len(), 3);
         assert!(set[0].starts_with("argocd.token=3:"));
         assert!(set[1].starts_with("argocd.token-1="));
+        // Argo CD's chunk size for these attributes: 4093 bytes less the name, the attributes
+        // and a margin.
+        let value = |c: &str| c.split(';').next().unwrap().split_once('=').unwrap().1.len();
+        assert_eq!(
+            set.iter().map(|c| value(c)).collect::<Vec<_>>(),
+            [2 + 4034, 4034, 10_000 - 2 * 4034]
+        );
         assert!(set.iter().all(|c| c.len() <= MAX_COOKIE_LENGTH));
         let sent = read(&headers(&set));
         assert_eq!(sent.token, Some(Ok(token)));
@@ -215,8 +247,11 @@ mod tests {
     fn stale_chunks_are_expired() {
         let set = scope().set("short", 3).unwrap();
         assert_eq!(set.len(), 3);
-        assert!(set[1].starts_with("argocd.token-1=; Max-Age=0"));
-        assert!(set[2].starts_with("argocd.token-2=; Max-Age=0"));
+        assert_eq!(
+            set[1],
+            "argocd.token-1=; HttpOnly; SameSite=Lax; Secure; Path=/; Max-Age=0"
+        );
+        assert!(set[2].starts_with("argocd.token-2=;") && set[2].ends_with("; Max-Age=0"));
     }
 
     #[test]
@@ -249,9 +284,49 @@ mod tests {
         let cleared = s.clear(2);
         assert_eq!(
             cleared[0],
-            "argocd.token=; Max-Age=0; Path=/argo; SameSite=Lax; HttpOnly"
+            "argocd.token=; HttpOnly; SameSite=Lax; Path=/argo; Max-Age=0"
         );
-        assert!(cleared[1].starts_with("argocd.token-1=; Max-Age=0"));
+        assert!(cleared[1].starts_with("argocd.token-1=;") && cleared[1].ends_with("; Max-Age=0"));
+    }
+
+    #[test]
+    fn cookie_headers_are_read_leniently() {
+        let mut h = HeaderMap::new();
+        h.append(
+            COOKIE,
+            "theme=dark;argocd.token-1 = b2 ; =x; junk".parse().unwrap(),
+        );
+        h.append(
+            COOKIE,
+            "argocd.token=2:a1; argocd.token=2:evil; q=\"quoted\""
+                .parse()
+                .unwrap(),
+        );
+        assert_eq!(
+            sent(&h).collect::<Vec<_>>(),
+            [
+                ("theme", "dark"),
+                ("argocd.token-1", "b2"),
+                ("argocd.token", "2:a1"),
+                ("argocd.token", "2:evil"),
+                ("q", "\"quoted\"")
+            ]
+        );
+        let read = read(&h);
+        assert_eq!(read.token, Some(Ok("a1b2".into())));
+        assert_eq!(read.chunks, 2);
+    }
+
+    #[test]
+    fn other_cookies_get_the_same_attributes() {
+        let s = CookieScope {
+            path: "/".into(),
+            secure: true,
+        };
+        assert_eq!(
+            s.set_cookie("argocd.oauthstate", "v", "/auth", Some(300)),
+            "argocd.oauthstate=v; HttpOnly; SameSite=Lax; Secure; Path=/auth; Max-Age=300"
+        );
     }
 
     #[test]

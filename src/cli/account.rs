@@ -6,6 +6,7 @@ use std::path::Path;
 use anyhow::{anyhow, bail};
 use serde::Serialize;
 
+use super::args::parse_seconds;
 use super::client::Client;
 use super::config::LocalConfig;
 use super::conn::ClientOpts;
@@ -88,7 +89,7 @@ pub struct GenerateTokenArgs {
     #[arg(short = 'a', long)]
     pub account: Option<String>,
     /// Lifetime of the token, such as 30m, 24h or 7d; 0 never expires.
-    #[arg(short = 'e', long, default_value = "0", value_parser = parse_expiry)]
+    #[arg(short = 'e', long, default_value = "0", value_parser = parse_seconds)]
     pub expires_in: i64,
     /// Id of the token [default: a random UUID].
     #[arg(long)]
@@ -119,13 +120,6 @@ pub struct CanIArgs {
     pub subresource: String,
     #[command(flatten)]
     pub conn: ClientOpts,
-}
-
-/// A duration in whole seconds, rounded up (so `500ms` does not mean "never").
-fn parse_expiry(raw: &str) -> Result<i64, String> {
-    let d = crate::config::parse_go_duration(raw.trim())?;
-    let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
-    i64::try_from(secs).map_err(|_| format!("{raw:?} is too long"))
 }
 
 #[derive(Serialize, Default, PartialEq)]
@@ -443,12 +437,12 @@ mod tests {
 
     #[test]
     fn expiry_durations() {
-        assert_eq!(parse_expiry("0"), Ok(0));
-        assert_eq!(parse_expiry("30m"), Ok(1800));
-        assert_eq!(parse_expiry("24h"), Ok(86400));
-        assert_eq!(parse_expiry("7d"), Ok(7 * 86400));
-        assert_eq!(parse_expiry("500ms"), Ok(1));
-        assert!(parse_expiry("-1h").is_err());
-        assert!(parse_expiry("soon").is_err());
+        assert_eq!(parse_seconds("0"), Ok(0));
+        assert_eq!(parse_seconds("30m"), Ok(1800));
+        assert_eq!(parse_seconds("24h"), Ok(86400));
+        assert_eq!(parse_seconds("7d"), Ok(7 * 86400));
+        assert_eq!(parse_seconds("500ms"), Ok(1));
+        assert!(parse_seconds("-1h").is_err());
+        assert!(parse_seconds("soon").is_err());
     }
 }

@@ -42,9 +42,10 @@ pub fn confirm(question: &str, yes: bool) -> anyhow::Result<()> {
     ))
 }
 
-/// A Go duration (`30m`, `24h`, `7d`; `0` for none) in whole seconds, rounded up.
+/// A Go duration (`30m`, `24h`, `7d`; `0` for none) in whole seconds, rounded up (so `500ms`
+/// does not mean "never").
 pub fn parse_seconds(raw: &str) -> Result<i64, String> {
-    let d = crate::config::parse_go_duration(raw.trim())?;
+    let d = crate::config::parse_go_duration_or_days(raw.trim())?;
     let secs = d.as_secs() + u64::from(d.subsec_nanos() > 0);
     i64::try_from(secs).map_err(|_| format!("{raw:?} is too long"))
 }

@@ -121,17 +121,13 @@ pub fn path(given: Option<&Path>) -> anyhow::Result<PathBuf> {
     }
 }
 
-/// Compares server addresses as people type them: `https://host:443/` is `host:443`.
+/// Compares server addresses as people type them: `https://host:443/`, `host:443` and `host`
+/// are one server (the one the CLI connects to for each, [`super::conn::server_address`]).
 pub fn same_server(a: &str, b: &str) -> bool {
-    fn norm(s: &str) -> &str {
-        let s = s.trim();
-        let s = s
-            .strip_prefix("https://")
-            .or_else(|| s.strip_prefix("http://"))
-            .unwrap_or(s);
-        s.trim_end_matches('/')
+    match (super::conn::server_address(a), super::conn::server_address(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => a.trim().eq_ignore_ascii_case(b.trim()),
     }
-    norm(a).eq_ignore_ascii_case(norm(b))
 }
 
 impl LocalConfig {
@@ -457,6 +453,10 @@ users:
     #[test]
     fn server_names_compare_loosely() {
         assert!(same_server("https://a:443/", "a:443"));
+        assert!(same_server("A", "a:443"));
+        assert!(same_server("[2001:DB8::1]:8080", "http://[2001:db8::1]:8080/"));
         assert!(!same_server("a:443", "a:444"));
+        assert!(!same_server("a:443", "a.example:443"));
+        assert!(!same_server("a:443/x", "a:443"));
     }
 }

@@ -91,6 +91,24 @@ impl Connection {
     }
 }
 
+/// `HOST:PORT` of a server as people type it (`host`, `host:8080`, `[::1]:8080`, or
+/// `https://host/`), read with the `url` crate as the authority of a URL: the host in its
+/// canonical form (lower case, IPv6 in brackets), and port 443 when none is given. `None` for
+/// anything more than an authority (a path, user info) or a bad host or port.
+pub fn server_address(raw: &str) -> Option<String> {
+    let bare = raw.trim();
+    let bare = bare
+        .strip_prefix("https://")
+        .or_else(|| bare.strip_prefix("http://"))
+        .unwrap_or(bare)
+        .trim_end_matches('/');
+    if bare.is_empty() || bare.contains(['/', '\\', '?', '#', '@']) {
+        return None;
+    }
+    let url = url::Url::parse(&format!("https://{bare}")).ok()?;
+    Some(format!("{}:{}", url.host_str()?, url.port().unwrap_or(443)))
+}
+
 impl ClientOpts {
     fn server(&self) -> anyhow::Result<String> {
         let server = self
@@ -98,23 +116,8 @@ impl ClientOpts {
             .as_deref()
             .filter(|s| !s.trim().is_empty())
             .ok_or_else(|| anyhow!("no server given: pass --server HOST:PORT or set TIPHYS_SERVER"))?;
-        let server = server
-            .trim()
-            .trim_start_matches("https://")
-            .trim_start_matches("http://");
-        let server = server.trim_end_matches('/');
-        let has_port = match server.rsplit_once(':') {
-            Some((host, port)) => {
-                !host.is_empty()
-                    && port.parse::<u16>().is_ok()
-                    && (!host.contains(':') || host.ends_with(']'))
-            }
-            None => false,
-        };
-        Ok(if has_port {
-            server.to_owned()
-        } else {
-            format!("{server}:443")
+        server_address(server).ok_or_else(|| {
+            anyhow!("invalid server {server:?}: expected HOST:PORT (an IPv6 address in brackets)")
         })
     }
 
@@ -395,4 +398,41 @@ fn is_final(status: &tonic::Status) -> bool {
         tonic::Code::Unauthenticated | tonic::Code::PermissionDenied
     ) || lower.contains("certificate")
         || lower.contains("connection refused")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn server_addresses_as_people_type_them() {
+        let addr = |raw: &str| server_address(raw);
+        assert_eq!(addr("localhost:8080").as_deref(), Some("localhost:8080"));
+        assert_eq!(addr(" cd.Example.com ").as_deref(), Some("cd.example.com:443"));
+        assert_eq!(
+            addr("https://cd.example.com/").as_deref(),
+            Some("cd.example.com:443")
+        );
+        assert_eq!(
+            addr("http://cd.example.com:80").as_deref(),
+            Some("cd.example.com:80")
+        );
+        assert_eq!(addr("cd.example.com:443").as_deref(), Some("cd.example.com:443"));
+        assert_eq!(addr("[::1]:8080").as_deref(), Some("[::1]:8080"));
+        assert_eq!(addr("[2001:DB8:0::1]").as_deref(), Some("[2001:db8::1]:443"));
+        assert_eq!(addr("127.0.0.1:8080").as_deref(), Some("127.0.0.1:8080"));
+        for bad in [
+            "",
+            "::1",
+            "host:99999",
+            "host:port",
+            "host:8080/argocd",
+            "user@host:8080",
+            "evil.com\\@host",
+            "host?x",
+            "[::1",
+        ] {
+            assert_eq!(addr(bad), None, "{bad}");
+        }
+    }
 }

@@ -52,18 +52,7 @@ pub fn table(out: &mut dyn Write, header: &[&str], rows: &[Vec<String>]) -> std:
 
 /// Unix seconds as RFC 3339 in UTC.
 pub fn rfc3339(secs: i64) -> String {
-    match time::OffsetDateTime::from_unix_timestamp(secs) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}Z",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        ),
-        Err(_) => secs.to_string(),
-    }
+    crate::schema::time::format(secs, 0, false).unwrap_or_else(|| secs.to_string())
 }
 
 #[cfg(test)]

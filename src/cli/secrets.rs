@@ -293,11 +293,16 @@ pub fn secret_name(kind: SecretType, url: &str) -> String {
     if kind != SecretType::Cluster {
         return format!("{}-{hash}", kind.prefix());
     }
-    let host = url.split("://").nth(1).unwrap_or(url);
+    // The host as upstream takes it: no user info or port, an IPv6 address with `-` for `:`.
+    let host = match url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.host().map(|h| h.to_owned()))
+    {
+        Some(url::Host::Ipv6(addr)) => addr.to_string().replace(':', "-"),
+        Some(host) => host.to_string(),
+        None => String::new(),
+    };
     let host: String = host
-        .split(['/', ':', '?', '#'])
-        .next()
-        .unwrap_or_default()
         .to_ascii_lowercase()
         .chars()
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')

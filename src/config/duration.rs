@@ -1,6 +1,10 @@
 //! Durations as Argo CD writes them: Go's `time.ParseDuration` syntax
-//! (`300ms`, `1.5h`, `2h45m`) plus the legacy `d` (24 h) unit Argo CD accepts
-//! for `users.session.duration`.
+//! (`300ms`, `1.5h`, `2h45m`), and, where Argo CD accepts it
+//! (`users.session.duration`, the CLI's expiry flags), the legacy `d` (24 h) unit.
+//! The one duration parser of tiphys: configuration, server flags, sync windows and the CLI.
+//!
+//! No maintained crate implements Go's syntax exactly (`humantime` and `duration-str` read
+//! other grammars; `go-parse-duration` has seen no release in years), so this is ours.
 
 use std::time::Duration;
 
@@ -12,33 +16,58 @@ const MIN: u128 = 60 * SEC;
 const HOUR: u128 = 60 * MIN;
 const DAY: u128 = 24 * HOUR;
 
-/// Go caps a `time.Duration` at i64::MAX nanoseconds (about 292 years); so do
-/// we, so a value means the same thing to tiphys and to Argo CD.
+/// Go caps a `time.Duration` at i64::MAX nanoseconds (about 292 years), and
+/// at 2^63 below zero; so do we, so a value means the same thing to tiphys and to Argo CD.
 const MAX_NANOS: u128 = i64::MAX as u128;
+const MAX_NEGATIVE_NANOS: u128 = MAX_NANOS + 1;
 
 /// Fraction digits beyond this cannot change the result by a nanosecond
 /// (the largest unit is 8.64e13 ns), and capping them keeps the arithmetic in u128.
 const MAX_FRACTION_DIGITS: u32 = 19;
 
-/// Parses `[+]?(number unit)+` or a bare `0`. Negative values are rejected:
-/// every duration in the configuration is a length of time.
+/// Go's `time.ParseDuration`: `[+-]?(number unit)+` or a bare `0`. Negative values are
+/// rejected: every duration tiphys reads is a length of time.
 pub fn parse_go_duration(input: &str) -> Result<Duration, String> {
+    length(input, parse_nanos(input, false)?)
+}
+
+/// [`parse_go_duration`], plus the `d` (24 h) unit Argo CD accepts for
+/// `users.session.duration` and its CLI's expiry flags.
+pub fn parse_go_duration_or_days(input: &str) -> Result<Duration, String> {
+    length(input, parse_nanos(input, true)?)
+}
+
+fn length(input: &str, nanos: i128) -> Result<Duration, String> {
+    let nanos =
+        u128::try_from(nanos).map_err(|_| format!("invalid duration {input:?}: must not be negative"))?;
+    // nanos <= i64::MAX, so both parts fit.
+    let secs = u64::try_from(nanos / SEC).unwrap_or(u64::MAX);
+    let sub = u32::try_from(nanos % SEC).unwrap_or(0);
+    Ok(Duration::new(secs, sub))
+}
+
+/// The signed value in nanoseconds, as Go computes it (fractions exactly, where Go goes
+/// through a float64 and may be a nanosecond off).
+fn parse_nanos(input: &str, days: bool) -> Result<i128, String> {
     let invalid = |why: &str| format!("invalid duration {input:?}: {why}");
-    let mut s = input;
-    if let Some(rest) = s.strip_prefix('-') {
-        return if rest.is_empty() {
-            Err(invalid("no value"))
-        } else {
-            Err(invalid("must not be negative"))
-        };
-    }
-    s = s.strip_prefix('+').unwrap_or(s);
+    let units = if days {
+        "ns, us, ms, s, m, h or d"
+    } else {
+        "ns, us, ms, s, m or h"
+    };
+    let (negative, mut s) = match input.as_bytes().first() {
+        Some(b'-') => (true, &input[1..]),
+        Some(b'+') => (false, &input[1..]),
+        _ => (false, input),
+    };
     if s == "0" {
-        return Ok(Duration::ZERO);
+        return Ok(0);
     }
     if s.is_empty() {
         return Err(invalid("no value"));
     }
+    let limit = if negative { MAX_NEGATIVE_NANOS } else { MAX_NANOS };
+    let overflow = || invalid("too large (the maximum is about 292 years)");
     let mut total: u128 = 0;
     while !s.is_empty() {
         let (int_digits, rest) = split_digits(s);
@@ -55,21 +84,21 @@ pub fn parse_go_duration(input: &str) -> Result<Duration, String> {
             .unwrap_or(rest.len());
         let (unit_name, rest) = rest.split_at(unit_len);
         let unit = match unit_name {
-            "" => return Err(invalid("missing unit (ns, us, ms, s, m, h or d)")),
+            "" => return Err(invalid(&format!("missing unit ({units})"))),
             "ns" => NS,
             "us" | "µs" | "μs" => US,
             "ms" => MS,
             "s" => SEC,
             "m" => MIN,
             "h" => HOUR,
-            "d" => DAY,
-            other => {
-                return Err(invalid(&format!(
-                    "unknown unit {other:?} (ns, us, ms, s, m, h or d)"
-                )));
+            "d" if days => DAY,
+            "d" => {
+                return Err(invalid(
+                    "unknown unit \"d\": Go durations have no days; write them as hours (24h)",
+                ));
             }
+            other => return Err(invalid(&format!("unknown unit {other:?} ({units})"))),
         };
-        let overflow = || invalid("too large (the maximum is about 292 years)");
         let whole = parse_capped(int_digits).ok_or_else(overflow)?;
         total += whole.checked_mul(unit).ok_or_else(overflow)?;
         if !frac_digits.is_empty() {
@@ -77,28 +106,27 @@ pub fn parse_go_duration(input: &str) -> Result<Duration, String> {
             let scale = 10u128.pow(kept.len() as u32);
             total += parse_capped(kept).ok_or_else(overflow)? * unit / scale;
         }
-        if total > MAX_NANOS {
+        if total > limit {
             return Err(overflow());
         }
         s = rest;
     }
-    // total <= i64::MAX, so both parts fit.
-    let secs = (total / SEC) as u64;
-    let nanos = (total % SEC) as u32;
-    Ok(Duration::new(secs, nanos))
+    // total <= 2^63, so it fits in an i128 either way.
+    let total = i128::try_from(total).map_err(|_| overflow())?;
+    Ok(if negative { -total } else { total })
 }
 
 fn split_digits(s: &str) -> (&str, &str) {
     s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()))
 }
 
-/// The value of an ASCII digit string, or None above MAX_NANOS (which would
+/// The value of an ASCII digit string, or None above 2^63 (which would
 /// overflow whatever the unit). Empty is zero (`.5s` has no integer part).
 fn parse_capped(digits: &str) -> Option<u128> {
     let mut value: u128 = 0;
     for b in digits.bytes() {
         value = value * 10 + u128::from(b - b'0');
-        if value > MAX_NANOS {
+        if value > MAX_NEGATIVE_NANOS {
             return None;
         }
     }
@@ -123,6 +151,13 @@ mod tests {
         }
     }
 
+    fn days(s: &str) -> Duration {
+        match parse_go_duration_or_days(s) {
+            Ok(d) => d,
+            Err(e) => panic!("{s:?} should parse: {e}"),
+        }
+    }
+
     #[test]
     fn go_syntax() {
         assert_eq!(ok("300ms"), Duration::from_millis(300));
@@ -131,22 +166,42 @@ mod tests {
         assert_eq!(ok("1h30m"), Duration::from_secs(5400));
         assert_eq!(ok("+5s"), Duration::from_secs(5));
         assert_eq!(ok("0"), Duration::ZERO);
+        assert_eq!(ok("+0"), Duration::ZERO);
+        assert_eq!(ok("-0"), Duration::ZERO);
         assert_eq!(ok("0s"), Duration::ZERO);
         assert_eq!(ok(".5s"), Duration::from_millis(500));
         assert_eq!(ok("1.s"), Duration::from_secs(1));
         assert_eq!(ok("10ns"), Duration::from_nanos(10));
-        assert_eq!(ok("7us"), Duration::from_micros(7));
-        assert_eq!(ok("7µs"), Duration::from_micros(7));
-        assert_eq!(ok("7μs"), Duration::from_micros(7));
+        assert_eq!(ok("1us"), Duration::from_micros(1));
+        assert_eq!(ok("1µs"), Duration::from_micros(1));
+        assert_eq!(ok("1μs"), Duration::from_micros(1));
         assert_eq!(ok("1.0000000000000000000001s"), Duration::from_secs(1));
         assert_eq!(ok("1h1m1s1ms1us1ns"), Duration::new(3661, 1_001_001));
+        assert_eq!(ok("52763797000ns"), Duration::new(52, 763_797_000));
     }
 
     #[test]
-    fn days() {
-        assert_eq!(ok("7d"), Duration::from_secs(7 * 86400));
-        assert_eq!(ok("1d12h"), Duration::from_secs(36 * 3600));
-        assert_eq!(ok("0.5d"), Duration::from_secs(12 * 3600));
+    fn negative_values_parse_as_go_does_but_are_no_length() {
+        assert_eq!(parse_nanos("-1.5h", false), Ok(-5_400_000_000_000));
+        assert_eq!(parse_nanos("-2m3.4s", false), Ok(-123_400_000_000));
+        assert_eq!(
+            parse_nanos("-9223372036854775808ns", false),
+            Ok(i128::from(i64::MIN))
+        );
+        assert!(parse_nanos("-9223372036854775809ns", false).is_err_and(|e| e.contains("too large")));
+        assert!(err("-1.5h").contains("must not be negative"));
+        assert!(err("-5s").contains("negative"));
+    }
+
+    #[test]
+    fn days_only_where_argo_cd_takes_them() {
+        assert_eq!(days("7d"), Duration::from_secs(7 * 86400));
+        assert_eq!(days("1d12h"), Duration::from_secs(36 * 3600));
+        assert_eq!(days("0.5d"), Duration::from_secs(12 * 3600));
+        assert_eq!(days("1.5h"), Duration::from_secs(5400));
+        assert!(err("1d").contains("no days; write them as hours (24h)"));
+        assert!(err("1").contains("(ns, us, ms, s, m or h)"));
+        assert!(parse_go_duration_or_days("1").is_err_and(|e| e.contains("(ns, us, ms, s, m, h or d)")));
     }
 
     #[test]
@@ -155,21 +210,31 @@ mod tests {
             ok("2562047h47m16.854775807s"),
             Duration::new(9_223_372_036, 854_775_807)
         );
+        assert_eq!(
+            ok("9223372036854775807ns"),
+            Duration::new(9_223_372_036, 854_775_807)
+        );
         assert!(err("2562047h47m16.854775808s").contains("too large"));
-        assert!(err("106752d").contains("too large"));
+        assert!(err("9223372036854775808ns").contains("too large"));
+        assert!(parse_go_duration_or_days("106752d").is_err_and(|e| e.contains("too large")));
         assert!(err("99999999999999999999999h").contains("too large"));
+        assert!(err("3000000h").contains("too large"));
     }
 
     #[test]
     fn garbage() {
         assert!(err("").contains("no value"));
         assert!(err("+").contains("no value"));
-        assert!(err("-5s").contains("negative"));
+        assert!(err("-").contains("no value"));
+        assert!(err("1").contains("missing unit"));
         assert!(err("5").contains("missing unit"));
-        assert!(err("5x").contains("unknown unit \"x\""));
+        assert!(err("1x").contains("unknown unit \"x\""));
         assert!(err("5 s").contains("unknown unit \" s\""));
+        assert!(err(" 5s").contains("expected a number"));
         assert!(err(".s").contains("expected a number"));
+        assert!(err("-.s").contains("expected a number"));
         assert!(err("h").contains("expected a number"));
         assert!(err("1h-5m").contains("unknown unit \"h-\""));
+        assert!(err("3.4.5s").contains("missing unit"));
     }
 }

@@ -3,6 +3,7 @@
 //! re-read while the server runs. A bad edit never replaces a good config.
 
 pub mod duration;
+pub mod http_url;
 pub mod oidc;
 pub mod settings;
 pub mod source;
@@ -16,7 +17,7 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use duration::parse_go_duration;
+pub use duration::{parse_go_duration, parse_go_duration_or_days};
 pub use settings::{ADMIN, AccountConfig, Settings, TokenRecord};
 pub use source::{ARGOCD_CM, ARGOCD_RBAC_CM, ARGOCD_SECRET, ConfigError, Input, Location, RawObject};
 

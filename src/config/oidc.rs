@@ -220,10 +220,7 @@ pub fn parse(text: &str, secret: &BTreeMap<String, String>) -> Result<OidcConfig
 }
 
 fn check_url(field: &str, value: &str) -> Result<(), String> {
-    let ok = value.parse::<http::Uri>().ok().is_some_and(|u| {
-        matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some_and(|h| !h.is_empty())
-    });
-    if ok {
+    if super::http_url::parse(value).is_ok() {
         Ok(())
     } else {
         Err(format!("{field} {value:?} is not an absolute http(s) URL"))

@@ -8,10 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use regex::Regex;
-use time::OffsetDateTime;
-use time::format_description::well_known::Rfc3339;
 
-use super::duration::parse_go_duration;
+use super::duration::parse_go_duration_or_days;
 use crate::rbac::{LoadError, LoadOptions, Policy};
 
 use super::source::{ARGOCD_CM, ARGOCD_RBAC_CM, ARGOCD_SECRET, ConfigError, RawObject};
@@ -58,7 +56,7 @@ pub struct AccountConfig {
     pub api_key: bool,
     /// bcrypt hash from argocd-secret.
     pub password_hash: Option<String>,
-    pub password_mtime: Option<OffsetDateTime>,
+    pub password_mtime: Option<jiff::Timestamp>,
     pub tokens: Vec<TokenRecord>,
 }
 
@@ -120,7 +118,7 @@ impl Settings {
 
         let session_duration = match get_trimmed(cm, "users.session.duration") {
             None => DEFAULT_SESSION_DURATION,
-            Some(text) => match parse_go_duration(text) {
+            Some(text) => match parse_go_duration_or_days(text) {
                 Ok(d) if d.is_zero() => {
                     return Err(err(
                         cm,
@@ -220,16 +218,10 @@ fn parse_url(cm: &RawObject) -> Result<Option<String>, ConfigError> {
             format!("{url:?} {why}; expected e.g. https://argocd.example.com"),
         ))
     };
-    let Ok(uri) = url.parse::<http::Uri>() else {
-        return bad("is not a URL");
-    };
-    if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return bad("is not an http or https URL");
+    match super::http_url::parse(url) {
+        Ok(_) => Ok(Some(url.to_owned())),
+        Err(why) => bad(why),
     }
-    if uri.host().is_none_or(str::is_empty) {
-        return bad("has no host");
-    }
-    Ok(Some(url.to_owned()))
 }
 
 /// `accounts.<name>` (capabilities) and `accounts.<name>.enabled` from argocd-cm.
@@ -330,13 +322,15 @@ fn apply_secret(
         }
         let key = format!("{prefix}.passwordMtime");
         if let Some(text) = get_trimmed(secret, &key) {
-            let mtime = OffsetDateTime::parse(text, &Rfc3339).map_err(|e| {
-                err(
-                    secret,
-                    &key,
-                    format!("{text:?} is not an RFC 3339 time like 2024-05-01T12:00:00Z ({e})"),
-                )
-            })?;
+            let mtime = crate::schema::time::parse(text)
+                .and_then(|(s, n)| jiff::Timestamp::new(s, n).map_err(|e| e.to_string()))
+                .map_err(|e| {
+                    err(
+                        secret,
+                        &key,
+                        format!("{text:?} is not an RFC 3339 time like 2024-05-01T12:00:00Z ({e})"),
+                    )
+                })?;
             account.password_mtime = Some(mtime);
         }
         let key = format!("{prefix}.tokens");
@@ -499,7 +493,7 @@ mod tests {
         let admin = &s.accounts[ADMIN];
         assert!(admin.login && admin.api_key && admin.enabled);
         assert_eq!(admin.password_hash.as_deref(), Some(HASH));
-        assert_eq!(admin.password_mtime.map(|t| t.unix_timestamp()), Some(1714564800));
+        assert_eq!(admin.password_mtime.map(|t| t.as_second()), Some(1714564800));
         let alice = &s.accounts["alice"];
         assert!(alice.login && alice.api_key && !alice.enabled);
         assert_eq!(

@@ -714,7 +714,7 @@ mod tests {
             .await
             .unwrap();
         assert!(url.starts_with(&format!("{base}/auth?tenant=t1&")), "{url}");
-        let query: HashMap<String, String> = openidconnect::url::Url::parse(&url)
+        let query: HashMap<String, String> = url::Url::parse(&url)
             .unwrap()
             .query_pairs()
             .into_owned()

@@ -282,30 +282,10 @@ fn with_trailing_slash(path: &str) -> String {
     format!("{trimmed}/")
 }
 
-/// Parses Go-style durations: `10s`, `1m30s`, `250ms`, `2h`.
+/// A flag's Go duration (`10s`, `1m30s`, `1.5h`): [`crate::config::parse_go_duration`],
+/// surrounding blanks ignored.
 pub fn parse_duration(raw: &str) -> Result<Duration, String> {
-    let err = || format!("invalid duration {raw:?} (expected e.g. 10s, 1m30s, 250ms)");
-    let mut total = Duration::ZERO;
-    let mut rest = raw.trim();
-    if rest.is_empty() {
-        return Err(err());
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).ok_or_else(err)?;
-        let value: u64 = rest[..digits].parse().map_err(|_| err())?;
-        rest = &rest[digits..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ms" => Duration::from_millis(value),
-            "s" => Duration::from_secs(value),
-            "m" => Duration::from_secs(value * 60),
-            "h" => Duration::from_secs(value * 3600),
-            _ => return Err(err()),
-        };
-        total += unit;
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
+    crate::config::parse_go_duration(raw.trim())
 }
 
 /// The external URL, reduced to what the server needs from it.
@@ -319,17 +299,12 @@ pub mod url_host {
 
     impl ExternalUrl {
         pub fn parse(raw: &str) -> Option<Self> {
-            let rest = raw
-                .strip_prefix("https://")
-                .or_else(|| raw.strip_prefix("http://"))?;
-            let authority = rest.split(['/', '?', '#']).next()?;
-            let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-            let host = if let Some(v6) = authority.strip_prefix('[') {
-                v6.split(']').next()?.to_owned()
-            } else {
-                authority.split(':').next()?.to_owned()
+            let url = crate::config::http_url::parse(raw).ok()?;
+            let host = match url.host()? {
+                url::Host::Ipv6(addr) => addr.to_string(),
+                host => host.to_string(),
             };
-            (!host.is_empty()).then(|| Self {
+            Some(Self {
                 raw: raw.to_owned(),
                 host,
             })
@@ -346,6 +321,11 @@ mod tests {
         assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration(" 10s "), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+        assert!(parse_duration("1d").is_err());
+        assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("ten").is_err());
         assert!(parse_duration("10").is_err());
         assert!(parse_duration("").is_err());
@@ -372,6 +352,25 @@ mod tests {
                 .host,
             "2001:db8::1"
         );
-        assert!(url_host::ExternalUrl::parse("cd.example.com").is_none());
+        assert_eq!(
+            url_host::ExternalUrl::parse("https://user@CD.Example.com/")
+                .unwrap()
+                .host,
+            "cd.example.com"
+        );
+        assert_eq!(
+            url_host::ExternalUrl::parse("http://10.0.0.1:8080").unwrap().host,
+            "10.0.0.1"
+        );
+        for bad in [
+            "cd.example.com",
+            "https://",
+            "ftp://cd.example.com",
+            "https://cd.example.com:99999",
+            "https://[::1",
+            "https://evil.com\\@cd.example.com",
+        ] {
+            assert!(url_host::ExternalUrl::parse(bad).is_none(), "{bad}");
+        }
     }
 }

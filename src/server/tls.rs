@@ -301,9 +301,11 @@ fn generate_self_signed(cert_path: &Path, key_path: &Path, names: &[String]) -> 
     params
         .distinguished_name
         .push(rcgen::DnType::CommonName, "tiphys self-signed");
-    let now = time::OffsetDateTime::now_utc();
-    params.not_before = now - time::Duration::minutes(5);
-    params.not_after = now + SELF_SIGNED_VALIDITY;
+    // rcgen takes `time`'s OffsetDateTime: converted from SystemTime here, so tiphys itself
+    // needs no `time` dependency.
+    let now = SystemTime::now();
+    params.not_before = (now - Duration::from_secs(5 * 60)).into();
+    params.not_after = (now + SELF_SIGNED_VALIDITY).into();
     params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(generate)?;

@@ -107,21 +107,35 @@ fn userinfo(text: &str) -> Option<(usize, usize)> {
     Some((start, start + at))
 }
 
+/// The password as the `url` crate (and so a browser) reads `text`, where it reads one that
+/// the rule above does not find (`https:user:password@host`, without `//`).
+fn whatwg_password(text: &str) -> Option<url::Url> {
+    url::Url::parse(text).ok().filter(|u| u.password().is_some())
+}
+
 /// Whether `text` is a URL with a password in it (`scheme://user:password@host`).
 pub fn has_password(text: &str) -> bool {
     userinfo(text).is_some_and(|(start, end)| text[start..end].contains(':'))
+        || whatwg_password(text).is_some()
 }
 
 /// `text` with the password of its user-info masked (`https://user:***@host/…`); unchanged
-/// when it has none. For URLs that go into answers, messages and logs.
+/// when it has none. For URLs that go into answers, messages and logs. The user-info is found
+/// in the text itself, so that nothing else of it changes, and also in text that the `url`
+/// crate would not take as a URL; what only that crate reads as a password is masked in its
+/// reading of the URL.
 pub fn url(text: &str) -> String {
-    match userinfo(text) {
-        Some((start, end)) => match text[start..end].find(':') {
-            Some(colon) => format!("{}:{MASK}{}", &text[..start + colon], &text[end..]),
-            None => text.to_owned(),
-        },
-        None => text.to_owned(),
+    if let Some((start, end)) = userinfo(text)
+        && let Some(colon) = text[start..end].find(':')
+    {
+        return format!("{}:{MASK}{}", &text[..start + colon], &text[end..]);
     }
+    if let Some(mut parsed) = whatwg_password(text)
+        && parsed.set_password(Some(MASK)).is_ok()
+    {
+        return parsed.to_string();
+    }
+    text.to_owned()
 }
 
 #[cfg(test)]
@@ -228,6 +242,19 @@ mod tests {
         assert_eq!(url("https://u:p:q@h@i/x"), "https://u:***@i/x");
         assert_eq!(url("https://u@h/x"), "https://u@h/x");
         assert_eq!(url("not a url"), "not a url");
+        // IPv6 hosts, percent-encoding, and `@` or `:` after the authority.
+        assert_eq!(url("https://u:p%40ss@[::1]:8443/x"), "https://u:***@[::1]:8443/x");
+        assert_eq!(url("https://u@[::1]:8443/x:y@z"), "https://u@[::1]:8443/x:y@z");
+        // Text the `url` crate refuses still has its password found.
+        assert!(has_password("https://u:p@host:99999/x"));
+        assert_eq!(url("https://u:p@host:99999/x"), "https://u:***@host:99999/x");
+        assert!(has_password("ssh://git:p@github.com:org/repo.git"));
+        // What only a WHATWG reader takes as user-info is found and masked too.
+        assert!(has_password("https:u:p@h/x"));
+        assert_eq!(url("https:u:p@h/x"), "https://u:***@h/x");
+        assert!(has_password("https:\\\\u:p@h/x"));
+        assert!(!url("https:\\\\u:p@h/x").contains(":p@"));
+        assert!(!has_password("mailto:u:p@h"));
     }
 
     #[test]

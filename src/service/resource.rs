@@ -65,16 +65,20 @@ pub fn parse_resource_version(text: &str) -> Result<Option<u64>, AppError> {
 /// Repository URLs may only use https, http, ssh or git (or the scp-like `user@host:path` form
 /// of ssh): anything else, `javascript:` above all, is refused before it is stored.
 pub fn check_repo_url(url: &str) -> Result<(), AppError> {
-    let lower = url.trim().to_ascii_lowercase();
-    let allowed_scheme = ["https://", "http://", "ssh://", "git://"]
-        .iter()
-        .any(|s| lower.starts_with(s));
+    let lower = url.to_ascii_lowercase();
+    // A URL (`scheme://…`) must be one, read by the `url` crate, with a host.
+    let allowed_scheme = lower.contains("://")
+        && url::Url::parse(url).is_ok_and(|u| {
+            matches!(u.scheme(), "https" | "http" | "ssh" | "git")
+                && u.host_str().is_some_and(|h| !h.is_empty())
+        });
+    // Not URLs, and so not read as URLs: git's scp-like `user@host:path`, and an OCI or Helm
+    // repository given without a scheme (`registry.example/charts`), a host name followed by a
+    // path with no colon before the first slash.
     let scp_like = !lower.contains("://")
         && lower
             .split_once(':')
             .is_some_and(|(host, _)| host.contains('@') && !host.contains('/'));
-    // An OCI or Helm repository given without a scheme (`registry.example/charts`) is a host
-    // name followed by a path: no colon before the first slash.
     let bare_host = !lower.contains(':') && lower.split('/').next().is_some_and(|h| h.contains('.'));
     // Messages show the URL with any password masked.
     let shown = super::redact::url(url);
@@ -105,6 +109,9 @@ mod tests {
             "git://host/x",
             "git@github.com:a/b.git",
             "registry.example.com/charts",
+            "HTTPS://GitHub.com/a/b",
+            "ssh://git@[2001:db8::1]:2222/x.git",
+            "https://github.com/a/b%20c.git",
         ] {
             assert!(check_repo_url(ok).is_ok(), "{ok}");
         }
@@ -116,6 +123,12 @@ mod tests {
             " https://x",
             "",
             "vbscript:x",
+            "https://",
+            "ssh://",
+            "https://host:99999/x",
+            "ssh://git@github.com:org/repo.git",
+            "javascript://%0aalert(1)",
+            "git://[::1/x",
         ] {
             assert!(check_repo_url(bad).is_err(), "{bad}");
         }

@@ -22,7 +22,6 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use jiff::civil;
 use jiff::tz::TimeZone;
 use serde::Deserialize;
 use serde_json::Value;
@@ -75,13 +74,6 @@ impl SyncWindow {
 
     fn compile(&self) -> Result<Compiled, String> {
         let cron = Cron::parse(&self.schedule)?;
-        // Go's durations have no day unit (the configuration's parser also takes `d`).
-        if self.duration.contains('d') {
-            return Err(format!(
-                "invalid duration {:?}: no unit d; write days as hours (24h)",
-                self.duration
-            ));
-        }
         let duration = parse_go_duration(&self.duration)
             .map_err(|e| format!("{e} (a duration such as 1h, 30m or 1h30m)"))?;
         let zone = zone(&self.time_zone)?;
@@ -279,288 +271,168 @@ impl Assignment {
 
 // ---- cron ----
 
-/// A five-field cron schedule (minute hour day-of-month month day-of-week), each field a set
-/// of allowed values.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cron {
-    minutes: u64,
-    hours: u64,
-    days: u64,
-    months: u64,
-    weekdays: u64,
-    /// Day-of-month or day-of-week was written as `*` or `?`: then a day must match both
-    /// fields; when both are restricted, matching either is enough (classic cron).
-    any_day_star: bool,
-}
+/// A five-field cron schedule (minute hour day-of-month month day-of-week) as Argo CD reads it
+/// (robfig/cron's standard parser), parsed and driven by the `cronexpr` crate.
+#[derive(Debug, Clone)]
+pub struct Cron(cronexpr::Crontab);
 
-struct Field {
-    name: &'static str,
-    min: u32,
-    max: u32,
-    /// The last value `*` and `v/step` run to: `max`, except for the day of week, where 7
-    /// (Sunday again) is taken only as a literal or a range end and steps run over 0-6.
-    step_max: u32,
-    names: &'static [&'static str],
-}
+const FIELD_NAMES: [&str; 5] = ["minute", "hour", "day of month", "month", "day of week"];
+const MONTH: usize = 3;
+const WEEKDAY: usize = 4;
+const MONTH_NAMES: [&str; 12] = [
+    "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+];
+const WEEKDAY_NAMES: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
-const MINUTE: Field = Field {
-    name: "minute",
-    min: 0,
-    max: 59,
-    step_max: 59,
-    names: &[],
-};
-const HOUR: Field = Field {
-    name: "hour",
-    min: 0,
-    max: 23,
-    step_max: 23,
-    names: &[],
-};
-const DAY: Field = Field {
-    name: "day of month",
-    min: 1,
-    max: 31,
-    step_max: 31,
-    names: &[],
-};
-const MONTH: Field = Field {
-    name: "month",
-    min: 1,
-    max: 12,
-    step_max: 12,
-    names: &[
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ],
-};
-/// 7 is also Sunday; folded onto 0 after parsing.
-const WEEKDAY: Field = Field {
-    name: "day of week",
-    min: 0,
-    max: 7,
-    step_max: 6,
-    names: &["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
-};
+/// A fold repeats at most this many minutes of wall-clock time (a day, to be generous).
+const MAX_FOLD_MINUTES: usize = 24 * 60;
 
 impl Cron {
     pub fn parse(schedule: &str) -> Result<Self, String> {
         let bad = |why: String| format!("schedule {schedule:?} is not a cron schedule: {why}");
-        let fields: Vec<&str> = schedule.split_whitespace().collect();
         if schedule.trim_start().starts_with('@') {
             return Err(bad(
                 "descriptors such as @daily are not accepted; write five fields such as \"0 0 * * *\""
                     .to_owned(),
             ));
         }
-        let [minute, hour, day, month, weekday] = fields[..] else {
+        // Counted here: cronexpr would read a sixth field as a time zone.
+        let fields: Vec<&str> = schedule.split_whitespace().collect();
+        if fields.len() != 5 {
             return Err(bad(format!(
                 "expected 5 fields (minute hour day-of-month month day-of-week), found {}",
                 fields.len()
             )));
-        };
-        let (minutes, _) = parse_field(minute, &MINUTE).map_err(bad)?;
-        let (hours, _) = parse_field(hour, &HOUR).map_err(bad)?;
-        let (days, day_star) = parse_field(day, &DAY).map_err(bad)?;
-        let (months, _) = parse_field(month, &MONTH).map_err(bad)?;
-        let (mut weekdays, weekday_star) = parse_field(weekday, &WEEKDAY).map_err(bad)?;
-        if weekdays & (1 << 7) != 0 {
-            weekdays = (weekdays & !(1 << 7)) | 1;
         }
-        Ok(Self {
-            minutes,
-            hours,
-            days,
-            months,
-            weekdays,
-            any_day_star: day_star || weekday_star,
-        })
-    }
-
-    fn day_matches(&self, date: civil::Date) -> bool {
-        let dom = bit(self.days, date.day());
-        let dow = bit(self.weekdays, date.weekday().to_sunday_zero_offset());
-        if self.any_day_star { dom && dow } else { dom || dow }
-    }
-
-    /// The first firing time strictly after `after`, searched in the real local (wall-clock)
-    /// time of `zone`, up to five years ahead; `None` when the schedule does not fire in that
-    /// time, and then the window is never active. Both differ from Argo CD on purpose (see the
-    /// module documentation): robfig/cron applies the zone's offset rather than its local time,
-    /// and upstream treats a window whose schedule never fires as always active. A civil time
-    /// that a DST gap skips fires on the later side of the gap (the `compatible` rule, as Go's
-    /// time normalization does); one that a fold repeats fires once, at its earlier instant.
-    pub fn next_after(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
-        let start = after.to_zoned(zone.clone()).datetime();
-        let mut at = Civil {
-            year: start.year(),
-            month: start.month(),
-            day: start.day(),
-            hour: start.hour(),
-            minute: start.minute(),
+        let field_error = |index: usize, why: String| {
+            bad(format!("{} field {:?}: {why}", FIELD_NAMES[index], fields[index]))
         };
-        at.next_minute();
-        let last_year = at.year.saturating_add(5);
-        while at.year <= last_year {
-            if !bit(self.months, at.month) {
-                at.next_month();
-                continue;
+        let mut rewritten = Vec::with_capacity(5);
+        for (index, field) in fields.iter().enumerate() {
+            rewritten.push(robfig_field(index, field).map_err(|why| field_error(index, why))?);
+        }
+        match crontab(&rewritten.join(" ")) {
+            Ok(parsed) => Ok(Self(parsed)),
+            Err(err) => {
+                // Name the field at fault: each one alone, with `*` in the others.
+                for (index, field) in rewritten.iter().enumerate() {
+                    let mut probe = ["*"; 5];
+                    probe[index] = field;
+                    if let Err(err) = crontab(&probe.join(" ")) {
+                        return Err(field_error(index, reason(&err)));
+                    }
+                }
+                Err(bad(reason(&err)))
             }
-            let date = civil::Date::new(at.year, at.month, at.day).ok()?;
-            if !self.day_matches(date) {
-                at.next_day();
-                continue;
-            }
-            if !bit(self.hours, at.hour) {
-                at.next_hour();
-                continue;
-            }
-            if !bit(self.minutes, at.minute) {
-                at.next_minute();
-                continue;
-            }
-            let wall = date.at(at.hour, at.minute, 0, 0);
-            let instant = zone.to_ambiguous_zoned(wall).compatible().ok()?.timestamp();
+        }
+    }
+
+    /// The first firing time strictly after `after`, in the real local (wall-clock) time of
+    /// `zone`; `None` when the schedule does not fire within four years (cronexpr's horizon),
+    /// and then the window is never active. Both differ from Argo CD on purpose (see the module
+    /// documentation): robfig/cron applies the zone's offset rather than its local time, and
+    /// upstream treats a window whose schedule never fires as always active.
+    ///
+    /// The crate runs the schedule over the zone's wall-clock time written as UTC (which has no
+    /// gaps or folds), and each wall-clock firing time is then placed in the zone: one that a
+    /// DST gap skips fires on the later side of the gap (the `compatible` rule, as Go's time
+    /// normalization does); one that a fold repeats fires once, at its earlier instant.
+    pub fn next_after(&self, after: Timestamp, zone: &TimeZone) -> Option<Timestamp> {
+        let wall = after.to_zoned(zone.clone()).datetime();
+        let mut from = wall.to_zoned(TimeZone::UTC).ok()?.timestamp();
+        // Only a fold can place a later wall-clock time at or before `after`.
+        for _ in 0..=MAX_FOLD_MINUTES {
+            let fire = self.0.find_next(from).ok()?;
+            let instant = zone
+                .to_ambiguous_zoned(fire.datetime())
+                .compatible()
+                .ok()?
+                .timestamp();
             if instant > after {
                 return Some(instant);
             }
-            at.next_minute();
+            from = fire.timestamp();
         }
         None
     }
 }
 
-fn bit<T: Into<i64>>(set: u64, value: T) -> bool {
-    u32::try_from(value.into()).is_ok_and(|v| v < 64 && set & (1 << v) != 0)
+/// A schedule of five fields, in UTC (the window's zone is applied by [`Cron::next_after`]).
+fn crontab(fields: &str) -> Result<cronexpr::Crontab, cronexpr::Error> {
+    let mut options = cronexpr::ParseOptions::default();
+    options.fallback_timezone_option = cronexpr::FallbackTimezoneOption::UTC;
+    cronexpr::parse_crontab_with(fields, options)
 }
 
-/// One field: a comma-separated list of `*`, `?`, `v`, `a-b`, each optionally `/step`; `v/step`
-/// means `v-max/step`. Names (`jan`, `mon`) where the field has them. Returns the set and
-/// whether the field was a bare `*` or `?` (a step over `*` is a restriction).
-fn parse_field(text: &str, field: &Field) -> Result<(u64, bool), String> {
-    let mut set = 0u64;
-    let mut star = false;
-    for part in text.split(',') {
-        let bad = |why: &str| format!("{} field {text:?}: {why}", field.name);
-        let (range, step) = match part.split_once('/') {
-            Some((range, step)) => {
-                let step: u32 = match step.parse() {
-                    Ok(n) => n,
-                    Err(_) if !step.is_empty() && step.bytes().all(|b| b.is_ascii_digit()) => {
-                        return Err(bad(&format!("step {step} is too large")));
-                    }
-                    Err(_) => return Err(bad(&format!("step {step:?} is not a number"))),
-                };
-                if step == 0 {
-                    return Err(bad("a step must be at least 1"));
+/// The crate's reason, without its copy of the input and the caret under it.
+fn reason(err: &cronexpr::Error) -> String {
+    let text = err.to_string();
+    match text.rsplit_once("^ ") {
+        Some((_, why)) => why.to_owned(),
+        None => text.replace('\n', " "),
+    }
+}
+
+/// One field of robfig/cron's standard dialect, written so that cronexpr reads it the same
+/// way, where the two read the same text differently:
+///
+/// * `?` is `*`, in every field;
+/// * numbers and the field's three-letter names only: cronexpr's extensions (`L`, `W`, `#`,
+///   `H`) are refused, as robfig refuses them;
+/// * day of month and day of week: robfig takes a field for "any day" when any of its items is
+///   a bare `*` (or `*/1`), cronexpr when the field starts with `*`; such a field is all values
+///   anyway, so it is written as `*`. A stepped `*/n` is a restriction in robfig and "any day"
+///   in cronexpr, so it is written as the range it steps over;
+/// * day of week: robfig's steps run over 0-6 (7, Sunday again, is taken only alone or as a
+///   range end), cronexpr's over 0-7, so `*/n` and `v/n` are written to end at 6.
+fn robfig_field(index: usize, field: &str) -> Result<String, String> {
+    let field = field.replace('?', "*");
+    if let Some(c) = field
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '*' | ',' | '-' | '/')))
+    {
+        return Err(format!("{c:?} is not allowed"));
+    }
+    let names: &[&str] = match index {
+        MONTH => &MONTH_NAMES,
+        WEEKDAY => &WEEKDAY_NAMES,
+        _ => &[],
+    };
+    if let Some(word) = field
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .find(|w| !w.is_empty() && !names.iter().any(|n| n.eq_ignore_ascii_case(w)))
+    {
+        return Err(format!("{word:?} is not a number"));
+    }
+    let (low, high) = match index {
+        2 => (1, 31),
+        WEEKDAY => (0, 6),
+        _ => return Ok(field),
+    };
+    let items: Vec<&str> = field.split(',').collect();
+    let any_day = |item: &&str| match item.split_once('/') {
+        None => *item == "*",
+        Some((range, step)) => range == "*" && step.parse::<u64>() == Ok(1),
+    };
+    if items.iter().any(any_day) {
+        return Ok("*".to_owned());
+    }
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        out.push(match item.split_once('/') {
+            Some(("*", step)) => format!("{low}-{high}/{step}"),
+            Some((start, step)) if index == WEEKDAY && !start.contains('-') => {
+                if start.parse::<u64>().is_ok_and(|v| v > high) {
+                    return Err(format!(
+                        "a step must start at most at {high}; {start} is taken only alone or as a range end"
+                    ));
                 }
-                (range, Some(step))
+                format!("{start}-{high}/{step}")
             }
-            None => (part, None),
-        };
-        let (low, high) = if range == "*" || range == "?" {
-            if step.is_none_or(|s| s == 1) {
-                star = true;
-            }
-            (field.min, field.step_max)
-        } else if let Some((a, b)) = range.split_once('-') {
-            (
-                value(a, field).map_err(|w| bad(&w))?,
-                value(b, field).map_err(|w| bad(&w))?,
-            )
-        } else {
-            let v = value(range, field).map_err(|w| bad(&w))?;
-            if step.is_some() && v > field.step_max {
-                return Err(bad(&format!(
-                    "a step must start at most at {}; {v} is taken only alone or as a range end",
-                    field.step_max
-                )));
-            }
-            (v, if step.is_some() { field.step_max } else { v })
-        };
-        if low > high {
-            return Err(bad(&format!("range {range:?} runs backwards")));
-        }
-        let step = step.unwrap_or(1);
-        let mut v = Some(low);
-        while let Some(x) = v.filter(|x| *x <= high) {
-            set |= 1 << x;
-            v = x.checked_add(step);
-        }
+            _ => item.to_owned(),
+        });
     }
-    Ok((set, star))
-}
-
-fn value(text: &str, field: &Field) -> Result<u32, String> {
-    let lower = text.to_ascii_lowercase();
-    if let Some(index) = field.names.iter().position(|n| *n == lower) {
-        let index = u32::try_from(index).unwrap_or(u32::MAX);
-        // Months are named from 1, weekdays from 0.
-        return Ok(index + u32::from(field.min == 1));
-    }
-    let v: u32 = text.parse().map_err(|_| {
-        if text.is_empty() {
-            "an empty value".to_owned()
-        } else {
-            format!("{text:?} is not a number")
-        }
-    })?;
-    if v < field.min || v > field.max {
-        return Err(format!("{v} is out of range {}-{}", field.min, field.max));
-    }
-    Ok(v)
-}
-
-/// A civil minute being searched; fields are always a valid date and time.
-struct Civil {
-    year: i16,
-    month: i8,
-    day: i8,
-    hour: i8,
-    minute: i8,
-}
-
-impl Civil {
-    fn next_minute(&mut self) {
-        if self.minute == 59 {
-            self.next_hour();
-        } else {
-            self.minute += 1;
-        }
-    }
-
-    fn next_hour(&mut self) {
-        self.minute = 0;
-        if self.hour == 23 {
-            self.next_day();
-        } else {
-            self.hour += 1;
-        }
-    }
-
-    fn next_day(&mut self) {
-        self.minute = 0;
-        self.hour = 0;
-        let last = civil::Date::new(self.year, self.month, 1)
-            .map(|d| d.days_in_month())
-            .unwrap_or(28);
-        if self.day >= last {
-            self.next_month();
-        } else {
-            self.day += 1;
-        }
-    }
-
-    fn next_month(&mut self) {
-        self.minute = 0;
-        self.hour = 0;
-        self.day = 1;
-        if self.month == 12 {
-            self.month = 1;
-            self.year = self.year.saturating_add(1);
-        } else {
-            self.month += 1;
-        }
-    }
+    Ok(out.join(","))
 }
 
 #[cfg(test)]

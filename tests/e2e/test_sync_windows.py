@@ -129,7 +129,7 @@ def test_an_inactive_allow_window_keeps_a_manual_sync_out(env):
 
 
 @pytest.mark.parametrize(("bad", "message"), [
-    (window("deny", "61 * * * *", "1h"), r'sync window 1: schedule "61 \* \* \* \*".*minute.*out of range 0-59'),
+    (window("deny", "61 * * * *", "1h"), r'sync window 1: schedule "61 \* \* \* \*".*minute field "61": value must be in range 0\.\.=59; found 61'),
     (window("deny", "* * * *", "1h"), r"sync window 1: schedule .*expected 5 fields"),
     (window("deny", "* * * * *", "1 hour"), r'sync window 1: invalid duration "1 hour"'),
     (window("later", "* * * * *", "1h"), r'sync window 1: kind must be allow or deny, not "later"'),

@@ -70,6 +70,11 @@ fn clusters_round_trip_through_secrets() {
         Some(secret_name(SecretType::Cluster, "https://k8s.example:6443").as_str())
     );
     assert!(secret_name(SecretType::Cluster, "https://k8s.example:6443").starts_with("cluster-k8s.example-"));
+    let name = |url: &str| secret_name(SecretType::Cluster, url);
+    assert!(name("https://admin@K8S.example:6443/x").starts_with("cluster-k8s.example-"));
+    assert!(name("https://[2001:db8::1]:6443").starts_with("cluster-2001-db8--1-"));
+    assert!(name("https://10.0.0.1:6443").starts_with("cluster-10.0.0.1-"));
+    assert_eq!(name("not a url"), format!("cluster-{}", fnv32a("not a url")));
     let back = cluster_from_secret(&full.secret).unwrap();
     assert_eq!(back.object, cluster);
     assert!(back.warnings.is_empty());

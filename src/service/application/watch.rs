@@ -68,7 +68,7 @@ fn live_events(
     visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync>,
 ) -> impl futures_util::Stream<Item = Result<StreamItem, AppError>> + Send + 'static {
     let expires = caller.principal.expires_at().map(|at| {
-        let now = time::OffsetDateTime::now_utc().unix_timestamp();
+        let now = jiff::Timestamp::now().as_second();
         tokio::time::Instant::now() + Duration::from_secs(u64::try_from(at - now).unwrap_or(0))
     });
     // (subscription, ended, when the session was last checked)

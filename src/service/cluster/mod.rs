@@ -171,13 +171,7 @@ fn validate(state: &App, view: &ClusterView) -> Result<(), AppError> {
         return Err(AppError::InvalidArgument("cluster server is required".to_owned()));
     }
     check_no_password("cluster server", server)?;
-    let lower = server.to_ascii_lowercase();
-    let host = lower
-        .strip_prefix("https://")
-        .or_else(|| lower.strip_prefix("http://"))
-        .map(|rest| rest.split(['/', '?', '#']).next().unwrap_or_default());
-    let clean = !server.chars().any(|c| c.is_whitespace() || c.is_control());
-    if !clean || host.is_none_or(str::is_empty) {
+    if crate::config::http_url::parse(server).is_err() {
         return Err(AppError::InvalidArgument(format!(
             "invalid cluster server {server:?}: it must be an http or https URL"
         )));

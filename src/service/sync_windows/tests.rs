@@ -127,19 +127,73 @@ fn bad_schedules_say_what_is_wrong() {
     let err = |s: &str| Cron::parse(s).expect_err(s);
     assert!(err("* * * *").contains("expected 5 fields"), "{}", err("* * * *"));
     assert!(err("* * * * * *").contains("found 6"));
-    assert!(err("60 * * * *").contains("minute field \"60\": 60 is out of range 0-59"));
-    assert!(err("* 24 * * *").contains("hour"));
-    assert!(err("* * 0 * *").contains("day of month"));
-    assert!(err("* * * 13 *").contains("month"));
-    assert!(err("* * * * 8").contains("day of week"));
-    assert!(err("*/0 * * * *").contains("step must be at least 1"));
-    assert!(err("*/x * * * *").contains("step \"x\" is not a number"));
-    assert!(err("30-10 * * * *").contains("runs backwards"));
+    // Not a time zone either (cronexpr would read a sixth field as one).
+    assert!(err("0 0 * * * Europe/Paris").contains("found 6"));
+    assert!(
+        err("60 * * * *").contains("minute field \"60\": value must be in range 0..=59; found 60"),
+        "{}",
+        err("60 * * * *")
+    );
+    assert!(err("* 24 * * *").contains("hour field"));
+    assert!(err("* * 0 * *").contains("day of month field"));
+    assert!(err("* * * 13 *").contains("month field"));
+    assert!(err("* * * * 8").contains("day of week field"));
+    assert!(err("*/0 * * * *").contains("step must be greater than 0"));
+    assert!(err("*/x * * * *").contains("minute field \"*/x\""));
+    assert!(err("30-10 * * * *").contains("ascending order; found 30-10"));
     assert!(err("foo * * * *").contains("\"foo\" is not a number"));
     assert!(err("* * * * funday").contains("not a number"));
-    assert!(err("1,,2 * * * *").contains("empty value"));
+    assert!(err("1,,2 * * * *").contains("minute field \"1,,2\""));
     assert!(err("@daily").contains("descriptors"));
     assert!(err("").contains("found 0"));
+    // Errors are one line: the crate's copy of the input and its caret are left out.
+    assert!(!err("60 * * * *").contains('\n'));
+}
+
+#[test]
+fn question_mark_is_a_star_in_every_field() {
+    assert_eq!(next("? ? ? ? ?", "2024-03-15T10:30:00Z"), "2024-03-15T10:31:00Z");
+    assert_eq!(next("0 0 ? * 1", "2024-03-15T10:00:00Z"), "2024-03-18T00:00:00Z");
+}
+
+#[test]
+fn cronexpr_extensions_are_refused_as_robfig_refuses_them() {
+    for (schedule, field) in [
+        ("0 0 L * *", "day of month"),
+        ("0 0 15W * *", "day of month"),
+        ("0 0 * * 5L", "day of week"),
+        ("0 0 * * 5#3", "day of week"),
+        ("0 0 * * MONL", "day of week"),
+        ("H * * * *", "minute"),
+        ("0 0 * JANUARY *", "month"),
+        ("0 0 * * 1;2", "day of week"),
+    ] {
+        let err = Cron::parse(schedule).expect_err(schedule);
+        assert!(err.contains(&format!("{field} field")), "{schedule}: {err}");
+    }
+}
+
+#[test]
+fn any_day_follows_robfig_not_the_first_character() {
+    // 2024-09-24 is a Tuesday. A stepped `*/2` restricts the day of month (robfig), so with a
+    // restricted day of week either matches: the 25th (odd) comes first.
+    assert_eq!(
+        next("0 12 */2 * 0,6", "2024-09-24T13:06:52Z"),
+        "2024-09-25T12:00:00Z"
+    );
+    // A bare `*` item anywhere in the field means any day: then the weekday decides.
+    assert_eq!(
+        next("0 12 1-31,* * 2", "2024-09-24T13:06:52Z"),
+        "2024-10-01T12:00:00Z"
+    );
+    assert_eq!(
+        next("0 12 */1 * 2", "2024-09-24T13:06:52Z"),
+        "2024-10-01T12:00:00Z"
+    );
+    assert_eq!(
+        next("0 12 */01 * 2", "2024-09-24T13:06:52Z"),
+        "2024-10-01T12:00:00Z"
+    );
 }
 
 // ---- windows ----
@@ -195,6 +249,31 @@ fn a_dst_gap_fires_after_the_gap() {
     assert_eq!(
         next.map(|t| t.to_string()).unwrap_or_default(),
         "2024-03-10T07:30:00Z"
+    );
+}
+
+#[test]
+fn a_dst_fold_fires_once_at_its_earlier_instant() {
+    // 2024-11-03 01:30 happens twice in New York: 05:30 UTC (EDT) and 06:30 UTC (EST).
+    let cron = Cron::parse("30 1 * * *").expect("schedule");
+    let ny = zone("America/New_York").expect("zone");
+    let next = |after: &str| {
+        cron.next_after(ts(after), &ny)
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+    };
+    assert_eq!(next("2024-11-03T04:00:00Z"), "2024-11-03T05:30:00Z");
+    assert_eq!(next("2024-11-03T05:45:00Z"), "2024-11-04T06:30:00Z");
+    // From inside the repeated hour's second pass, too.
+    assert_eq!(next("2024-11-03T06:10:00Z"), "2024-11-04T06:30:00Z");
+    // Every minute through the fold: each wall-clock minute once.
+    let every = Cron::parse("* * * * *").expect("schedule");
+    assert_eq!(
+        every
+            .next_after(ts("2024-11-03T06:10:00Z"), &ny)
+            .map(|t| t.to_string())
+            .unwrap_or_default(),
+        "2024-11-03T07:00:00Z"
     );
 }
 
@@ -357,32 +436,73 @@ fn outside_allow_windows_a_manual_sync_needs_every_allow_window_to_allow_it() {
     assert_eq!(blocking_window(&all, now), None);
 }
 
+/// The weekdays (bit 0 = Sunday) on which `0 0 * * <field>` fires, over one week.
+fn weekdays(field: &str) -> u8 {
+    let cron = Cron::parse(&format!("0 0 * * {field}")).expect(field);
+    // 2024-03-16 is a Saturday: the next seven midnights are Sunday to Saturday.
+    let mut at = ts("2024-03-16T12:00:00Z");
+    let mut days = 0u8;
+    while let Some(t) = cron.next_after(at, &TimeZone::UTC) {
+        if t >= ts("2024-03-24T00:00:00Z") {
+            break;
+        }
+        days |= 1 << t.to_zoned(TimeZone::UTC).weekday().to_sunday_zero_offset();
+        at = t;
+    }
+    days
+}
+
+/// The minutes of an hour at which `<field> * * * *` fires.
+fn minutes(field: &str) -> u64 {
+    let cron = Cron::parse(&format!("{field} * * * *")).expect(field);
+    let mut at = ts("2024-03-15T09:59:30Z");
+    let mut set = 0u64;
+    while let Some(t) = cron.next_after(at, &TimeZone::UTC) {
+        if t >= ts("2024-03-15T11:00:00Z") {
+            break;
+        }
+        set |= 1 << (t.as_second() % 3600 / 60);
+        at = t;
+    }
+    set
+}
+
 #[test]
 fn weekday_steps_run_over_sunday_to_saturday() {
-    let days = |s: &str| Cron::parse(s).expect(s).weekdays;
-    assert_eq!(days("* * * * 1/3"), (1 << 1) | (1 << 4));
-    assert_eq!(days("* * * * */3"), (1 << 0) | (1 << 3) | (1 << 6));
-    assert_eq!(days("* * * * *"), 0b111_1111);
+    assert_eq!(weekdays("1/3"), (1 << 1) | (1 << 4));
+    assert_eq!(weekdays("*/3"), (1 << 0) | (1 << 3) | (1 << 6));
+    assert_eq!(weekdays("*/7"), 1);
+    assert_eq!(weekdays("sun/2"), (1 << 0) | (1 << 2) | (1 << 4) | (1 << 6));
+    assert_eq!(weekdays("*"), 0b111_1111);
     // 7 is still Sunday as a literal or a range end.
-    assert_eq!(days("* * * * 7"), 1);
-    assert_eq!(days("* * * * 5-7"), (1 << 5) | (1 << 6) | 1);
-    assert_eq!(days("* * * * 0-7/7"), 1);
+    assert_eq!(weekdays("7"), 1);
+    assert_eq!(weekdays("5-7"), (1 << 5) | (1 << 6) | 1);
+    assert_eq!(weekdays("0-7/7"), 1);
     let err = Cron::parse("* * * * 7/2").expect_err("7/2");
     assert!(err.contains("day of week"), "{err}");
 }
 
 #[test]
-fn huge_steps_do_not_overflow() {
-    let minutes = |s: &str| Cron::parse(s).expect(s).minutes;
-    assert_eq!(minutes("1/4294967295 * * * *"), 1 << 1);
-    assert_eq!(minutes("*/4294967295 * * * *"), 1);
-    assert_eq!(minutes("58-59/4294967295 * * * *"), 1 << 58);
-    assert_eq!(
-        Cron::parse("* * * * 6/4294967295").expect("weekday").weekdays,
-        1 << 6
-    );
-    let err = Cron::parse("*/99999999999 * * * *").expect_err("too big");
-    assert!(err.contains("step"), "{err}");
+fn steps_past_the_field_are_refused_without_overflow() {
+    // robfig/cron takes any step and fires only at the range's start when the step is longer
+    // than the range; cronexpr refuses a step larger than the field's largest value (README).
+    assert_eq!(minutes("58-59/30"), 1 << 58);
+    assert_eq!(minutes("1/59"), 1 << 1);
+    assert_eq!(minutes("*/59"), 1 | (1 << 59));
+    for schedule in [
+        "*/60 * * * *",
+        "1/4294967295 * * * *",
+        "*/99999999999 * * * *",
+        "*/99999999999999999999999 * * * *",
+        "0 */24 * * *",
+        "0 0 */32 * *",
+        "0 0 * */13 *",
+        "0 0 * * */8",
+        "0 0 * * 6/4294967295",
+    ] {
+        let err = Cron::parse(schedule).expect_err(schedule);
+        assert!(err.contains("field"), "{schedule}: {err}");
+    }
     assert!(Cron::parse("*/0 * * * *").is_err());
 }
 
@@ -433,7 +553,7 @@ fn assignment_keeps_invalid_windows_that_match_or_cannot_be_matched() {
     let why = a.refusal(now).expect("refused");
     assert!(why.contains("invalid sync window"), "{why}");
     assert!(why.contains("spec.syncWindows[1]"), "{why}");
-    assert!(why.contains("out of range 0-59"), "{why}");
+    assert!(why.contains("minute field \"61\""), "{why}");
 
     // A window that does not even read as one blocks every application of the project.
     let windows = raw(serde_json::json!([
