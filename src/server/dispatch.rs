@@ -33,6 +33,7 @@ use crate::auth::{Carrier, Channel};
 use crate::error::rest_error;
 use crate::grpc::GrpcServices;
 use crate::principal::{AuthInfo, ClientScheme, RequestContext};
+use crate::service::SessionCookie;
 use crate::principal::{Caller, Credentials};
 
 pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call reached tiphys over HTTP/1.1 \
@@ -276,10 +277,9 @@ impl Dispatcher {
                     path: self.basehref.clone(),
                     secure: scheme == ClientScheme::Https,
                 };
-                for cookie in scope.set(token, renewal.chunks).unwrap_or_default() {
-                    if let Ok(v) = HeaderValue::from_str(&cookie) {
-                        response.headers_mut().append(http::header::SET_COOKIE, v);
-                    }
+                let cookie = SessionCookie::Set(token.to_owned());
+                if let Err(err) = crate::api::cookies::write(response, &scope, &cookie, renewal.chunks) {
+                    tracing::warn!(error = %err, "cannot hand back a renewed session cookie");
                 }
             }
             _ => {}
