@@ -33,8 +33,8 @@ use crate::auth::{Carrier, Channel};
 use crate::error::rest_error;
 use crate::grpc::GrpcServices;
 use crate::principal::{AuthInfo, ClientScheme, RequestContext};
-use crate::service::SessionCookie;
 use crate::principal::{Caller, Credentials};
+use crate::service::SessionCookie;
 
 pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call reached tiphys over HTTP/1.1 \
 (a proxy in between downgraded it): use the CLI's --grpc-web flag, or let the proxy speak HTTP/2 (h2c) to the server";

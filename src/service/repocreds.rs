@@ -13,7 +13,9 @@ use super::access::{Access, Missing};
 use super::redact;
 use super::repository::templates::Templates;
 use super::repository::{RESOURCE, check_url};
-use super::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, list, not_found, object_mut, write};
+use super::sensitive::{
+    REPO_CREDS, REPO_CREDS_LIST, canonical, list, none_kept, not_found, object_mut, write,
+};
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
@@ -96,13 +98,7 @@ pub async fn list_creds(ctx: Ctx, q: RepoCredsQuery) -> Result<Reply, AppError> 
 
 /// ListWriteRepositoryCredentials: tiphys keeps no write credentials, so there are none.
 pub async fn list_write_creds(ctx: Ctx, _q: RepoCredsQuery) -> Result<Reply, AppError> {
-    ctx.caller.require()?;
-    let resource_version = ctx.app.registry.revision();
-    Ok(Reply::Message(list(
-        REPO_CREDS_LIST,
-        resource_version,
-        Vec::new(),
-    )?))
+    none_kept(&ctx, REPO_CREDS_LIST)
 }
 
 #[derive(Deserialize, Default, Debug)]

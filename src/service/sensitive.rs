@@ -7,8 +7,9 @@
 
 use serde_json::Value;
 
-use super::redact;
+use super::{Ctx, Reply, redact};
 use crate::app::App;
+
 use crate::error::AppError;
 use crate::registry::{Change, DocRef, Kind, RegistryError};
 use crate::schema::Schema;
@@ -74,6 +75,17 @@ pub fn list(message: &str, resource_version: u64, items: Vec<Value>) -> Result<V
             "items": items,
         }),
     )
+}
+
+/// An empty list of message `message` as of now, for a caller who has a session: the answer
+/// to listing write repositories and write credentials, which tiphys never keeps.
+pub fn none_kept(ctx: &Ctx, message: &str) -> Result<Reply, AppError> {
+    ctx.caller.require()?;
+    Ok(Reply::Message(list(
+        message,
+        ctx.app.registry.revision(),
+        Vec::new(),
+    )?))
 }
 
 /// The connection state of an object tiphys never connects to.

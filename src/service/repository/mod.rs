@@ -23,8 +23,8 @@ use super::access::{Access, Missing};
 use super::redact;
 use super::resource::check_repo_url;
 use super::sensitive::{
-    REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state,
-    write,
+    REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, list, none_kept, not_found, object_mut,
+    unknown_state, write,
 };
 use crate::app::App;
 use crate::error::AppError;
@@ -166,13 +166,7 @@ pub async fn list_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError
 
 /// ListWriteRepositories: tiphys keeps no write credentials, so there are none.
 pub async fn list_write_repositories(ctx: Ctx, _q: RepoQuery) -> Result<Reply, AppError> {
-    ctx.caller.require()?;
-    let resource_version = ctx.app.registry.revision();
-    Ok(Reply::Message(list(
-        REPOSITORY_LIST,
-        resource_version,
-        Vec::new(),
-    )?))
+    none_kept(&ctx, REPOSITORY_LIST)
 }
 
 pub async fn get_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
