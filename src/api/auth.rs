@@ -23,6 +23,7 @@ use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
 use crate::oidc::provider::AuthorizationRequest;
 use crate::oidc::verify::{Claims, Expect};
 use crate::oidc::{Current, now_s};
+use crate::service::SessionCookie;
 
 /// RFC 3986 unreserved characters stay; everything else is encoded.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -338,12 +339,17 @@ pub async fn callback(
             return fail(StatusCode::INTERNAL_SERVER_ERROR, SESSION_FAILED);
         }
     };
-    let cookies = match scope.set(&token, auth.cookie_chunks) {
-        Ok(c) => c,
-        Err(_) => return fail(StatusCode::INTERNAL_SERVER_ERROR, SESSION_FAILED),
-    };
     let mut response = see_other(&pending.return_to);
-    append_cookies(&mut response, &cookies);
+    if super::cookies::write(
+        &mut response,
+        &scope,
+        &SessionCookie::Set(token),
+        auth.cookie_chunks,
+    )
+    .is_err()
+    {
+        return fail(StatusCode::INTERNAL_SERVER_ERROR, SESSION_FAILED);
+    }
     append_cookies(&mut response, &[clear_state]);
     response
 }
@@ -416,7 +422,8 @@ pub async fn logout(State(state): State<Arc<App>>, Who(caller, auth): Who, Scope
         }
     }
     let mut response = see_other(&location);
-    append_cookies(&mut response, &scope.clear(auth.cookie_chunks));
+    // Clearing cannot fail.
+    let _ = super::cookies::write(&mut response, &scope, &SessionCookie::Clear, auth.cookie_chunks);
     response
 }
 
