@@ -32,5 +32,6 @@ pub mod store;
 pub mod telemetry;
 pub mod tlsclient;
 pub mod ui;
+pub mod urlmask;
 
 pub use error::AppError;

@@ -130,6 +130,8 @@ impl Rbac {
         object: &str,
     ) -> AppError {
         self.denials.fetch_add(1, Ordering::Relaxed);
+        // Objects are often URLs a caller typed: a password in one is never logged or echoed.
+        let object = crate::urlmask::mask(object);
         tracing::info!(
             target: "audit",
             subject = principal.subject(),
@@ -141,7 +143,7 @@ impl Rbac {
             "permission denied"
         );
         AppError::PermissionDenied(match denial {
-            Denial::Detailed => denied_message(principal, resource, action, object),
+            Denial::Detailed => denied_message(principal, resource, action, &object),
             Denial::Hidden => HIDDEN_DENIAL.to_owned(),
         })
     }

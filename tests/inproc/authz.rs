@@ -141,3 +141,21 @@ async fn listing_hides_without_denying() {
 fn urlencode(s: &str) -> String {
     percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
+
+#[tokio::test]
+async fn a_password_in_a_denied_object_is_masked_in_the_audit_line() {
+    let server = Server::open("  accounts.alice: login\n", "  policy.default: ''\n", &[]).await;
+    let alice = server.login("alice");
+    let logs = Logs::default();
+    let _guard = logs.capture();
+    let path = format!(
+        "/api/v1/clusters/{}",
+        urlencode("https://u:hunter2@nope.example.com")
+    );
+    let (status, answer) = server.rest("GET", &path, &alice, serde_json::Value::Null).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{answer}");
+    assert!(!answer.to_string().contains("hunter2"), "{answer}");
+    let audit = logs.of("audit");
+    assert_eq!(audit.len(), 1, "{audit:?}");
+    assert_eq!(audit[0]["fields"]["object"], "https://u:***@nope.example.com");
+}

@@ -24,6 +24,7 @@ const LAYERS: &[&[&str]] = &[
         "schema",
         "telemetry",
         "tlsclient",
+        "urlmask",
     ],
     &["store"],
     &["registry"],
