@@ -18,11 +18,12 @@ use super::cookies::append as append_cookies;
 use super::extract::{Scope, Who};
 use crate::app::App;
 use crate::auth::cookie::{self, CookieScope};
+use crate::clock::now_s;
 use crate::config::http_url;
+use crate::oidc::Current;
 use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
 use crate::oidc::provider::AuthorizationRequest;
 use crate::oidc::verify::{Claims, Expect};
-use crate::oidc::{Current, now_s};
 use crate::service::SessionCookie;
 
 /// RFC 3986 unreserved characters stay; everything else is encoded.

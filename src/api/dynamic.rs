@@ -191,9 +191,11 @@ async fn serve_inner(
     for (key, value) in form_urlencoded::parse(query.as_bytes()) {
         if key == "fields" {
             fields_param = Some(value.into_owned());
-            continue;
+        } else if route.body != BodyMap::All {
+            // A body that is the whole request leaves nothing to the query (as grpc-gateway):
+            // a password must never be taken from a URL, which proxies and browsers log.
+            set_param(&input, &mut request, &key, &value, true)?;
         }
-        set_param(&input, &mut request, &key, &value, true)?;
     }
     for (key, value) in &path_params {
         set_param(&input, &mut request, key, value, false)?;
@@ -210,10 +212,7 @@ async fn serve_inner(
     };
     let fields = fields_param.as_deref().and_then(Fields::parse);
     let context = parts.extensions.get::<RequestContext>();
-    let scope = CookieScope {
-        path: state.basehref.clone(),
-        secure: context.is_some_and(|c| c.scheme == ClientScheme::Https),
-    };
+    let scope = CookieScope::new(&state.basehref, context.map_or(ClientScheme::Http, |c| c.scheme));
     let chunks = context.map_or(0, |c| c.auth.cookie_chunks);
     let ctx = Ctx { app: state, caller };
     match call(ctx, json).await? {

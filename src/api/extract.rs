@@ -1,16 +1,12 @@
-//! Extractors shared by the REST handlers: the caller, how they
-//! authenticated, and JSON bodies with errors in the API's own shape.
+//! Extractors shared by the HTTP handlers: the caller, how they
+//! authenticated, and the scope of their session cookie.
 
-use axum::extract::{FromRequest, FromRequestParts, Request};
-use axum::response::{IntoResponse, Response};
+use axum::extract::FromRequestParts;
 use http::request::Parts;
-use serde::de::DeserializeOwned;
 
 use crate::auth::cookie::CookieScope;
-use crate::error::AppError;
 pub use crate::principal::AuthInfo;
-use crate::principal::Caller;
-use crate::principal::{ClientScheme, RequestContext};
+use crate::principal::{Caller, ClientScheme, RequestContext};
 
 /// The caller of this request (anonymous if the dispatcher did not say).
 pub struct Who(pub Caller, pub AuthInfo);
@@ -40,43 +36,10 @@ impl FromRequestParts<std::sync::Arc<crate::app::App>> for Scope {
         parts: &mut Parts,
         state: &std::sync::Arc<crate::app::App>,
     ) -> Result<Self, Self::Rejection> {
-        let secure = parts
+        let scheme = parts
             .extensions
             .get::<RequestContext>()
-            .is_some_and(|c| c.scheme == ClientScheme::Https);
-        Ok(Self(CookieScope {
-            path: state.basehref.clone(),
-            secure,
-        }))
-    }
-}
-
-/// A JSON body; a bad one is a 400 that says what is wrong.
-pub struct ApiJson<T>(pub T);
-
-impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for ApiJson<T> {
-    type Rejection = Response;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|rejection| {
-                // The body limit is the only way reading can fail short of a broken connection.
-                let status = rejection.status();
-                if status == http::StatusCode::PAYLOAD_TOO_LARGE {
-                    AppError::PayloadTooLarge("request body is too large".to_owned()).into_response()
-                } else {
-                    AppError::InvalidArgument(format!("cannot read the request body: {rejection}"))
-                        .into_response()
-                }
-            })?;
-        let body: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"{}"
-        } else {
-            &bytes
-        };
-        serde_json::from_slice(body)
-            .map(Self)
-            .map_err(|err| AppError::InvalidArgument(format!("invalid JSON body: {err}")).into_response())
+            .map_or(ClientScheme::Http, |c| c.scheme);
+        Ok(Self(CookieScope::new(&state.basehref, scheme)))
     }
 }

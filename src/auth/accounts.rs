@@ -292,15 +292,20 @@ impl Accounts {
         Ok(())
     }
 
-    /// Changes the record of account `name` durably, then publishes the new state.
+    /// Changes the record of account `name` durably, then publishes the new state (nothing is
+    /// written when `change` leaves it as it was).
     pub async fn update<T>(
         &self,
         name: &str,
         change: impl FnOnce(&mut AccountRecord) -> Result<T, AppError>,
     ) -> Result<T, AppError> {
         let mut records = self.records.lock().await;
-        let mut record = records.get(name).cloned().unwrap_or_default();
+        let before = records.get(name).cloned();
+        let mut record = before.clone().unwrap_or_default();
         let out = change(&mut record)?;
+        if before.as_ref() == Some(&record) {
+            return Ok(out);
+        }
         let op = store::put_json(&AccountRecord::store_key(name), &record, Expect::Any)
             .map_err(|e| AppError::Internal(e.into()))?;
         self.store

@@ -36,6 +36,15 @@ pub struct CookieScope {
 }
 
 impl CookieScope {
+    /// The scope of the dashboard's cookies at `basehref`, for a client that used `scheme`:
+    /// `Secure` whenever it reached us over https (directly or through a trusted proxy).
+    pub fn new(basehref: &str, scheme: crate::principal::ClientScheme) -> Self {
+        Self {
+            path: basehref.to_owned(),
+            secure: scheme == crate::principal::ClientScheme::Https,
+        }
+    }
+
     /// The session cookie's path: the base href without its trailing slash.
     fn token_path(&self) -> &str {
         let path = self.path.trim_end_matches('/');

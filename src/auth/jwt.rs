@@ -22,8 +22,8 @@ use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Validation};
 use serde::{Deserialize, Serialize};
 
-/// Issuer of every locally issued token (Argo CD's value, so tokens and tools carry over).
-pub const ISSUER: &str = "argocd";
+/// Issuer of every locally issued token.
+pub use crate::principal::LOCAL_ISSUER as ISSUER;
 
 /// Longest token accepted; anything longer is refused before any parsing.
 pub const MAX_TOKEN_BYTES: usize = 16 * 1024;
@@ -69,7 +69,7 @@ pub enum JwtError {
     Signature,
     #[error("token claims are invalid")]
     BadClaims,
-    // The texts of these three are the ones `auth::sessions` uses for the same checks.
+    // The texts of these three are the ones `auth::keys` uses for the same checks.
     #[error("token issuer is not trusted")]
     Issuer,
     #[error("token is expired")]

@@ -279,15 +279,11 @@ impl Logins {
                 .is_none_or(|a| a.password_hash.is_none())
     }
 
-    /// After a configuration reload: the generated password's file goes once the admin
-    /// password is another (set through the API or adopted from `argocd-secret`).
+    /// At start and after a configuration reload: the generated password's file goes once the
+    /// admin password in force is another (set through the API or adopted from
+    /// `argocd-secret`), or admin is gone.
     pub async fn after_reload(&self) {
-        if self
-            .accounts
-            .get("admin")
-            .is_some_and(|a| a.password_hash.is_some())
-            && !self.accounts.has_initial_password("admin").await
-        {
+        if !self.accounts.has_initial_password("admin").await {
             self.remove_initial_password_file();
         }
     }

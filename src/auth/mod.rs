@@ -41,7 +41,8 @@ use crate::store::Store;
 
 /// Every part of authentication, opened over one store.
 pub struct Auth {
-    pub keys: Arc<keys::TokenKeys>,
+    /// Private: tokens are issued by the parts that know what a token of theirs is.
+    keys: Arc<keys::TokenKeys>,
     pub accounts: Arc<accounts::Accounts>,
     pub revocations: Arc<revocations::Revocations>,
     pub sso_sessions: Arc<sso_sessions::SsoSessions>,
@@ -101,6 +102,8 @@ impl Auth {
             options.limits,
         )
         .await?;
+        // The password may have changed while the server was down.
+        logins.after_reload().await;
         let api_keys = api_keys::ApiKeys::new(Arc::clone(&keys), Arc::clone(&accounts));
         let authenticator = Authenticator::new(Arc::clone(&tokens), Arc::clone(&config), options.oidc);
         Ok(Self {

@@ -143,7 +143,7 @@ pub async fn login(conn: &Connection, port: u16, launch_browser: bool) -> anyhow
                 audiences: &audiences,
                 skip_audience_when_absent: false,
                 nonce: Some(&nonce),
-                now: crate::oidc::now_s(),
+                now: crate::clock::now_s(),
             },
         )
         .await
@@ -288,7 +288,7 @@ pub async fn refresh_if_expired(config_path: &Path, target: &mut Target) {
         issuer,
         client_id,
         refresh,
-    }) = refresh_plan(&cfg, &user, &token, crate::oidc::now_s())
+    }) = refresh_plan(&cfg, &user, &token, crate::clock::now_s())
     else {
         return;
     };

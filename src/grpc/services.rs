@@ -98,7 +98,7 @@ impl GrpcServices {
 }
 
 /// `/pkg.Service/Method` → `pkg.Service`.
-pub fn service_name(path: &str) -> Option<&str> {
+pub(super) fn service_name(path: &str) -> Option<&str> {
     let (name, _method) = path.strip_prefix('/')?.split_once('/')?;
     Some(name)
 }

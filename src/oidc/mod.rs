@@ -59,10 +59,6 @@ pub struct Current {
 pub const PROVIDER_UNAVAILABLE: &str =
     "the identity provider cannot be reached; the token cannot be verified now";
 
-pub fn now_s() -> i64 {
-    crate::clock::now_s()
-}
-
 impl Oidc {
     pub fn new(config: Arc<ConfigWatch>) -> Self {
         Self {
@@ -127,7 +123,7 @@ impl Oidc {
             audiences: &audiences,
             skip_audience_when_absent: current.config.skip_audience_check_when_token_has_no_audience,
             nonce: None,
-            now: now_s(),
+            now: crate::clock::now_s(),
         };
         match current.provider.verify(token, &expect).await {
             Ok(claims) => {

@@ -1,5 +1,5 @@
 //! Authorisation: Argo CD's RBAC (Casbin model, `policy.csv` format) decided
-//! by our own engine, and the one `enforce` every use case calls.
+//! by our own engine, and [`Rbac::deny`], the one place a denial is recorded.
 //!
 //! - [`policy`] reads policy text, [`csv`] splits its lines as Go's `encoding/csv`;
 //! - [`glob`] and [`gore`] give patterns upstream's meaning, [`matcher`] compiles them;

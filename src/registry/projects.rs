@@ -71,25 +71,21 @@ struct SpecView {
     roles: Vec<RoleView>,
 }
 
+/// Token lists are read entry by entry (see [`token_entries`]): an entry that does not read
+/// must not take the role's policies and groups with it.
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "camelCase")]
 struct RoleView {
     name: String,
     policies: Vec<String>,
     groups: Vec<String>,
-    jwt_tokens: Vec<TokenEntry>,
+    jwt_tokens: Value,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default, rename_all = "camelCase")]
 struct StatusView {
-    jwt_tokens_by_role: BTreeMap<String, ItemsView>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct ItemsView {
-    items: Vec<TokenEntry>,
+    jwt_tokens_by_role: BTreeMap<String, Value>,
 }
 
 impl Roles {
@@ -111,9 +107,16 @@ impl Roles {
                 .roles
                 .into_iter()
                 .map(|role| {
-                    let from_status = status.remove(&role.name).map(|i| i.items).unwrap_or_default();
+                    let from_status = status
+                        .remove(&role.name)
+                        .map(|i| token_entries(i.get("items")))
+                        .unwrap_or_default();
                     Role {
-                        tokens: merge_tokens(role.jwt_tokens.into_iter().chain(from_status)),
+                        tokens: merge_tokens(
+                            token_entries(Some(&role.jwt_tokens))
+                                .into_iter()
+                                .chain(from_status),
+                        ),
                         name: role.name,
                         policies: role.policies,
                         groups: role.groups,
@@ -128,6 +131,18 @@ impl Roles {
     }
 }
 
+/// The token entries of a JSON list; an entry that is not one is left out.
+fn token_entries(list: Option<&Value>) -> Vec<TokenEntry> {
+    list.and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|item| TokenEntry::deserialize(item).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Entries by id (the last one read wins), newest first.
 pub fn merge_tokens(entries: impl Iterator<Item = TokenEntry>) -> Vec<TokenEntry> {
     let mut by_id = BTreeMap::new();
@@ -137,4 +152,30 @@ pub fn merge_tokens(entries: impl Iterator<Item = TokenEntry>) -> Vec<TokenEntry
     let mut tokens: Vec<TokenEntry> = by_id.into_values().collect();
     tokens.sort_by(|a, b| b.iat.cmp(&a.iat).then_with(|| a.id.cmp(&b.id)));
     tokens
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_bad_token_entry_leaves_the_roles_policies_and_groups() {
+        let project = json!({
+            "spec": {"roles": [{
+                "name": "ci",
+                "policies": ["p, proj:p1:ci, applications, get, p1/*, deny"],
+                "groups": ["org:ci"],
+                "jwtTokens": [{"iat": "not a number"}, {"iat": 7, "id": "ok"}]
+            }]},
+            "status": {"jwtTokensByRole": {"ci": {"items": "not a list"}}}
+        });
+        let roles = Roles::read(&project);
+        let role = roles.role("ci").expect("the role is read");
+        assert_eq!(role.policies.len(), 1);
+        assert_eq!(role.groups, ["org:ci"]);
+        assert_eq!(role.tokens.len(), 1);
+        assert_eq!(role.tokens[0].id, "ok");
+    }
 }

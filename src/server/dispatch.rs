@@ -59,24 +59,22 @@ impl<B> RequestBody for B where
 
 /// Everything the dispatcher needs, fixed at startup.
 pub struct Dispatcher {
-    pub grpc: GrpcServices,
-    pub grpc_web: GrpcWebService<GrpcServices>,
-    pub http: Router,
+    grpc: GrpcServices,
+    grpc_web: GrpcWebService<GrpcServices>,
+    http: Router,
     /// Who callers are (`app.auth.authenticator`).
-    pub app: Arc<App>,
-    /// The UI's base href: the path of session cookies.
-    pub basehref: String,
-    pub metrics: Arc<Metrics>,
+    app: Arc<App>,
+    pub(super) metrics: Arc<Metrics>,
     /// TLS mode: plaintext requests are subject to the edge policy.
-    pub tls_mode: bool,
-    pub plaintext_grpc: bool,
-    pub trusted_proxies: Vec<IpNet>,
-    pub rootpath: String,
-    pub max_body_bytes: usize,
+    tls_mode: bool,
+    plaintext_grpc: bool,
+    trusted_proxies: Vec<IpNet>,
+    rootpath: String,
+    max_body_bytes: usize,
     /// Media types a state-changing REST call may carry (CSRF defence); empty: unchecked.
-    pub api_content_types: Vec<String>,
-    pub html_headers: HtmlHeaders,
-    pub downgrade_warning: LogThrottle,
+    api_content_types: Vec<String>,
+    html_headers: HtmlHeaders,
+    downgrade_warning: LogThrottle,
 }
 
 impl Dispatcher {
@@ -95,7 +93,6 @@ impl Dispatcher {
             grpc,
             http: crate::api::router(Arc::clone(app)).fallback_service(crate::ui::router(Arc::new(ui))),
             app: Arc::clone(app),
-            basehref: config.basehref.clone(),
             metrics,
             tls_mode: !config.insecure,
             plaintext_grpc: config.plaintext_grpc,
@@ -273,10 +270,7 @@ impl Dispatcher {
                 // Login and logout already set (or cleared) the cookie.
                 if !response.headers().contains_key(http::header::SET_COOKIE) =>
             {
-                let scope = CookieScope {
-                    path: self.basehref.clone(),
-                    secure: scheme == ClientScheme::Https,
-                };
+                let scope = CookieScope::new(&self.app.basehref, scheme);
                 let cookie = SessionCookie::Set(token.to_owned());
                 if let Err(err) = crate::api::cookies::write(response, &scope, &cookie, renewal.chunks) {
                     tracing::warn!(error = %err, "cannot hand back a renewed session cookie");

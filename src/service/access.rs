@@ -1,6 +1,7 @@
 //! The one authorization step every use case takes: load what it is about, decide, hide what
 //! the caller may not see, and deny through `Rbac::deny` (which writes the audit line and
-//! counts the denial). No use case says "permission denied" any other way.
+//! counts the denial). No use case denies an RBAC permission any other way (what is refused
+//! for other reasons, a blocking sync window or a project's restrictions, says why).
 //!
 //! A missing object and one the caller may not see give the same answer (SEC-13, SEC-14): a
 //! caller who would have been allowed on the object wherever it could live learns that it is
@@ -95,11 +96,17 @@ impl<'a> Access<'a> {
             }
             None => {
                 let missing = missing();
-                match missing.objects.iter().find(|o| !self.allows(app, principal, o)) {
-                    Some(denied) => {
+                let denied = match missing.objects.iter().find(|o| !self.allows(app, principal, o)) {
+                    Some(denied) => Some(denied.as_str()),
+                    // No object named: nobody may learn that nothing is there.
+                    None if missing.objects.is_empty() => Some(""),
+                    None => None,
+                };
+                match denied {
+                    Some(object) => {
                         Err(app
                             .rbac
-                            .deny(self.denial, principal, self.resource, self.action, denied))
+                            .deny(self.denial, principal, self.resource, self.action, object))
                     }
                     None => Err(missing.not_found),
                 }

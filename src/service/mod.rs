@@ -1,5 +1,6 @@
-//! Transport-free use cases: `fn(&State, &Caller, input) -> Result<output, AppError>`.
-//! gRPC, gRPC-Web and REST handlers are thin adapters over these.
+//! Transport-free use cases: `async fn(Ctx, Request) -> Result<Reply, AppError>`, where
+//! `Ctx` holds the application state and the caller. The method table (`crate::rpc`) names
+//! them; the gRPC, gRPC-Web and REST adapters call them.
 
 pub mod access;
 pub mod account;

@@ -72,6 +72,12 @@ pub fn check_repo_url(url: &str) -> Result<(), AppError> {
             matches!(u.scheme(), "https" | "http" | "ssh" | "git")
                 && u.host_str().is_some_and(|h| !h.is_empty())
         });
+    // `ssh://git@host:org/repo.git` is no URL (its "port" is a path), but people write it and
+    // tiphys always accepted it: a host before the colon is enough.
+    let ssh_with_scp_path = lower.strip_prefix("ssh://").is_some_and(|rest| {
+        rest.split_once(':')
+            .is_some_and(|(authority, _)| !authority.is_empty() && !authority.contains('/'))
+    });
     // Not URLs, and so not read as URLs: git's scp-like `user@host:path`, and an OCI or Helm
     // repository given without a scheme (`registry.example/charts`), a host name followed by a
     // path with no colon before the first slash.
@@ -87,7 +93,7 @@ pub fn check_repo_url(url: &str) -> Result<(), AppError> {
             "invalid repository URL {shown:?}"
         )));
     }
-    if allowed_scheme || scp_like || bare_host {
+    if allowed_scheme || ssh_with_scp_path || scp_like || bare_host {
         Ok(())
     } else {
         Err(AppError::InvalidArgument(format!(
@@ -112,6 +118,8 @@ mod tests {
             "HTTPS://GitHub.com/a/b",
             "ssh://git@[2001:db8::1]:2222/x.git",
             "https://github.com/a/b%20c.git",
+            // Not a URL, but written and accepted before the `url` crate was used.
+            "ssh://git@github.com:org/repo.git",
         ] {
             assert!(check_repo_url(ok).is_ok(), "{ok}");
         }
@@ -126,7 +134,7 @@ mod tests {
             "https://",
             "ssh://",
             "https://host:99999/x",
-            "ssh://git@github.com:org/repo.git",
+            "ssh://:org/repo.git",
             "javascript://%0aalert(1)",
             "git://[::1/x",
         ] {

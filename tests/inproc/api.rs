@@ -161,3 +161,18 @@ async fn login_sets_the_session_cookie_and_logout_clears_it() {
     let (status, _) = server.rest("GET", "/api/v1/account", &token, Value::Null).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "the session ended");
 }
+
+#[tokio::test]
+async fn credentials_are_never_taken_from_the_query_string() {
+    let server = Server::open("", "", &[]).await;
+    let password =
+        std::fs::read_to_string(server.dir.path().join("data/initial-admin-password")).unwrap();
+    let path = format!("/api/v1/session?username=admin&password={}", password.trim());
+    let (status, answer) = server.rest("POST", &path, "", json!({})).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{answer}");
+    assert_eq!(answer["message"], "no credentials supplied");
+    // The same in the body logs in.
+    let body = json!({"username": "admin", "password": password.trim()});
+    let (status, answer) = server.rest("POST", "/api/v1/session", "", body).await;
+    assert_eq!(status, StatusCode::OK, "{answer}");
+}

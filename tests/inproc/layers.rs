@@ -63,8 +63,10 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The code of a file without its comments (a module named in prose is not a use of it).
+/// The code of a file without its comments (a module named in prose is not a use of it) and
+/// without its test module (by convention the file's end: its `super::` are one level deeper).
 fn code(text: &str) -> String {
+    let text = text.split("\n#[cfg(test)]\nmod ").next().unwrap_or(text);
     text.lines()
         .map(|line| match line.find("//") {
             Some(i) if !line[..i].contains('"') => &line[..i],
@@ -74,36 +76,76 @@ fn code(text: &str) -> String {
         .join("\n")
 }
 
-/// The top-level modules a text names after `crate::`, grouped imports included.
-fn used_modules(text: &str) -> Vec<String> {
+/// The top-level modules a text names after `crate::` (grouped imports included), and after
+/// as many `super::` as reach the crate root from a file `depth` modules deep.
+fn used_modules(text: &str, depth: usize) -> Vec<String> {
     let mut used = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find("crate::") {
-        rest = &rest[at + "crate::".len()..];
-        if let Some(group) = rest.strip_prefix('{') {
-            let end = group.find('}').unwrap_or(group.len());
-            // Top-level names of the group: the first segment of each comma-separated path.
-            let mut depth = 0;
-            let mut start = 0;
-            let inner = &group[..end];
-            for (i, c) in inner.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => {
-                        used.push(first_segment(&inner[start..i]));
-                        start = i + 1;
-                    }
-                    _ => {}
-                }
+    let mut at = 0;
+    while at < text.len() {
+        let rest = &text[at..];
+        let (skip, path) = if let Some(path) = rest.strip_prefix("crate::") {
+            ("crate::".len(), Some(path))
+        } else if rest.starts_with("super::") && !text[..at].ends_with("::") {
+            let mut chain = 0;
+            let mut tail = rest;
+            while let Some(next) = tail.strip_prefix("super::") {
+                chain += 1;
+                tail = next;
             }
-            used.push(first_segment(&inner[start..]));
+            // Only a chain that climbs to the crate root names a top-level module.
+            (
+                rest.len() - tail.len(),
+                (chain >= depth && depth > 0).then_some(tail),
+            )
         } else {
-            used.push(first_segment(rest));
+            (rest.chars().next().map_or(1, char::len_utf8), None)
+        };
+        if let Some(path) = path {
+            match path.strip_prefix('{') {
+                Some(group) => used.extend(group_members(group)),
+                None => used.push(first_segment(path)),
+            }
+        }
+        at += skip;
+    }
+    used.retain(|m| !m.is_empty() && m != "self" && m != "super");
+    used
+}
+
+/// The top-level names of a `{…}` group (its text after the `{`): the first segment of each
+/// comma-separated path at the group's own depth.
+fn group_members(group: &str) -> Vec<String> {
+    let mut members = Vec::new();
+    let mut depth = 0;
+    let mut start = 0;
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth == 0 => {
+                members.push(first_segment(&group[start..i]));
+                return members;
+            }
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                members.push(first_segment(&group[start..i]));
+                start = i + 1;
+            }
+            _ => {}
         }
     }
-    used.retain(|m| !m.is_empty());
-    used
+    members.push(first_segment(&group[start..]));
+    members
+}
+
+/// How many modules deep a file of `src/` is: `x.rs` and `x/mod.rs` are 1, `x/y.rs` is 2.
+fn depth_of(src: &Path, file: &Path) -> usize {
+    let rel = file.strip_prefix(src).unwrap();
+    let parts = rel.components().count();
+    if rel.file_name().is_some_and(|n| n == "mod.rs") {
+        parts - 1
+    } else {
+        parts
+    }
 }
 
 fn first_segment(path: &str) -> String {
@@ -130,7 +172,7 @@ fn modules_only_use_lower_layers() {
             continue;
         };
         let text = code(&std::fs::read_to_string(file).unwrap());
-        for used in used_modules(&text) {
+        for used in used_modules(&text, depth_of(&src, file)) {
             if used == module || used == "AppError" {
                 continue;
             }
@@ -153,8 +195,21 @@ fn modules_only_use_lower_layers() {
 }
 
 #[test]
-fn the_checker_sees_grouped_and_plain_uses() {
+fn the_checker_sees_grouped_plain_and_super_uses() {
     let text =
-        "use crate::{auth::Auth, rbac::{Rbac, Denial}};\nlet x = crate::error::AppError::X; // crate::cli";
-    assert_eq!(used_modules(&code(text)), ["auth", "rbac", "error"]);
+        "use crate::{rbac::{Rbac, Denial}, server::X};\nlet x = crate::error::AppError::X; // crate::cli";
+    assert_eq!(used_modules(&code(text), 1), ["rbac", "server", "error"]);
+    // From src/app/mod.rs (depth 1), `super::` is the crate root; from src/app/x.rs it is `app`.
+    assert_eq!(used_modules("use super::{cli::Cli, x};", 1), ["cli", "x"]);
+    let text = "use super::{cli::Cli, x};\nuse super::super::server::S;";
+    assert_eq!(used_modules(text, 2), ["server"]);
+    assert_eq!(
+        used_modules("use super::x; mod tests { use super::super::cli; }", 1),
+        ["x", "cli"]
+    );
+    let text = "fn f() {}\n#[cfg(test)]\nmod tests {\n    use super::super::cli;\n}";
+    assert!(
+        used_modules(&code(text), 2).is_empty(),
+        "test modules are left out"
+    );
 }

@@ -71,9 +71,13 @@ fn live_events(
         let now = jiff::Timestamp::now().as_second();
         tokio::time::Instant::now() + Duration::from_secs(u64::try_from(at - now).unwrap_or(0))
     });
-    // (subscription, ended, when the session was last checked)
-    let init = (sub, false, None::<tokio::time::Instant>);
-    stream::unfold(init, move |(mut sub, done, mut checked)| {
+    // One timer for the whole stream: events the caller may not see must not keep
+    // postponing the periodic check.
+    let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
+    recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // (subscription, ended, when the session was last checked, the periodic check)
+    let init = (sub, false, None::<tokio::time::Instant>, recheck);
+    stream::unfold(init, move |(mut sub, done, mut checked, mut recheck)| {
         let state = Arc::clone(&state);
         let caller = caller.clone();
         let visible = Arc::clone(&visible);
@@ -91,7 +95,7 @@ fn live_events(
                 tokio::select! {
                     next = sub.next() => match next {
                         None => return None,
-                        Some(Err(err)) => return Some((Err(watch_error(err)), (sub, true, checked))),
+                        Some(Err(err)) => return Some((Err(watch_error(err)), (sub, true, checked, recheck))),
                         Some(Ok(event)) => {
                             if visible(&event.doc) {
                                 // Before anything is sent, the session must still be good; at
@@ -99,20 +103,20 @@ fn live_events(
                                 if checked.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
                                     checked = Some(tokio::time::Instant::now());
                                     if let Err(err) = state.auth.authenticator.revalidate(&caller).await {
-                                        return Some((Err(err), (sub, true, checked)));
+                                        return Some((Err(err), (sub, true, checked, recheck)));
                                     }
                                 }
                                 let item = StreamItem::Event { kind: event.kind.as_str(), field: "application", doc: Arc::clone(&event.doc), proto: Some(event.proto.clone()) };
-                                return Some((Ok(item), (sub, false, checked)));
+                                return Some((Ok(item), (sub, false, checked, recheck)));
                             }
                         }
                     },
                     () = expiry => {
-                        return Some((Err(AppError::Unauthenticated("session expired: log in again".to_owned())), (sub, true, checked)));
+                        return Some((Err(AppError::Unauthenticated("session expired: log in again".to_owned())), (sub, true, checked, recheck)));
                     }
-                    () = tokio::time::sleep(RECHECK) => {
+                    _ = recheck.tick() => {
                         if let Err(err) = state.auth.authenticator.revalidate(&caller).await {
-                            return Some((Err(err), (sub, true, checked)));
+                            return Some((Err(err), (sub, true, checked, recheck)));
                         }
                     }
                 }
