@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::extract::{FromRequestParts as _, RawPathParams, Request, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{MethodFilter, on};
 use futures_util::stream::{self, BoxStream};
@@ -20,12 +20,11 @@ use http::{HeaderValue, StatusCode};
 use prost_reflect::{Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
-use super::extract::Who;
 use super::fields::Fields;
 use crate::app::App;
 use crate::auth::cookie::CookieScope;
 use crate::error::AppError;
-use crate::principal::{Caller, ClientScheme, RequestContext};
+use crate::principal::{ClientScheme, RequestContext};
 use crate::registry::DocRef;
 use crate::rpc::{Body as BodyMap, Handler, Rpc};
 use crate::schema::Schema;
@@ -50,22 +49,14 @@ pub fn routes(mut router: Router<Arc<App>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<App
         {
             let route = &rpc.rest[index];
             let filter = MethodFilter::try_from(route.method.clone()).unwrap_or(MethodFilter::GET);
-            let rpc = Arc::clone(rpc);
-            let handler = move |state: State<Arc<App>>,
-                                who: Who,
-                                params: Option<Path<HashMap<String, String>>>,
-                                req: Request| {
-                let rpc = Arc::clone(&rpc);
-                let params: Vec<(String, String)> = params
-                    .map(|p| p.0)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter_map(|(k, v)| {
-                        let index: usize = k.strip_prefix('p')?.parse().ok()?;
-                        Some((param_fields.get(index)?.clone(), v))
-                    })
-                    .collect();
-                async move { serve(state.0, who.0, &rpc, index, params, req).await }
+            let endpoint = Arc::new(Endpoint {
+                rpc: Arc::clone(rpc),
+                index,
+                param_fields,
+            });
+            let handler = move |State(app): State<Arc<App>>, req: Request| {
+                let endpoint = Arc::clone(&endpoint);
+                async move { serve(app, &endpoint, req).await }
             };
             let entry = by_path.remove(&axum_path);
             let method_router = match entry {
@@ -122,28 +113,24 @@ fn axum_templates(path: &str) -> Vec<(String, Vec<String>)> {
     vec![(out, fields)]
 }
 
-async fn serve(
-    state: Arc<App>,
-    caller: Caller,
-    rpc: &Rpc,
+/// One REST mapping of one method: what its handler needs.
+struct Endpoint {
+    rpc: Arc<Rpc>,
+    /// Which of the method's REST mappings this is.
     index: usize,
-    path_params: Vec<(String, String)>,
-    req: Request,
-) -> Response {
-    match serve_inner(state, caller, rpc, index, path_params, req).await {
+    /// The request field of each path parameter `p0`, `p1`, ….
+    param_fields: Vec<String>,
+}
+
+async fn serve(app: Arc<App>, endpoint: &Endpoint, req: Request) -> Response {
+    match serve_inner(app, endpoint, req).await {
         Ok(response) => response,
         Err(err) => err.into_response(),
     }
 }
 
-async fn serve_inner(
-    state: Arc<App>,
-    caller: Caller,
-    rpc: &Rpc,
-    index: usize,
-    path_params: Vec<(String, String)>,
-    req: Request,
-) -> Result<Response, AppError> {
+async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Result<Response, AppError> {
+    let rpc = &endpoint.rpc;
     let call = match &rpc.handler {
         Handler::Unimplemented(why) => return Err(AppError::Unimplemented((*why).to_owned())),
         Handler::Call(call) => Arc::clone(call),
@@ -153,17 +140,32 @@ async fn serve_inner(
         .method
         .as_ref()
         .ok_or_else(|| AppError::Unimplemented(format!("{} is not in the schema", rpc.path)))?;
-    let route = &rpc.rest[index];
-    let (parts, body) = req.into_parts();
-    let query = parts.uri.query().unwrap_or("").to_owned();
+    let route = &rpc.rest[endpoint.index];
+    let (mut parts, body) = req.into_parts();
+    let path_params: Vec<(&str, String)> = match RawPathParams::from_request_parts(&mut parts, &()).await {
+        Ok(params) => params
+            .iter()
+            .filter_map(|(k, v)| {
+                let index: usize = k.strip_prefix('p')?.parse().ok()?;
+                Some((endpoint.param_fields.get(index)?.as_str(), v.to_owned()))
+            })
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    let query = parts.uri.query().unwrap_or("");
     let sse = parts
         .headers
         .get(ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
-    let body = axum::body::to_bytes(body, usize::MAX)
-        .await
-        .map_err(|_| AppError::PayloadTooLarge("request body is too large".to_owned()))?;
+    // A mapping without a body does not read one (the dispatcher bounds what could be read).
+    let body = if route.body == BodyMap::None {
+        Bytes::new()
+    } else {
+        axum::body::to_bytes(body, usize::MAX)
+            .await
+            .map_err(|_| AppError::PayloadTooLarge("request body is too large".to_owned()))?
+    };
 
     let input = method.input();
     let mut request = Map::new();
@@ -212,12 +214,14 @@ async fn serve_inner(
     };
     let fields = fields_param.as_deref().and_then(Fields::parse);
     let context = parts.extensions.get::<RequestContext>();
-    let scope = CookieScope::new(&state.basehref, context.map_or(ClientScheme::Http, |c| c.scheme));
-    let chunks = context.map_or(0, |c| c.auth.cookie_chunks);
+    let caller = context.map_or_else(|| RequestContext::caller_of(&parts.extensions), |c| c.caller.clone());
+    let (scheme, chunks) = context.map_or((ClientScheme::Http, 0), |c| (c.scheme, c.auth.cookie_chunks));
+    let basehref = state.basehref.clone();
     let ctx = Ctx { app: state, caller };
     match call(ctx, json).await? {
         Reply::Session { message, cookie } => {
             let mut response = json_response(message);
+            let scope = CookieScope::new(&basehref, scheme);
             super::cookies::write(&mut response, &scope, &cookie, chunks)?;
             Ok(response)
         }

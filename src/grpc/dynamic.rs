@@ -75,18 +75,18 @@ impl tower::Service<http::Request<tonic::body::Body>> for DynService {
 
     fn call(&mut self, req: http::Request<tonic::body::Body>) -> Self::Future {
         let this = self.clone();
+        let rpc = this.rpcs.get(req.uri().path()).cloned();
         Box::pin(async move {
-            let path = req.uri().path().to_owned();
             let unimplemented = |why: String| Ok(Status::unimplemented(why).into_http());
-            let Some(rpc) = this.rpcs.get(path.as_str()).cloned() else {
-                return unimplemented(format!("unknown method {path}"));
+            let Some(rpc) = rpc else {
+                return unimplemented(format!("unknown method {}", req.uri().path()));
             };
             let call = match &rpc.handler {
                 Handler::Unimplemented(why) => return unimplemented((*why).to_owned()),
                 Handler::Call(call) => Arc::clone(call),
             };
             let Some(method) = rpc.method.clone() else {
-                return unimplemented(format!("{path} is not in the schema"));
+                return unimplemented(format!("{} is not in the schema", rpc.path));
             };
             let svc = Call {
                 call,

@@ -88,7 +88,7 @@ impl Schema {
     pub fn from_json(&self, desc: &MessageDescriptor, json: &Value) -> Result<DynamicMessage, SchemaError> {
         let mut msg = DynamicMessage::new(desc.clone());
         match json {
-            Value::Object(map) => self.read_fields(&mut msg, map, "")?,
+            Value::Object(map) => self.read_fields(&mut msg, map, &Loc::Root)?,
             Value::Null => {}
             other => {
                 return Err(SchemaError::new(
@@ -105,7 +105,7 @@ impl Schema {
         &self,
         msg: &mut DynamicMessage,
         map: &Map<String, Value>,
-        path: &str,
+        path: &Loc<'_>,
     ) -> Result<(), SchemaError> {
         let desc = msg.descriptor();
         let plan = self.plan(&desc);
@@ -113,9 +113,8 @@ impl Schema {
             if json.is_null() {
                 continue;
             }
-            let field_path = join(path, key);
             if let Some(field) = plan.lookup(key) {
-                let value = self.read_field(field, json, &field_path)?;
+                let value = self.read_field(field, json, &Loc::Field(path, key))?;
                 msg.set_field(&field.fd, value);
                 continue;
             }
@@ -141,11 +140,11 @@ impl Schema {
         Ok(())
     }
 
-    fn read_field(&self, field: &FieldPlan, json: &Value, path: &str) -> Result<Pv, SchemaError> {
+    fn read_field(&self, field: &FieldPlan, json: &Value, path: &Loc<'_>) -> Result<Pv, SchemaError> {
         let fd = &field.fd;
         if fd.is_list() {
             let Value::Array(items) = json else {
-                return Err(SchemaError::new(
+                return Err(SchemaError::at(
                     path,
                     format!("expected an array, got {}", kind_of(json)),
                 ));
@@ -153,32 +152,31 @@ impl Schema {
             let kind = fd.kind();
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
-                let item_path = format!("{path}[{i}]");
                 if item.is_null() {
                     out.push(Pv::default_value(&kind));
                 } else {
-                    out.push(self.read_value(field.shape, &kind, item, &item_path)?);
+                    out.push(self.read_value(field.shape, &kind, item, &Loc::Index(path, i))?);
                 }
             }
             return Ok(Pv::List(out));
         }
         if fd.is_map() {
             let Value::Object(entries) = json else {
-                return Err(SchemaError::new(
+                return Err(SchemaError::at(
                     path,
                     format!("expected an object, got {}", kind_of(json)),
                 ));
             };
             let Kind::Message(entry) = fd.kind() else {
-                return Err(SchemaError::new(path, "map without an entry type"));
+                return Err(SchemaError::at(path, "map without an entry type"));
             };
             let key_kind = entry.map_entry_key_field().kind();
             let value_kind = entry.map_entry_value_field().kind();
             let mut out = std::collections::HashMap::with_capacity(entries.len());
             for (k, v) in entries {
-                let entry_path = format!("{path}[{k:?}]");
+                let entry_path = Loc::Key(path, k);
                 let key = map_key(&key_kind, k)
-                    .ok_or_else(|| SchemaError::new(&entry_path, format!("{k:?} is not a valid map key")))?;
+                    .ok_or_else(|| SchemaError::at(&entry_path, format!("{k:?} is not a valid map key")))?;
                 let value = if v.is_null() {
                     Pv::default_value(&value_kind)
                 } else {
@@ -191,13 +189,13 @@ impl Schema {
         self.read_value(field.shape, &fd.kind(), json, path)
     }
 
-    fn read_value(&self, shape: Shape, kind: &Kind, json: &Value, path: &str) -> Result<Pv, SchemaError> {
-        let mismatch = |want: &str| SchemaError::new(path, format!("expected {want}, got {}", kind_of(json)));
+    fn read_value(&self, shape: Shape, kind: &Kind, json: &Value, path: &Loc<'_>) -> Result<Pv, SchemaError> {
+        let mismatch = |want: &str| SchemaError::at(path, format!("expected {want}, got {}", kind_of(json)));
         Ok(match kind {
             Kind::Message(desc) => {
                 if let Shape::Time { .. } = shape {
                     let text = json.as_str().ok_or_else(|| mismatch("a time string"))?;
-                    let (seconds, nanos) = time::parse(text).map_err(|e| SchemaError::new(path, e))?;
+                    let (seconds, nanos) = time::parse(text).map_err(|e| SchemaError::at(path, e))?;
                     let mut msg = DynamicMessage::new(desc.clone());
                     msg.set_field_by_number(1, Pv::I64(seconds));
                     if nanos != 0 {
@@ -219,18 +217,18 @@ impl Schema {
                 let text = json.as_str().ok_or_else(|| mismatch("a base64 string"))?;
                 let bytes = B64
                     .decode(text)
-                    .map_err(|e| SchemaError::new(path, format!("invalid base64: {e}")))?;
+                    .map_err(|e| SchemaError::at(path, format!("invalid base64: {e}")))?;
                 Pv::Bytes(bytes.into())
             }
             Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Pv::I64(integer(json, path)?),
             Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Pv::I32(
                 i32::try_from(integer::<i64>(json, path)?)
-                    .map_err(|_| SchemaError::new(path, "number out of range for int32"))?,
+                    .map_err(|_| SchemaError::at(path, "number out of range for int32"))?,
             ),
             Kind::Uint64 | Kind::Fixed64 => Pv::U64(integer(json, path)?),
             Kind::Uint32 | Kind::Fixed32 => Pv::U32(
                 u32::try_from(integer::<u64>(json, path)?)
-                    .map_err(|_| SchemaError::new(path, "number out of range for uint32"))?,
+                    .map_err(|_| SchemaError::at(path, "number out of range for uint32"))?,
             ),
             Kind::Double => Pv::F64(json.as_f64().ok_or_else(|| mismatch("a number"))?),
             #[allow(clippy::cast_possible_truncation)]
@@ -238,12 +236,12 @@ impl Schema {
             Kind::Enum(e) => match json {
                 Value::String(name) => Pv::EnumNumber(
                     e.get_value_by_name(name)
-                        .ok_or_else(|| SchemaError::new(path, format!("unknown value {name:?}")))?
+                        .ok_or_else(|| SchemaError::at(path, format!("unknown value {name:?}")))?
                         .number(),
                 ),
                 _ => Pv::EnumNumber(
                     i32::try_from(integer::<i64>(json, path)?)
-                        .map_err(|_| SchemaError::new(path, "enum number out of range"))?,
+                        .map_err(|_| SchemaError::at(path, "enum number out of range"))?,
                 ),
             },
         })
@@ -261,15 +259,15 @@ fn fill_required(msg: &mut DynamicMessage) {
     }
 }
 
-fn integer<T: TryFrom<i128>>(json: &Value, path: &str) -> Result<T, SchemaError> {
+fn integer<T: TryFrom<i128>>(json: &Value, path: &Loc<'_>) -> Result<T, SchemaError> {
     let wide: Option<i128> = match json {
         Value::Number(n) => n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)),
         Value::String(s) => s.trim().parse::<i128>().ok(),
         _ => None,
     };
     let wide =
-        wide.ok_or_else(|| SchemaError::new(path, format!("expected an integer, got {}", kind_of(json))))?;
-    T::try_from(wide).map_err(|_| SchemaError::new(path, "integer out of range"))
+        wide.ok_or_else(|| SchemaError::at(path, format!("expected an integer, got {}", kind_of(json))))?;
+    T::try_from(wide).map_err(|_| SchemaError::at(path, "integer out of range"))
 }
 
 fn time_json(msg: &DynamicMessage, micro: bool) -> Value {
@@ -319,11 +317,31 @@ fn map_key(kind: &Kind, text: &str) -> Option<MapKey> {
     })
 }
 
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_owned()
-    } else {
-        format!("{path}.{key}")
+/// Where a value sits in the JSON being read (`spec.sources[0].repoURL`), written out only when
+/// an error names it: reading a message must not build a path per field.
+#[derive(Clone, Copy)]
+enum Loc<'a> {
+    Root,
+    Field(&'a Loc<'a>, &'a str),
+    Index(&'a Loc<'a>, usize),
+    Key(&'a Loc<'a>, &'a str),
+}
+
+impl std::fmt::Display for Loc<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Loc::Root => Ok(()),
+            Loc::Field(Loc::Root, key) => f.write_str(key),
+            Loc::Field(parent, key) => write!(f, "{parent}.{key}"),
+            Loc::Index(parent, i) => write!(f, "{parent}[{i}]"),
+            Loc::Key(parent, k) => write!(f, "{parent}[{k:?}]"),
+        }
+    }
+}
+
+impl SchemaError {
+    fn at(loc: &Loc<'_>, reason: impl Into<String>) -> Self {
+        Self::new(&loc.to_string(), reason)
     }
 }
 
