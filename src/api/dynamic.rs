@@ -214,17 +214,26 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
     };
     let fields = fields_param.as_deref().and_then(Fields::parse);
     let context = parts.extensions.get::<RequestContext>();
-    let caller = context.map_or_else(|| RequestContext::caller_of(&parts.extensions), |c| c.caller.clone());
+    let caller = context.map_or_else(
+        || RequestContext::caller_of(&parts.extensions),
+        |c| c.caller.clone(),
+    );
     let (scheme, chunks) = context.map_or((ClientScheme::Http, 0), |c| (c.scheme, c.auth.cookie_chunks));
-    let basehref = state.basehref.clone();
-    let ctx = Ctx { app: state, caller };
+    let ctx = Ctx {
+        app: Arc::clone(&state),
+        caller,
+    };
     match call(ctx, json).await? {
         Reply::Session { message, cookie } => {
             let mut response = json_response(message);
-            let scope = CookieScope::new(&basehref, scheme);
+            let scope = CookieScope::new(&state.basehref, scheme);
             super::cookies::write(&mut response, &scope, &cookie, chunks)?;
             Ok(response)
         }
+        Reply::Answer(answer) => Ok(match &fields {
+            Some(f) => json_response(f.apply(&answer.to_value()?)),
+            None => raw_json(Bytes::from(answer.to_json_bytes()?)),
+        }),
         Reply::Message(value) => Ok(json_response(match &fields {
             Some(f) => f.apply(&value),
             None => value,

@@ -204,6 +204,14 @@ async fn unary(
                 Err(e) => return Status::from(AppError::Internal(e.into())).into_http(),
             }
         }
+        Reply::Answer(answer) => match answer.to_value().and_then(|json| {
+            Schema::get()
+                .encode(&output, &json)
+                .map_err(|e| AppError::Internal(e.into()))
+        }) {
+            Ok(bytes) => ReplyParts::One(bytes.into()),
+            Err(e) => return Status::from(e).into_http(),
+        },
         Reply::Doc(doc) => match registry.proto(&doc) {
             Ok(bytes) => ReplyParts::One(bytes),
             Err(e) => return Status::from(internal(e)).into_http(),

@@ -19,4 +19,4 @@ pub mod settings;
 pub mod sync_windows;
 pub mod version;
 
-pub use self::reply::{Ctx, Empty, Reply, SessionCookie, StreamItem};
+pub use self::reply::{Answer, Ctx, Empty, Reply, SessionCookie, StreamItem};

@@ -23,6 +23,9 @@ pub struct Ctx {
 pub enum Reply {
     /// A message in JSON form, encoded with the method's output type.
     Message(Value),
+    /// A message as a value of the use case's own type (see [`Reply::json`]): REST writes it
+    /// straight to JSON text, gRPC through its JSON form, as [`Reply::Message`].
+    Answer(Box<dyn Answer>),
     /// A stored object exactly as stored (the method's output type is the object's type).
     Doc(DocRef),
     /// A list of stored objects: `{metadata: {resourceVersion}, items: [...]}`.
@@ -60,11 +63,28 @@ impl Reply {
         Reply::Message(Value::Object(serde_json::Map::new()))
     }
 
-    /// A value serialized as the answer's JSON.
-    pub fn json(value: impl serde::Serialize) -> Result<Reply, AppError> {
-        serde_json::to_value(value)
-            .map(Reply::Message)
-            .map_err(|e| AppError::Internal(e.into()))
+    /// A value whose JSON form is the answer. It is serialized only by the adapter that
+    /// answers, once, to what that adapter needs.
+    pub fn json(value: impl serde::Serialize + Send + 'static) -> Result<Reply, AppError> {
+        Ok(Reply::Answer(Box::new(value)))
+    }
+}
+
+/// A use case's answer of its own type, serializable both ways an adapter needs it.
+pub trait Answer: Send {
+    /// The JSON text (REST).
+    fn to_json_bytes(&self) -> Result<Vec<u8>, AppError>;
+    /// The JSON form (gRPC's encoding, `fields` projections).
+    fn to_value(&self) -> Result<Value, AppError>;
+}
+
+impl<T: serde::Serialize + Send> Answer for T {
+    fn to_json_bytes(&self) -> Result<Vec<u8>, AppError> {
+        serde_json::to_vec(self).map_err(|e| AppError::Internal(e.into()))
+    }
+
+    fn to_value(&self) -> Result<Value, AppError> {
+        serde_json::to_value(self).map_err(|e| AppError::Internal(e.into()))
     }
 }
 

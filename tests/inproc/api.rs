@@ -165,8 +165,7 @@ async fn login_sets_the_session_cookie_and_logout_clears_it() {
 #[tokio::test]
 async fn credentials_are_never_taken_from_the_query_string() {
     let server = Server::open("", "", &[]).await;
-    let password =
-        std::fs::read_to_string(server.dir.path().join("data/initial-admin-password")).unwrap();
+    let password = std::fs::read_to_string(server.dir.path().join("data/initial-admin-password")).unwrap();
     let path = format!("/api/v1/session?username=admin&password={}", password.trim());
     let (status, answer) = server.rest("POST", &path, "", json!({})).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{answer}");
