@@ -9,11 +9,11 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use prost_reflect::{
-    DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, ReflectMessage as _, Value as Pv,
+    DynamicMessage, EnumDescriptor, Kind, MapKey, MessageDescriptor, ReflectMessage as _, Value as Pv,
 };
 use serde_json::{Map, Value};
 
-use super::plan::{FieldPlan, Shape, is_zero};
+use super::plan::{FieldPlan, MessagePlan, Shape, is_zero};
 use super::{Schema, SchemaError, time};
 
 impl Schema {
@@ -97,7 +97,7 @@ impl Schema {
                 ));
             }
         }
-        fill_required(&mut msg);
+        self.fill_required(&mut msg);
         Ok(msg)
     }
 
@@ -123,7 +123,7 @@ impl Schema {
                 let Kind::Message(inner_desc) = field.fd.kind() else {
                     continue;
                 };
-                if self.plan(&inner_desc).lookup(key).is_some() {
+                if self.takes_key(self.plan(&inner_desc), key) {
                     let mut inner = msg
                         .get_field(&field.fd)
                         .as_message()
@@ -153,7 +153,7 @@ impl Schema {
             let mut out = Vec::with_capacity(items.len());
             for (i, item) in items.iter().enumerate() {
                 if item.is_null() {
-                    out.push(Pv::default_value(&kind));
+                    out.push(self.zero_value(&kind));
                 } else {
                     out.push(self.read_value(field.shape, &kind, item, &Loc::Index(path, i))?);
                 }
@@ -175,10 +175,9 @@ impl Schema {
             let mut out = std::collections::HashMap::with_capacity(entries.len());
             for (k, v) in entries {
                 let entry_path = Loc::Key(path, k);
-                let key = map_key(&key_kind, k)
-                    .ok_or_else(|| SchemaError::at(&entry_path, format!("{k:?} is not a valid map key")))?;
+                let key = map_key(&key_kind, k, &entry_path)?;
                 let value = if v.is_null() {
-                    Pv::default_value(&value_kind)
+                    self.zero_value(&value_kind)
                 } else {
                     self.read_value(field.shape, &value_kind, v, &entry_path)?
                 };
@@ -190,12 +189,10 @@ impl Schema {
     }
 
     fn read_value(&self, shape: Shape, kind: &Kind, json: &Value, path: &Loc<'_>) -> Result<Pv, SchemaError> {
-        let mismatch = |want: &str| SchemaError::at(path, format!("expected {want}, got {}", kind_of(json)));
         Ok(match kind {
             Kind::Message(desc) => {
                 if let Shape::Time { .. } = shape {
-                    let text = json.as_str().ok_or_else(|| mismatch("a time string"))?;
-                    let (seconds, nanos) = time::parse(text).map_err(|e| SchemaError::at(path, e))?;
+                    let (seconds, nanos) = time_value(json, path)?;
                     let mut msg = DynamicMessage::new(desc.clone());
                     msg.set_field_by_number(1, Pv::I64(seconds));
                     if nanos != 0 {
@@ -204,62 +201,128 @@ impl Schema {
                     return Ok(Pv::Message(msg));
                 }
                 let Value::Object(map) = json else {
-                    return Err(mismatch("an object"));
+                    return Err(mismatch(json, path, "an object"));
                 };
                 let mut msg = DynamicMessage::new(desc.clone());
                 self.read_fields(&mut msg, map, path)?;
-                fill_required(&mut msg);
+                self.fill_required(&mut msg);
                 Pv::Message(msg)
             }
-            Kind::String => Pv::String(json.as_str().ok_or_else(|| mismatch("a string"))?.to_owned()),
-            Kind::Bool => Pv::Bool(json.as_bool().ok_or_else(|| mismatch("true or false"))?),
+            Kind::String => Pv::String(string(json, path)?.to_owned()),
+            Kind::Bool => Pv::Bool(boolean(json, path)?),
             Kind::Bytes => {
-                let text = json.as_str().ok_or_else(|| mismatch("a base64 string"))?;
-                let bytes = B64
-                    .decode(text)
-                    .map_err(|e| SchemaError::at(path, format!("invalid base64: {e}")))?;
+                let mut bytes = Vec::new();
+                base64_into(json, path, &mut bytes)?;
                 Pv::Bytes(bytes.into())
             }
             Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Pv::I64(integer(json, path)?),
-            Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Pv::I32(
-                i32::try_from(integer::<i64>(json, path)?)
-                    .map_err(|_| SchemaError::at(path, "number out of range for int32"))?,
-            ),
+            Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Pv::I32(int32(json, path)?),
             Kind::Uint64 | Kind::Fixed64 => Pv::U64(integer(json, path)?),
-            Kind::Uint32 | Kind::Fixed32 => Pv::U32(
-                u32::try_from(integer::<u64>(json, path)?)
-                    .map_err(|_| SchemaError::at(path, "number out of range for uint32"))?,
-            ),
-            Kind::Double => Pv::F64(json.as_f64().ok_or_else(|| mismatch("a number"))?),
-            #[allow(clippy::cast_possible_truncation)]
-            Kind::Float => Pv::F32(json.as_f64().ok_or_else(|| mismatch("a number"))? as f32),
-            Kind::Enum(e) => match json {
-                Value::String(name) => Pv::EnumNumber(
-                    e.get_value_by_name(name)
-                        .ok_or_else(|| SchemaError::at(path, format!("unknown value {name:?}")))?
-                        .number(),
-                ),
-                _ => Pv::EnumNumber(
-                    i32::try_from(integer::<i64>(json, path)?)
-                        .map_err(|_| SchemaError::at(path, "enum number out of range"))?,
-                ),
-            },
+            Kind::Uint32 | Kind::Fixed32 => Pv::U32(uint32(json, path)?),
+            Kind::Double => Pv::F64(double(json, path)?),
+            Kind::Float => Pv::F32(float(json, path)?),
+            Kind::Enum(e) => Pv::EnumNumber(enum_number(e, json, path)?),
         })
     }
-}
 
-/// proto2 `required` fields are always encoded, even when empty (Go clients refuse a message
-/// without them).
-fn fill_required(msg: &mut DynamicMessage) {
-    let desc = msg.descriptor();
-    for fd in desc.fields().filter(FieldDescriptor::is_required) {
-        if !msg.has_field(&fd) {
-            msg.set_field(&fd, fd.default_value());
+    /// What `null` stands for in a list or a map: the zero value, and for a message an empty
+    /// one that still carries its `required` fields.
+    fn zero_value(&self, kind: &Kind) -> Pv {
+        let mut value = Pv::default_value(kind);
+        if let Pv::Message(msg) = &mut value {
+            self.fill_required(msg);
+        }
+        value
+    }
+
+    /// Whether `key` names a field of a message of this plan, directly or through its own
+    /// inline fields (Go promotes the fields of nested embedded structs all the way up).
+    pub(super) fn takes_key(&self, plan: &MessagePlan, key: &str) -> bool {
+        plan.lookup_index(key).is_some()
+            || plan.inline.iter().any(|&i| match plan.fields[i].fd.kind() {
+                Kind::Message(inner) => self.takes_key(self.plan(&inner), key),
+                _ => false,
+            })
+    }
+
+    /// proto2 `required` fields are always encoded, even when empty (Go clients refuse a message
+    /// without them).
+    fn fill_required(&self, msg: &mut DynamicMessage) {
+        let plan = self.plan(&msg.descriptor());
+        for required in &plan.required {
+            let fd = &plan.fields[required.index].fd;
+            if !msg.has_field(fd) {
+                msg.set_field(fd, fd.default_value());
+            }
         }
     }
 }
 
-fn integer<T: TryFrom<i128>>(json: &Value, path: &Loc<'_>) -> Result<T, SchemaError> {
+// How one JSON value is read as a protobuf scalar: shared by `from_json` and the direct encoder
+// (`super::encode`), so that both accept exactly the same input.
+
+pub(super) fn int32(json: &Value, path: &Loc<'_>) -> Result<i32, SchemaError> {
+    i32::try_from(integer::<i64>(json, path)?)
+        .map_err(|_| SchemaError::at(path, "number out of range for int32"))
+}
+
+pub(super) fn uint32(json: &Value, path: &Loc<'_>) -> Result<u32, SchemaError> {
+    u32::try_from(integer::<u64>(json, path)?)
+        .map_err(|_| SchemaError::at(path, "number out of range for uint32"))
+}
+
+pub(super) fn double(json: &Value, path: &Loc<'_>) -> Result<f64, SchemaError> {
+    json.as_f64().ok_or_else(|| mismatch(json, path, "a number"))
+}
+
+pub(super) fn float(json: &Value, path: &Loc<'_>) -> Result<f32, SchemaError> {
+    #[allow(clippy::cast_possible_truncation)]
+    Ok(double(json, path)? as f32)
+}
+
+pub(super) fn boolean(json: &Value, path: &Loc<'_>) -> Result<bool, SchemaError> {
+    json.as_bool()
+        .ok_or_else(|| mismatch(json, path, "true or false"))
+}
+
+pub(super) fn string<'a>(json: &'a Value, path: &Loc<'_>) -> Result<&'a str, SchemaError> {
+    json.as_str().ok_or_else(|| mismatch(json, path, "a string"))
+}
+
+/// Appends the bytes of a base64 string to `out`.
+pub(super) fn base64_into(json: &Value, path: &Loc<'_>, out: &mut Vec<u8>) -> Result<(), SchemaError> {
+    let text = json
+        .as_str()
+        .ok_or_else(|| mismatch(json, path, "a base64 string"))?;
+    B64.decode_vec(text, out)
+        .map_err(|e| SchemaError::at(path, format!("invalid base64: {e}")))
+}
+
+/// An enum value by name or by number.
+pub(super) fn enum_number(e: &EnumDescriptor, json: &Value, path: &Loc<'_>) -> Result<i32, SchemaError> {
+    match json {
+        Value::String(name) => Ok(e
+            .get_value_by_name(name)
+            .ok_or_else(|| SchemaError::at(path, format!("unknown value {name:?}")))?
+            .number()),
+        _ => i32::try_from(integer::<i64>(json, path)?)
+            .map_err(|_| SchemaError::at(path, "enum number out of range")),
+    }
+}
+
+/// Seconds and nanoseconds of a time string.
+pub(super) fn time_value(json: &Value, path: &Loc<'_>) -> Result<(i64, i32), SchemaError> {
+    let text = json
+        .as_str()
+        .ok_or_else(|| mismatch(json, path, "a time string"))?;
+    time::parse(text).map_err(|e| SchemaError::at(path, e))
+}
+
+fn mismatch(json: &Value, path: &Loc<'_>, want: &str) -> SchemaError {
+    SchemaError::at(path, format!("expected {want}, got {}", kind_of(json)))
+}
+
+pub(super) fn integer<T: TryFrom<i128>>(json: &Value, path: &Loc<'_>) -> Result<T, SchemaError> {
     let wide: Option<i128> = match json {
         Value::Number(n) => n.as_i64().map(i128::from).or_else(|| n.as_u64().map(i128::from)),
         Value::String(s) => s.trim().parse::<i128>().ok(),
@@ -305,22 +368,45 @@ fn map_key_string(key: &MapKey) -> String {
     }
 }
 
-fn map_key(kind: &Kind, text: &str) -> Option<MapKey> {
-    Some(match kind {
-        Kind::String => MapKey::String(text.to_owned()),
-        Kind::Bool => MapKey::Bool(text.parse().ok()?),
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => MapKey::I32(text.parse().ok()?),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => MapKey::I64(text.parse().ok()?),
-        Kind::Uint32 | Kind::Fixed32 => MapKey::U32(text.parse().ok()?),
-        Kind::Uint64 | Kind::Fixed64 => MapKey::U64(text.parse().ok()?),
-        _ => return None,
+fn map_key(kind: &Kind, text: &str, path: &Loc<'_>) -> Result<MapKey, SchemaError> {
+    Ok(match key_of(kind, text, path)? {
+        Key::String(s) => MapKey::String(s.to_owned()),
+        Key::Bool(b) => MapKey::Bool(b),
+        Key::I32(n) => MapKey::I32(n),
+        Key::I64(n) => MapKey::I64(n),
+        Key::U32(n) => MapKey::U32(n),
+        Key::U64(n) => MapKey::U64(n),
     })
+}
+
+/// A map key as read from its JSON text, borrowing a string key.
+#[derive(Clone, Copy, PartialEq)]
+pub(super) enum Key<'a> {
+    Bool(bool),
+    I32(i32),
+    I64(i64),
+    U32(u32),
+    U64(u64),
+    String(&'a str),
+}
+
+pub(super) fn key_of<'a>(kind: &Kind, text: &'a str, path: &Loc<'_>) -> Result<Key<'a>, SchemaError> {
+    let parsed = match kind {
+        Kind::String => Some(Key::String(text)),
+        Kind::Bool => text.parse().ok().map(Key::Bool),
+        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => text.parse().ok().map(Key::I32),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => text.parse().ok().map(Key::I64),
+        Kind::Uint32 | Kind::Fixed32 => text.parse().ok().map(Key::U32),
+        Kind::Uint64 | Kind::Fixed64 => text.parse().ok().map(Key::U64),
+        _ => None,
+    };
+    parsed.ok_or_else(|| SchemaError::at(path, format!("{text:?} is not a valid map key")))
 }
 
 /// Where a value sits in the JSON being read (`spec.sources[0].repoURL`), written out only when
 /// an error names it: reading a message must not build a path per field.
 #[derive(Clone, Copy)]
-enum Loc<'a> {
+pub(super) enum Loc<'a> {
     Root,
     Field(&'a Loc<'a>, &'a str),
     Index(&'a Loc<'a>, usize),
@@ -340,7 +426,7 @@ impl std::fmt::Display for Loc<'_> {
 }
 
 impl SchemaError {
-    fn at(loc: &Loc<'_>, reason: impl Into<String>) -> Self {
+    pub(super) fn at(loc: &Loc<'_>, reason: impl Into<String>) -> Self {
         Self::new(&loc.to_string(), reason)
     }
 }

@@ -3,7 +3,8 @@
 //! types but descriptors read at run time, so one codec serves
 //! every message in both encodings a caller may use:
 //!
-//! - protobuf for gRPC and gRPC-Web ([`Schema::encode`], [`Schema::decode`]);
+//! - protobuf for gRPC and gRPC-Web ([`Schema::encode`], written straight from the JSON form by
+//!   [`encode`], and [`Schema::decode`]);
 //! - Argo CD's REST JSON, which is Go `encoding/json` applied to upstream's structs
 //!   ([`gojson`]: names as written, `omitempty`, always-present structs, int64 as numbers,
 //!   Kubernetes time strings).
@@ -11,18 +12,17 @@
 //! The service layer works on the JSON form (`serde_json::Value` and serde views of it), which is
 //! also how objects are stored.
 
+mod encode;
 pub mod gojson;
 mod plan;
 pub mod time;
 
-use std::collections::HashMap;
 use std::sync::LazyLock;
 
-use prost::Message as _;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDescriptor};
 use serde_json::Value;
 
-use self::plan::MessagePlan;
+use self::plan::{MessagePlan, NameMap};
 
 /// The encoded descriptors of every API the server answers (built by `build.rs`).
 pub const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/api_descriptor.bin"));
@@ -31,7 +31,10 @@ pub const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/api_des
 /// data compiled into the binary, so one instance is shared by the whole process.
 pub struct Schema {
     pool: DescriptorPool,
-    plans: HashMap<String, MessagePlan>,
+    /// One plan per message of the pool, in the pool's order.
+    plans: Vec<MessagePlan>,
+    /// A message's full name → its index in `plans`.
+    plan_index: NameMap<usize>,
 }
 
 static SCHEMA: LazyLock<Schema> = LazyLock::new(|| {
@@ -66,8 +69,12 @@ impl Schema {
     pub fn from_descriptors(bytes: &[u8]) -> Result<Self, SchemaError> {
         let pool = DescriptorPool::decode(bytes)
             .map_err(|e| SchemaError::new("", format!("bad descriptor set: {e}")))?;
-        let plans = plan::build_all(&pool)?;
-        Ok(Self { pool, plans })
+        let (plans, plan_index) = plan::build_all(&pool)?;
+        Ok(Self {
+            pool,
+            plans,
+            plan_index,
+        })
     }
 
     pub fn pool(&self) -> &DescriptorPool {
@@ -91,13 +98,12 @@ impl Schema {
     }
 
     pub(crate) fn plan(&self, desc: &MessageDescriptor) -> &MessagePlan {
-        // Every message of the pool has a plan (built from the same pool).
-        &self.plans[desc.full_name()]
+        &self.plans[self.plan_index_of(desc)]
     }
 
-    /// Protobuf bytes of a message given in its JSON form.
-    pub fn encode(&self, desc: &MessageDescriptor, json: &Value) -> Result<Vec<u8>, SchemaError> {
-        Ok(self.from_json(desc, json)?.encode_to_vec())
+    fn plan_index_of(&self, desc: &MessageDescriptor) -> usize {
+        // Every message of the pool has a plan (built from the same pool).
+        self.plan_index[desc.full_name()]
     }
 
     /// The JSON form of a message given as protobuf bytes.
@@ -108,5 +114,7 @@ impl Schema {
     }
 }
 
+#[cfg(test)]
+mod encode_tests;
 #[cfg(test)]
 mod tests;
