@@ -324,15 +324,16 @@ fn typed_param(kind: &Kind, value: &str) -> Option<Value> {
     })
 }
 
+/// Built at compile time: `from_static` checks its bytes when called at run time.
+const APPLICATION_JSON: HeaderValue = HeaderValue::from_static("application/json");
+
 fn json_response(value: Value) -> Response {
     raw_json(Bytes::from(serde_json::to_vec(&value).unwrap_or_default()))
 }
 
 fn raw_json(bytes: Bytes) -> Response {
     let mut response = Response::new(Body::from(bytes));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(CONTENT_TYPE, APPLICATION_JSON);
     response
 }
 
@@ -365,9 +366,7 @@ fn list_response(resource_version: u64, items: Vec<DocRef>, fields: Option<Field
         .chain(stream::iter(std::iter::once(Bytes::from_static(b"]}"))))
         .map(Ok::<_, Infallible>);
     let mut response = Response::new(Body::from_stream(body));
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(CONTENT_TYPE, APPLICATION_JSON);
     response
 }
 

@@ -26,7 +26,7 @@ use crate::service::{Ctx, Reply, StreamItem};
 #[derive(Clone)]
 pub struct DynService {
     name: &'static str,
-    rpcs: Arc<HashMap<&'static str, Arc<Rpc>>>,
+    rpcs: Arc<HashMap<&'static str, Arc<Rpc>, foldhash::fast::RandomState>>,
     state: Arc<App>,
     max_message_bytes: usize,
 }
@@ -44,7 +44,7 @@ impl DynService {
                 None => {
                     services.push(Self {
                         name,
-                        rpcs: Arc::new(HashMap::new()),
+                        rpcs: Arc::new(HashMap::default()),
                         state: Arc::clone(state),
                         max_message_bytes,
                     });
@@ -196,42 +196,49 @@ async fn unary(
         Ok(reply) => reply,
         Err(status) => return status.into_http(),
     };
-    let parts: ReplyParts = match reply {
+    // A reply of one piece is written with its frame header as one buffer (one DATA frame).
+    let framed = |encode: &dyn Fn(&mut Vec<u8>) -> Result<(), AppError>| {
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(&[0; FRAME_HEADER]);
+        encode(&mut out).map(|()| ReplyParts::Framed(out))
+    };
+    let encoded = match reply {
         // gRPC clients keep the token themselves: the cookie is the browser's.
-        Reply::Message(json) | Reply::Session { message: json, .. } => {
-            match Schema::get().encode(&output, &json) {
-                Ok(bytes) => ReplyParts::One(bytes.into()),
-                Err(e) => return Status::from(AppError::Internal(e.into())).into_http(),
-            }
-        }
-        Reply::Answer(answer) => match answer.to_value().and_then(|json| {
+        Reply::Message(json) | Reply::Session { message: json, .. } => framed(&|out| {
             Schema::get()
-                .encode(&output, &json)
+                .encode_into(&output, &json, out)
                 .map_err(|e| AppError::Internal(e.into()))
-        }) {
-            Ok(bytes) => ReplyParts::One(bytes.into()),
-            Err(e) => return Status::from(e).into_http(),
-        },
-        Reply::Doc(doc) => match registry.proto(&doc) {
-            Ok(bytes) => ReplyParts::One(bytes),
-            Err(e) => return Status::from(internal(e)).into_http(),
-        },
+        }),
+        Reply::Answer(answer) => answer.to_value().and_then(|json| {
+            framed(&|out| {
+                Schema::get()
+                    .encode_into(&output, &json, out)
+                    .map_err(|e| AppError::Internal(e.into()))
+            })
+        }),
+        Reply::Doc(doc) => registry.proto(&doc).map_err(internal).and_then(|bytes| {
+            framed(&|out| {
+                out.extend_from_slice(&bytes);
+                Ok(())
+            })
+        }),
         Reply::List {
             resource_version,
             items,
-        } => ReplyParts::List {
+        } => Ok(ReplyParts::List {
             head: Bytes::from(encode_list_head(resource_version)),
             items,
             registry,
-        },
-        Reply::Stream(_) => {
-            return Status::from(AppError::Internal(anyhow::anyhow!(
-                "a stream from a unary method"
-            )))
-            .into_http();
-        }
+        }),
+        Reply::Stream(_) => Err(AppError::Internal(anyhow::anyhow!(
+            "a stream from a unary method"
+        ))),
     };
-    let len = parts.len();
+    let parts = match encoded {
+        Ok(parts) => parts,
+        Err(e) => return Status::from(e).into_http(),
+    };
+    let len = parts.message_len();
     if len > max {
         return Status::resource_exhausted(format!(
             "the reply is {len} bytes, more than the limit of {max} (--grpc-max-message-bytes)"
@@ -241,22 +248,20 @@ async fn unary(
     let Ok(len32) = u32::try_from(len) else {
         return Status::resource_exhausted("the reply is too large for one gRPC message").into_http();
     };
-    let mut header = Vec::with_capacity(5);
-    header.push(0);
-    header.extend_from_slice(&len32.to_be_bytes());
-    let mut trailers = http::HeaderMap::new();
-    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
-    let frames = futures_util::stream::once(async move { Bytes::from(header) })
-        .chain(parts.into_stream())
+    let mut header = [0; FRAME_HEADER];
+    header[1..].copy_from_slice(&len32.to_be_bytes());
+    let mut trailers = http::HeaderMap::with_capacity(1);
+    trailers.insert(GRPC_STATUS, GRPC_OK);
+    let frames = parts
+        .into_stream(header)
         .map(|chunk| Ok::<_, Status>(http_body::Frame::data(chunk)))
         .chain(futures_util::stream::once(async move {
             Ok(http_body::Frame::trailers(trailers))
         }));
     let mut response = http::Response::new(tonic::body::Body::new(http_body_util::StreamBody::new(frames)));
-    response.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/grpc"),
-    );
+    response
+        .headers_mut()
+        .insert(http::header::CONTENT_TYPE, GRPC_CONTENT_TYPE);
     response
 }
 
@@ -293,9 +298,16 @@ async fn read_message(body: tonic::body::Body, max: usize) -> Result<Bytes, Stat
     Ok(bytes)
 }
 
+/// The compression flag and the big-endian length before each gRPC message.
+const FRAME_HEADER: usize = 5;
+const GRPC_STATUS: http::HeaderName = http::HeaderName::from_static("grpc-status");
+const GRPC_OK: http::HeaderValue = http::HeaderValue::from_static("0");
+const GRPC_CONTENT_TYPE: http::HeaderValue = http::HeaderValue::from_static("application/grpc");
+
 /// An encoded reply, as parts that are written in turn.
 enum ReplyParts {
-    One(Bytes),
+    /// A whole message behind room for its frame header.
+    Framed(Vec<u8>),
     /// The list's header bytes, then per object its field prefix and encoding.
     List {
         head: Bytes,
@@ -305,9 +317,10 @@ enum ReplyParts {
 }
 
 impl ReplyParts {
-    fn len(&self) -> usize {
+    /// The length of the message (without the frame header).
+    fn message_len(&self) -> usize {
         match self {
-            ReplyParts::One(bytes) => bytes.len(),
+            ReplyParts::Framed(bytes) => bytes.len() - FRAME_HEADER,
             ReplyParts::List { head, items, .. } => {
                 let item = |len: usize| {
                     prost::encoding::key_len(2) + prost::encoding::encoded_len_varint(len as u64) + len
@@ -317,12 +330,15 @@ impl ReplyParts {
         }
     }
 
-    /// Chunks of about [`CHUNK`] bytes; a list's encodings are read from the store a chunk at a
-    /// time, as the client takes them.
-    fn into_stream(self) -> BoxStream<'static, Bytes> {
+    /// The frame `header`, then the message in chunks of about [`CHUNK`] bytes; a list's
+    /// encodings are read from the store a chunk at a time, as the client takes them.
+    fn into_stream(self, header: [u8; FRAME_HEADER]) -> BoxStream<'static, Bytes> {
         const CHUNK: usize = 256 << 10;
         match self {
-            ReplyParts::One(bytes) => futures_util::stream::once(async move { bytes }).boxed(),
+            ReplyParts::Framed(mut bytes) => {
+                bytes[..FRAME_HEADER].copy_from_slice(&header);
+                futures_util::stream::once(async move { Bytes::from(bytes) }).boxed()
+            }
             ReplyParts::List {
                 head,
                 items,
@@ -342,7 +358,8 @@ impl ReplyParts {
                 if !batch.is_empty() || batches.is_empty() {
                     batches.push(batch);
                 }
-                let mut head = Some(head);
+                // The frame header goes out with the list's own head.
+                let mut head = Some(Bytes::from([&header[..], &head[..]].concat()));
                 futures_util::stream::iter(batches)
                     .map(move |batch| {
                         let registry = Arc::clone(&registry);

@@ -89,19 +89,28 @@ impl Schema {
     /// The protobuf encoding of the message of type `desc` whose JSON form is `json`: the bytes
     /// `from_json(desc, json)` encodes to, up to the order of fields and map entries.
     pub fn encode(&self, desc: &MessageDescriptor, json: &Value) -> Result<Vec<u8>, SchemaError> {
-        let plan = self.plan(desc);
         let mut out = Vec::with_capacity(128);
-        match json {
-            Value::Object(map) => self.write_message(plan, Source::Object(map, &Loc::Root), &mut out)?,
-            Value::Null => self.write_message(plan, Source::Merged(&[]), &mut out)?,
-            other => {
-                return Err(SchemaError::new(
-                    "",
-                    format!("expected an object, got {}", kind_of(other)),
-                ));
-            }
-        }
+        self.encode_into(desc, json, &mut out)?;
         Ok(out)
+    }
+
+    /// [`Schema::encode`], appending to `out` (after a frame header the caller fills in, say).
+    /// On an error, `out` may hold part of the message.
+    pub fn encode_into(
+        &self,
+        desc: &MessageDescriptor,
+        json: &Value,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SchemaError> {
+        let plan = self.plan(desc);
+        match json {
+            Value::Object(map) => self.write_message(plan, Source::Object(map, &Loc::Root), out),
+            Value::Null => self.write_message(plan, Source::Merged(&[]), out),
+            other => Err(SchemaError::new(
+                "",
+                format!("expected an object, got {}", kind_of(other)),
+            )),
+        }
     }
 
     /// The fields of one message, without its tag or length.
