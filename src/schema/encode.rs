@@ -420,88 +420,64 @@ fn wire_type(wire: &Wire) -> u32 {
 
 /// Writes one scalar without a tag (`null` as zero); true when it is its type's zero.
 fn put_scalar(wire: &Wire, json: &Value, path: &Loc<'_>, out: &mut Vec<u8>) -> Result<bool, SchemaError> {
-    // `null` (a list element or map value) is the zero value; every reader refuses it, so it is
-    // caught here rather than in each arm.
-    let null = json.is_null();
+    if json.is_null() {
+        // A list element or map value: the type's zero (an enum's is its first value).
+        return Ok(match wire {
+            Wire::Enum { default, .. } => {
+                put_varint(out, i64::from(*default).cast_unsigned());
+                *default == 0
+            }
+            _ => {
+                match wire_type(wire) {
+                    FIXED32 => out.extend_from_slice(&[0; 4]),
+                    FIXED64 => out.extend_from_slice(&[0; 8]),
+                    _ => out.push(0),
+                }
+                true
+            }
+        });
+    }
     Ok(match wire {
-        Wire::Bool => {
-            let b = !null && boolean(json, path)?;
-            put_varint(out, u64::from(b));
-            !b
+        Wire::Bool => put_varint_zero(out, u64::from(boolean(json, path)?)),
+        Wire::Int32 => put_varint_zero(out, i64::from(int32(json, path)?).cast_unsigned()),
+        Wire::Sint32 => put_varint_zero(out, zigzag32(int32(json, path)?)),
+        Wire::Int64 => put_varint_zero(out, integer::<i64>(json, path)?.cast_unsigned()),
+        Wire::Sint64 => put_varint_zero(out, zigzag64(integer(json, path)?)),
+        Wire::Uint32 => put_varint_zero(out, u64::from(uint32(json, path)?)),
+        Wire::Uint64 => put_varint_zero(out, integer(json, path)?),
+        Wire::Enum { desc, .. } => {
+            put_varint_zero(out, i64::from(enum_number(desc, json, path)?).cast_unsigned())
         }
-        Wire::Int32 => {
-            let n = if null { 0 } else { int32(json, path)? };
-            put_varint(out, i64::from(n).cast_unsigned());
-            n == 0
-        }
-        Wire::Sint32 => {
-            let n = if null { 0 } else { int32(json, path)? };
-            put_varint(out, zigzag32(n));
-            n == 0
-        }
-        Wire::Sfixed32 => {
-            let n = if null { 0 } else { int32(json, path)? };
-            out.extend_from_slice(&n.to_le_bytes());
-            n == 0
-        }
-        Wire::Int64 => {
-            let n: i64 = if null { 0 } else { integer(json, path)? };
-            put_varint(out, n.cast_unsigned());
-            n == 0
-        }
-        Wire::Sint64 => {
-            let n: i64 = if null { 0 } else { integer(json, path)? };
-            put_varint(out, ((n << 1) ^ (n >> 63)).cast_unsigned());
-            n == 0
-        }
-        Wire::Sfixed64 => {
-            let n: i64 = if null { 0 } else { integer(json, path)? };
-            out.extend_from_slice(&n.to_le_bytes());
-            n == 0
-        }
-        Wire::Uint32 => {
-            let n = if null { 0 } else { uint32(json, path)? };
-            put_varint(out, u64::from(n));
-            n == 0
-        }
-        Wire::Fixed32 => {
-            let n = if null { 0 } else { uint32(json, path)? };
-            out.extend_from_slice(&n.to_le_bytes());
-            n == 0
-        }
-        Wire::Uint64 => {
-            let n: u64 = if null { 0 } else { integer(json, path)? };
-            put_varint(out, n);
-            n == 0
-        }
-        Wire::Fixed64 => {
-            let n: u64 = if null { 0 } else { integer(json, path)? };
-            out.extend_from_slice(&n.to_le_bytes());
-            n == 0
-        }
+        Wire::Sfixed32 => put_fixed_zero(out, int32(json, path)?.to_le_bytes()),
+        Wire::Fixed32 => put_fixed_zero(out, uint32(json, path)?.to_le_bytes()),
+        Wire::Sfixed64 => put_fixed_zero(out, integer::<i64>(json, path)?.to_le_bytes()),
+        Wire::Fixed64 => put_fixed_zero(out, integer::<u64>(json, path)?.to_le_bytes()),
         Wire::Float => {
-            let n = if null { 0.0 } else { float(json, path)? };
+            let n = float(json, path)?;
             out.extend_from_slice(&n.to_le_bytes());
             n == 0.0
         }
         Wire::Double => {
-            let n = if null { 0.0 } else { double(json, path)? };
+            let n = double(json, path)?;
             out.extend_from_slice(&n.to_le_bytes());
             n == 0.0
-        }
-        Wire::Enum { desc, default } => {
-            let n = if null {
-                *default
-            } else {
-                enum_number(desc, json, path)?
-            };
-            put_varint(out, i64::from(n).cast_unsigned());
-            n == 0
         }
         Wire::String | Wire::Bytes | Wire::Message { .. } | Wire::Time { .. } => {
             return Err(SchemaError::at(path, "not a scalar field"));
         }
     })
+}
+
+/// Writes a varint; true when it is zero.
+fn put_varint_zero(out: &mut Vec<u8>, value: u64) -> bool {
+    put_varint(out, value);
+    value == 0
+}
+
+/// Writes fixed-width little-endian bytes; true when they are all zero.
+fn put_fixed_zero<const N: usize>(out: &mut Vec<u8>, bytes: [u8; N]) -> bool {
+    out.extend_from_slice(&bytes);
+    bytes == [0; N]
 }
 
 /// Writes a map entry's key (field 1), unless `skip_zero` and it is its type's zero.
@@ -523,7 +499,7 @@ fn put_key(wire: &Wire, key: Key<'_>, skip_zero: bool, out: &mut Vec<u8>) {
         (Key::I32(n), Wire::Sint32) => put_varint(out, zigzag32(n)),
         (Key::I32(n), Wire::Sfixed32) => out.extend_from_slice(&n.to_le_bytes()),
         (Key::I32(n), _) => put_varint(out, i64::from(n).cast_unsigned()),
-        (Key::I64(n), Wire::Sint64) => put_varint(out, ((n << 1) ^ (n >> 63)).cast_unsigned()),
+        (Key::I64(n), Wire::Sint64) => put_varint(out, zigzag64(n)),
         (Key::I64(n), Wire::Sfixed64) => out.extend_from_slice(&n.to_le_bytes()),
         (Key::I64(n), _) => put_varint(out, n.cast_unsigned()),
         (Key::U32(n), Wire::Fixed32) => out.extend_from_slice(&n.to_le_bytes()),
@@ -539,6 +515,10 @@ fn put_key(wire: &Wire, key: Key<'_>, skip_zero: bool, out: &mut Vec<u8>) {
 
 fn zigzag32(n: i32) -> u64 {
     u64::from(((n << 1) ^ (n >> 31)).cast_unsigned())
+}
+
+fn zigzag64(n: i64) -> u64 {
+    ((n << 1) ^ (n >> 63)).cast_unsigned()
 }
 
 fn put_tag(out: &mut Vec<u8>, number: u32, wire_type: u32) {
