@@ -312,3 +312,34 @@ async fn wrong_credentials_are_refused_clearly() {
         )
     );
 }
+
+/// The watch's member dies (each of the two it may use, in turn): it reopens on another one
+/// from the revision after the last it received, so no commit is skipped or repeated.
+#[tokio::test]
+async fn a_broken_watch_resumes_without_a_gap() {
+    let mut cluster = EtcdCluster::start(3);
+    let writer = crate::connect(&cluster, "/tiphys/").await;
+    let mut options = EtcdOptions::new(cluster.endpoints()[..2].to_vec());
+    options.prefix = "/tiphys/".to_owned();
+    let reader = EtcdStore::connect(options).await.unwrap();
+    let mut watch = reader.watch_from(writer.revision().await.unwrap() + 1);
+    let (mut written, mut seen) = (Vec::new(), Vec::new());
+    for member in 0..2 {
+        for i in 0..5 {
+            let op = put(&format!("m{member}/{i}"), "v", Expect::Absent);
+            written.push(writer.commit(vec![op]).await.unwrap());
+        }
+        // Some of these changes are taken before the kill, the rest after it.
+        for _ in 0..2 {
+            seen.push(next(&mut watch).await.unwrap().revision);
+        }
+        cluster.kill(member);
+        let op = put(&format!("dead{member}"), "v", Expect::Absent);
+        written.push(writer.commit(vec![op]).await.unwrap());
+        cluster.restart(member);
+    }
+    while seen.len() < written.len() {
+        seen.push(next(&mut watch).await.unwrap().revision);
+    }
+    assert_eq!(seen, written);
+}
