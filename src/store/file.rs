@@ -353,7 +353,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
-    use crate::store::{Expect, get_json, put_json};
+    use crate::store::Expect;
 
     fn put(key: &str, value: &str, expect: Expect) -> Op {
         Op::Put {
@@ -370,59 +370,8 @@ mod tests {
         }
     }
 
-    async fn value(store: &FileStore, key: &str) -> Option<String> {
-        let entry = store.get(key).await.unwrap()?;
-        Some(String::from_utf8(entry.value).unwrap())
-    }
-
-    #[tokio::test]
-    async fn put_get_list_delete() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = FileStore::open(dir.path()).unwrap();
-        assert_eq!(store.revision().await.unwrap(), 0);
-        assert_eq!(store.get("a/1").await.unwrap(), None);
-        let ops = vec![
-            put("a/2", "two", Expect::Any),
-            put("a/1", "one", Expect::Any),
-            put("b/1", "x", Expect::Any),
-        ];
-        assert_eq!(store.commit(ops).await.unwrap(), 1);
-        let entry = store.get("a/1").await.unwrap().unwrap();
-        assert_eq!(
-            entry,
-            Entry {
-                key: "a/1".to_owned(),
-                value: b"one".to_vec(),
-                create_revision: 1,
-                mod_revision: 1
-            }
-        );
-        let keys = |list: Vec<Entry>| list.into_iter().map(|e| e.key).collect::<Vec<_>>();
-        assert_eq!(keys(store.list("a/").await.unwrap()), ["a/1", "a/2"]);
-        assert_eq!(keys(store.list("").await.unwrap()), ["a/1", "a/2", "b/1"]);
-        assert!(store.list("c").await.unwrap().is_empty());
-        let many = store
-            .get_many(vec!["b/1".to_owned(), "nope".to_owned(), "a/2".to_owned()])
-            .await
-            .unwrap();
-        let values: Vec<_> = many.into_iter().map(|e| e.map(|e| e.value)).collect();
-        assert_eq!(values, [Some(b"x".to_vec()), None, Some(b"two".to_vec())]);
-
-        // An update keeps create_revision; a delete removes the key.
-        assert_eq!(
-            store.commit(vec![put("a/1", "uno", Expect::Any)]).await.unwrap(),
-            2
-        );
-        let entry = store.get("a/1").await.unwrap().unwrap();
-        assert_eq!(
-            (entry.value.as_slice(), entry.create_revision, entry.mod_revision),
-            (&b"uno"[..], 1, 2)
-        );
-        assert_eq!(store.commit(vec![delete("a/1", Expect::Any)]).await.unwrap(), 3);
-        assert_eq!(store.get("a/1").await.unwrap(), None);
-        assert_eq!(keys(store.list("a/").await.unwrap()), ["a/2"]);
-    }
-
+    // The contract shared with EtcdStore is tested against both in tests/store; FileStore
+    // also advances on a commit that changes nothing (etcd does not).
     #[tokio::test]
     async fn revision_advances_by_exactly_one_per_commit() {
         let dir = tempfile::tempdir().unwrap();
@@ -441,91 +390,6 @@ mod tests {
             6
         );
         assert_eq!(store.commit(vec![]).await.unwrap(), 7);
-    }
-
-    #[tokio::test]
-    async fn failed_preconditions_write_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = FileStore::open(dir.path()).unwrap();
-        store.commit(vec![put("k", "v1", Expect::Absent)]).await.unwrap();
-        store
-            .commit(vec![put("k", "v2", Expect::ModRevision(1))])
-            .await
-            .unwrap();
-
-        let conflict = |r: Result<Revision, StoreError>| match r {
-            Err(StoreError::Conflict {
-                key,
-                expected,
-                actual,
-            }) => (key, expected, actual),
-            other => panic!("expected a conflict, got {other:?}"),
-        };
-        let stale = vec![
-            put("other", "x", Expect::Any),
-            put("k", "v3", Expect::ModRevision(1)),
-        ];
-        assert_eq!(
-            conflict(store.commit(stale).await),
-            ("k".to_owned(), Expect::ModRevision(1), Some(2))
-        );
-        let exists = vec![delete("other", Expect::Any), put("k", "v3", Expect::Absent)];
-        let err = store.commit(exists).await.unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "conflict on k: expected absent, found mod revision 2"
-        );
-        let absent = vec![
-            put("other", "x", Expect::Any),
-            delete("gone", Expect::ModRevision(1)),
-        ];
-        assert_eq!(
-            conflict(store.commit(absent).await),
-            ("gone".to_owned(), Expect::ModRevision(1), None)
-        );
-        let absent = vec![
-            delete("gone", Expect::Absent),
-            put("k", "v", Expect::ModRevision(9)),
-        ];
-        assert_eq!(conflict(store.commit(absent).await).0, "k");
-
-        // Nothing of the failed batches was written and the revision did not move.
-        assert_eq!(store.revision().await.unwrap(), 2);
-        assert_eq!(value(&store, "k").await.as_deref(), Some("v2"));
-        assert_eq!(store.get("other").await.unwrap(), None);
-
-        let twice = vec![put("k", "a", Expect::Any), delete("k", Expect::Any)];
-        assert!(matches!(store.commit(twice).await, Err(StoreError::Invalid(_))));
-        assert_eq!(
-            store
-                .commit(vec![delete("k", Expect::ModRevision(2))])
-                .await
-                .unwrap(),
-            3
-        );
-        assert_eq!(
-            store.commit(vec![put("k", "new", Expect::Absent)]).await.unwrap(),
-            4
-        );
-        let entry = store.get("k").await.unwrap().unwrap();
-        assert_eq!((entry.create_revision, entry.mod_revision), (4, 4));
-    }
-
-    #[tokio::test]
-    async fn json_helpers() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = FileStore::open(dir.path()).unwrap();
-        let op = put_json("j", &vec![1, 2, 3], Expect::Absent).unwrap();
-        let rev = store.commit(vec![op]).await.unwrap();
-        assert_eq!(
-            get_json::<Vec<u32>>(&store, "j").await.unwrap(),
-            Some((vec![1, 2, 3], rev))
-        );
-        assert_eq!(get_json::<Vec<u32>>(&store, "none").await.unwrap(), None);
-        assert!(matches!(
-            get_json::<String>(&store, "j").await,
-            Err(StoreError::Corrupt(_))
-        ));
     }
 
     #[tokio::test]

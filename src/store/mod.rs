@@ -1,7 +1,8 @@
 //! The persistent store: a small key-value interface shaped like etcd's (one store-wide revision,
 //! per-key create/mod revisions, atomic multi-op commits with per-op preconditions), so that the
-//! embedded [`FileStore`] and a later etcd backend are interchangeable.
+//! embedded [`FileStore`] and [`EtcdStore`] (several replicas on one etcd) are interchangeable.
 
+pub mod etcd;
 pub mod file;
 
 use std::fmt;
@@ -9,6 +10,7 @@ use std::fmt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use self::etcd::{EtcdOptions, EtcdStore};
 pub use self::file::FileStore;
 
 /// The store-wide revision: 0 for an empty store, +1 per successful commit.
@@ -92,6 +94,9 @@ pub enum StoreError {
     /// The request itself is wrong (a key twice in one batch, a value that cannot be encoded).
     #[error("{0}")]
     Invalid(String),
+    /// A watch asked for revisions the store no longer keeps (etcd compacted them): list again.
+    #[error("revision {requested} has been compacted (the oldest kept is {oldest}): list again")]
+    Compacted { requested: Revision, oldest: Revision },
 }
 
 impl fmt::Display for Expect {

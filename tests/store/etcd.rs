@@ -1,0 +1,345 @@
+//! What only the etcd backend has: prefixes shared with others, the watch, failover when the
+//! leader dies, and the errors of a bad start.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tiphys::store::etcd::{Change, Changes, EtcdWatch};
+use tiphys::store::{EtcdOptions, EtcdStore, Expect, Op, Store, StoreError};
+
+use crate::contract::{delete, keys, put};
+use crate::etcd_cluster::EtcdCluster;
+
+async fn raw_client(cluster: &EtcdCluster) -> etcd_client::Client {
+    etcd_client::Client::connect(cluster.endpoints(), None)
+        .await
+        .unwrap()
+}
+
+async fn next(watch: &mut EtcdWatch) -> Result<Changes, StoreError> {
+    tokio::time::timeout(Duration::from_secs(20), watch.next())
+        .await
+        .expect("the watch delivered nothing within 20 s")
+}
+
+#[tokio::test]
+async fn prefixes_keep_stores_apart() {
+    let cluster = EtcdCluster::start(3);
+    let mut raw = raw_client(&cluster).await;
+    for foreign in ["/tiphys", "/tiphys0", "/tiphys-other/x", "/elsewhere/x"] {
+        raw.put(foreign, "foreign", None).await.unwrap();
+    }
+    let ours = crate::connect(&cluster, "/tiphys/").await;
+    let theirs = crate::connect(&cluster, "/tiphys-other/").await;
+    ours.commit(vec![
+        put("x", "ours", Expect::Absent),
+        put("a/1", "1", Expect::Absent),
+    ])
+    .await
+    .unwrap();
+    // "x" exists under the other prefix, yet is absent for this store.
+    assert_eq!(theirs.get("x").await.unwrap().unwrap().value, b"foreign");
+    theirs
+        .commit(vec![put("y", "theirs", Expect::Absent)])
+        .await
+        .unwrap();
+    assert_eq!(keys(ours.list("").await.unwrap()), ["a/1", "x"]);
+    assert_eq!(keys(theirs.list("").await.unwrap()), ["x", "y"]);
+    assert_eq!(ours.get("y").await.unwrap(), None);
+    ours.commit(vec![delete("x", Expect::Any), delete("y", Expect::Any)])
+        .await
+        .unwrap();
+    assert_eq!(theirs.get("x").await.unwrap().unwrap().value, b"foreign");
+    assert_eq!(theirs.get("y").await.unwrap().unwrap().value, b"theirs");
+    for foreign in ["/tiphys", "/tiphys0", "/elsewhere/x"] {
+        let got = raw.get(foreign, None).await.unwrap();
+        assert_eq!(got.kvs()[0].value(), b"foreign", "{foreign}");
+    }
+    let got = raw.get("/tiphys/a/1", None).await.unwrap();
+    assert_eq!(got.kvs()[0].value(), b"1");
+}
+
+#[tokio::test]
+async fn the_watch_delivers_another_clients_writes_in_order() {
+    let cluster = EtcdCluster::start(3);
+    let reader = crate::connect(&cluster, "/tiphys/").await;
+    let writer = crate::connect(&cluster, "/tiphys/").await;
+    let mut raw = raw_client(&cluster).await;
+    let from = reader.revision().await.unwrap() + 1;
+    let mut watch = reader.watch_from(from);
+    let mut expected = Vec::new();
+    for i in 0..20 {
+        let ops = if i % 5 == 4 {
+            vec![
+                delete(&format!("k{}", i - 1), Expect::Any),
+                put("last", &i.to_string(), Expect::Any),
+            ]
+        } else {
+            vec![
+                put(&format!("k{i}"), "v", Expect::Absent),
+                put("last", &i.to_string(), Expect::Any),
+            ]
+        };
+        // Writes outside the prefix are not delivered.
+        raw.put("/tiphys0", "foreign", None).await.unwrap();
+        let at = writer.commit(ops.clone()).await.unwrap();
+        expected.push((at, ops));
+    }
+    for (at, ops) in expected {
+        let changes = next(&mut watch).await.unwrap();
+        assert_eq!(changes.revision, at);
+        let got: Vec<(String, Option<Vec<u8>>)> = changes
+            .changes
+            .into_iter()
+            .map(|Change { key, entry }| (key, entry.map(|e| e.value)))
+            .collect();
+        let want: Vec<(String, Option<Vec<u8>>)> = ops
+            .into_iter()
+            .map(|op| match op {
+                Op::Put { key, value, .. } => (key, Some(value)),
+                Op::Delete { key, .. } => (key, None),
+            })
+            .collect();
+        assert_eq!(got, want, "revision {at}");
+    }
+    let entry = reader.get("last").await.unwrap().unwrap();
+    let change = reader.watch_from(entry.mod_revision).next().await.unwrap();
+    assert_eq!(change.changes[1].entry.as_ref(), Some(&entry));
+}
+
+#[tokio::test]
+async fn a_watch_below_compaction_is_told_to_list_again() {
+    let cluster = EtcdCluster::start(3);
+    let store = crate::connect(&cluster, "/tiphys/").await;
+    let from = store.revision().await.unwrap() + 1;
+    for i in 0..5 {
+        store
+            .commit(vec![put("k", &i.to_string(), Expect::Any)])
+            .await
+            .unwrap();
+    }
+    let now = store.revision().await.unwrap();
+    let mut raw = raw_client(&cluster).await;
+    raw.compact(i64::try_from(now).unwrap(), None).await.unwrap();
+    let err = next(&mut store.watch_from(from)).await.unwrap_err();
+    match err {
+        StoreError::Compacted { requested, oldest } => assert_eq!((requested, oldest), (from, now)),
+        other => panic!("expected Compacted, got {other:?}"),
+    }
+    // From the oldest kept revision on, the watch works.
+    let mut watch = store.watch_from(now);
+    assert_eq!(next(&mut watch).await.unwrap().revision, now);
+    let at = store.commit(vec![put("k", "after", Expect::Any)]).await.unwrap();
+    assert_eq!(next(&mut watch).await.unwrap().revision, at);
+}
+
+/// `kill -9` of the leader while conditional writes go on: no call fails, none takes longer
+/// than the retry bound, every acknowledged write is there afterwards, and a watch sees each
+/// one once, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leaders_death_costs_latency_not_writes() {
+    const WRITES: usize = 150;
+    const KILL_AT: usize = 40;
+    let cluster = Arc::new(Mutex::new(EtcdCluster::start(3)));
+    let endpoints = cluster.lock().unwrap().endpoints();
+    let store = EtcdStore::connect(EtcdOptions::new(endpoints)).await.unwrap();
+    let from = store.revision().await.unwrap() + 1;
+    let mut watch = store.watch_from(from);
+
+    // The killer waits (bounded) for the writer to get going, then kills the leader.
+    let written = Arc::new(AtomicUsize::new(0));
+    let killer = {
+        let (cluster, written) = (Arc::clone(&cluster), Arc::clone(&written));
+        std::thread::spawn(move || {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while written.load(Ordering::SeqCst) < KILL_AT && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let mut cluster = cluster.lock().unwrap();
+            let leader = cluster.leader();
+            cluster.kill(leader);
+            leader
+        })
+    };
+
+    let bound = EtcdOptions::new(Vec::new()).request_timeout + Duration::from_secs(1);
+    let started = Instant::now();
+    let mut slowest = Duration::ZERO;
+    let mut counter_rev = 0;
+    for i in 0..WRITES {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the writer ran out of time"
+        );
+        let expect = if i == 0 {
+            Expect::Absent
+        } else {
+            Expect::ModRevision(counter_rev)
+        };
+        let ops = vec![
+            put(&format!("w/{i:04}"), &i.to_string(), Expect::Absent),
+            put("counter", &i.to_string(), expect),
+        ];
+        let call = Instant::now();
+        let result = store.commit(ops).await;
+        let took = call.elapsed();
+        slowest = slowest.max(took);
+        counter_rev = result.unwrap_or_else(|e| panic!("write {i} failed after {took:?}: {e}"));
+        assert!(took < bound, "write {i} took {took:?}");
+        written.store(i + 1, Ordering::SeqCst);
+    }
+    let killed = killer.join().unwrap();
+    eprintln!("killed member {killed}; the slowest write took {slowest:?}");
+
+    // Every acknowledged write is there, with the last counter.
+    let listed = store.list("w/").await.unwrap();
+    assert_eq!(listed.len(), WRITES);
+    let counter = store.get("counter").await.unwrap().unwrap();
+    assert_eq!(
+        (counter.value, counter.mod_revision),
+        ((WRITES - 1).to_string().into_bytes(), counter_rev)
+    );
+
+    // The watch (which may have been on the killed member) saw each write once, in order.
+    for i in 0..WRITES {
+        let changes = next(&mut watch).await.unwrap();
+        let key = &changes.changes[0].key;
+        assert_eq!(key, &format!("w/{i:04}"), "at revision {}", changes.revision);
+    }
+
+    // The killed member comes back and catches up (read from it alone, without a quorum).
+    let mut cluster = cluster.lock().unwrap();
+    cluster.restart(killed);
+    let last = (WRITES - 1).to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = cluster.etcdctl_on(
+            killed,
+            &["get", "--consistency=s", "--print-value-only", "/tiphys/counter"],
+        );
+        if String::from_utf8_lossy(&out.stdout).trim() == last {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "member {killed} did not catch up: {out:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test]
+async fn unreachable_endpoints_are_named_at_start() {
+    let ports: Vec<u16> = (0..2)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect::<Vec<_>>()
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let endpoints: Vec<String> = ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect();
+    let mut options = EtcdOptions::new(endpoints.clone());
+    options.dial_timeout = Duration::from_secs(1);
+    let started = Instant::now();
+    let err = EtcdStore::connect(options).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!("etcd at {} did not answer", endpoints.join(", "))),
+        "{message}"
+    );
+
+    let err = EtcdStore::connect(EtcdOptions::new(Vec::new()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.to_string(), "no etcd endpoint given");
+}
+
+#[tokio::test]
+async fn wrong_credentials_are_refused_clearly() {
+    let cluster = EtcdCluster::start(1);
+    for args in [
+        &[
+            "user",
+            "add",
+            "root",
+            "--new-user-password=right",
+            "--interactive=false",
+        ][..],
+        &["auth", "enable"],
+    ] {
+        let out = cluster.etcdctl(args);
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let options = |password: &str| {
+        let mut options = EtcdOptions::new(cluster.endpoints());
+        options.username = Some("root".to_owned());
+        options.password = Some(password.to_owned());
+        options
+    };
+    let err = EtcdStore::connect(options("wrong")).await.unwrap_err();
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!(
+            "etcd at {} refused the credentials",
+            cluster.endpoints()[0]
+        )),
+        "{message}"
+    );
+    let store = EtcdStore::connect(options("right")).await.unwrap();
+    let at = store.commit(vec![put("k", "v", Expect::Absent)]).await.unwrap();
+    assert_eq!(store.get("k").await.unwrap().unwrap().mod_revision, at);
+
+    // Without credentials, calls are denied by name rather than timing out.
+    let mut anonymous = EtcdOptions::new(cluster.endpoints());
+    anonymous.dial_timeout = Duration::from_secs(2);
+    let err = EtcdStore::connect(anonymous).await.unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "etcd at {} denied access: it requires authentication (give the etcd username and \
+             password file)",
+            cluster.endpoints()[0]
+        )
+    );
+}
+
+/// The watch's member dies (each of the two it may use, in turn): it reopens on another one
+/// from the revision after the last it received, so no commit is skipped or repeated.
+#[tokio::test]
+async fn a_broken_watch_resumes_without_a_gap() {
+    let mut cluster = EtcdCluster::start(3);
+    let writer = crate::connect(&cluster, "/tiphys/").await;
+    let mut options = EtcdOptions::new(cluster.endpoints()[..2].to_vec());
+    options.prefix = "/tiphys/".to_owned();
+    let reader = EtcdStore::connect(options).await.unwrap();
+    let mut watch = reader.watch_from(writer.revision().await.unwrap() + 1);
+    let (mut written, mut seen) = (Vec::new(), Vec::new());
+    for member in 0..2 {
+        for i in 0..5 {
+            let op = put(&format!("m{member}/{i}"), "v", Expect::Absent);
+            written.push(writer.commit(vec![op]).await.unwrap());
+        }
+        // Some of these changes are taken before the kill, the rest after it.
+        for _ in 0..2 {
+            seen.push(next(&mut watch).await.unwrap().revision);
+        }
+        cluster.kill(member);
+        let op = put(&format!("dead{member}"), "v", Expect::Absent);
+        written.push(writer.commit(vec![op]).await.unwrap());
+        cluster.restart(member);
+    }
+    while seen.len() < written.len() {
+        seen.push(next(&mut watch).await.unwrap().revision);
+    }
+    assert_eq!(seen, written);
+}

@@ -1,0 +1,269 @@
+//! A real etcd cluster for tests: members on loopback ports picked here, each with its own
+//! data dir, started from the Debian packages `etcd-server` and `etcd-client` (`bash
+//! .ci/test-all` installs them). Members can be killed (`kill -9`, by the PID started here) and
+//! restarted; everything stops on drop. Every wait is bounded.
+
+use std::io::{Read as _, Seek as _, SeekFrom};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const STARTUP: Duration = Duration::from_secs(30);
+const ATTEMPTS: usize = 3;
+
+pub struct EtcdCluster {
+    _dir: tempfile::TempDir,
+    members: Vec<Member>,
+}
+
+struct Member {
+    name: String,
+    client: String,
+    args: Vec<String>,
+    data_dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+impl EtcdCluster {
+    /// Starts `size` members and waits until each reports healthy.
+    pub fn start(size: usize) -> Self {
+        require("etcd", "etcd-server");
+        require("etcdctl", "etcd-client");
+        let mut last = String::new();
+        // Ports are free when picked but may be taken before etcd binds them: start over.
+        for _ in 0..ATTEMPTS {
+            let mut cluster = Self::spawn(size);
+            match cluster.wait_all_healthy() {
+                Ok(()) => return cluster,
+                Err(why) => last = why,
+            }
+        }
+        panic!("the etcd cluster did not start ({ATTEMPTS} attempts); last: {last}");
+    }
+
+    fn spawn(size: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let ports = free_ports(2 * size);
+        let peer = |i: usize| format!("http://127.0.0.1:{}", ports[2 * i + 1]);
+        let initial: Vec<String> = (0..size).map(|i| format!("m{i}={}", peer(i))).collect();
+        let token = format!("tiphys-test-{}", std::process::id());
+        let mut members = Vec::new();
+        for i in 0..size {
+            let name = format!("m{i}");
+            let client = format!("http://127.0.0.1:{}", ports[2 * i]);
+            let data_dir = dir.path().join(&name);
+            let args: Vec<String> = [
+                "--name",
+                &name,
+                "--data-dir",
+                &data_dir.display().to_string(),
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+                "--listen-peer-urls",
+                &peer(i),
+                "--initial-advertise-peer-urls",
+                &peer(i),
+                "--initial-cluster",
+                &initial.join(","),
+                "--initial-cluster-token",
+                &token,
+                "--initial-cluster-state",
+                "new",
+                "--logger",
+                "zap",
+                "--log-outputs",
+                "stderr",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+            let mut member = Member {
+                log: dir.path().join(format!("{name}.log")),
+                name,
+                client,
+                args,
+                data_dir,
+                child: None,
+            };
+            member.launch();
+            members.push(member);
+        }
+        Self { _dir: dir, members }
+    }
+
+    pub fn size(&self) -> usize {
+        self.members.len()
+    }
+
+    /// The client URLs of every member, running or not.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.client.clone()).collect()
+    }
+
+    /// The member that is the leader now, asked of every running member (bounded wait).
+    pub fn leader(&self) -> usize {
+        let deadline = Instant::now() + STARTUP;
+        while Instant::now() < deadline {
+            for (i, member) in self.members.iter().enumerate() {
+                if member.child.is_none() {
+                    continue;
+                }
+                let out = self.etcdctl_at(&member.client, &["endpoint", "status", "-w", "json"]);
+                let Ok(status) = serde_json::from_slice::<serde_json::Value>(&out.stdout) else {
+                    continue;
+                };
+                let status = &status[0]["Status"];
+                let leader = status["leader"].as_u64();
+                if leader.is_some() && leader == status["header"]["member_id"].as_u64() {
+                    return i;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("no etcd member reported itself leader within {STARTUP:?}");
+    }
+
+    /// `kill -9` of one member (the process started here), waiting until it is gone.
+    pub fn kill(&mut self, i: usize) {
+        let member = &mut self.members[i];
+        if let Some(mut child) = member.child.take() {
+            child.kill().unwrap();
+            child.wait().unwrap();
+        }
+    }
+
+    /// Starts a killed member again on its data dir and waits until it is healthy.
+    pub fn restart(&mut self, i: usize) {
+        assert!(self.members[i].child.is_none(), "member {i} is still running");
+        self.members[i].launch();
+        if let Err(why) = self.wait_healthy(i) {
+            panic!("{why}");
+        }
+    }
+
+    /// Runs etcdctl against every member.
+    pub fn etcdctl(&self, args: &[&str]) -> Output {
+        self.etcdctl_at(&self.endpoints().join(","), args)
+    }
+
+    /// Runs etcdctl against member `i` alone.
+    pub fn etcdctl_on(&self, i: usize, args: &[&str]) -> Output {
+        self.etcdctl_at(&self.members[i].client, args)
+    }
+
+    fn etcdctl_at(&self, endpoints: &str, args: &[&str]) -> Output {
+        Command::new("etcdctl")
+            .env("ETCDCTL_API", "3")
+            .arg(format!("--endpoints={endpoints}"))
+            .args(["--dial-timeout=2s", "--command-timeout=5s"])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn wait_all_healthy(&mut self) -> Result<(), String> {
+        (0..self.members.len()).try_for_each(|i| self.wait_healthy(i))
+    }
+
+    fn wait_healthy(&mut self, i: usize) -> Result<(), String> {
+        let deadline = Instant::now() + STARTUP;
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            let member = &mut self.members[i];
+            if let Some(child) = member.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                member.child = None;
+                return Err(format!(
+                    "etcd member {} exited at start ({status}); its log ends with:\n{}",
+                    member.name,
+                    tail(&member.log)
+                ));
+            }
+            let client = member.client.clone();
+            let out = self.etcdctl_at(&client, &["endpoint", "health"]);
+            if out.status.success() {
+                return Ok(());
+            }
+            last = String::from_utf8_lossy(&out.stderr).into_owned();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let member = &self.members[i];
+        Err(format!(
+            "etcd member {} ({}) was not healthy within {STARTUP:?} ({last}); its log ends with:\n{}",
+            member.name,
+            member.client,
+            tail(&member.log)
+        ))
+    }
+}
+
+impl Member {
+    fn launch(&mut self) {
+        std::fs::create_dir_all(&self.data_dir).unwrap();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new("etcd")
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for member in &mut self.members {
+            if let Some(mut child) = member.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+/// Fails the test (never skips it) when a tool is missing.
+fn require(tool: &str, package: &str) {
+    // Only whether it runs: `etcdctl --version` exits non-zero on some versions.
+    let found = Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok();
+    assert!(
+        found,
+        "`{tool}` is not installed: install the Debian package {package} (`bash .ci/test-all`, \
+         the README's test command, installs it)"
+    );
+}
+
+/// Distinct free loopback ports: all bound at once, then released for etcd to take.
+fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+fn tail(log: &Path) -> String {
+    let Ok(mut file) = std::fs::File::open(log) else {
+        return "(no log)".to_owned();
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(4000)));
+    let mut text = Vec::new();
+    let _ = file.read_to_end(&mut text);
+    String::from_utf8_lossy(&text).into_owned()
+}
