@@ -5,7 +5,8 @@
 //! uses it, so Argo CD's tokens stay valid), else a random key the server generated on its
 //! first start and keeps in its store. Editing the secret takes effect on the next reload.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use base64::Engine as _;
@@ -17,10 +18,33 @@ use crate::store::{self, Expect, Store};
 
 /// Where the generated key is kept.
 const SERVER_KEY: &str = "server/secretkey";
+/// At most this many checked tokens are remembered (about 0.5 MB).
+const VERIFIED_CAPACITY: usize = 1024;
 
 pub struct TokenKeys {
     generated: String,
-    key: ArcSwap<Vec<u8>>,
+    current: ArcSwap<Current>,
+}
+
+/// The key in force, and the tokens whose signature it has checked.
+struct Current {
+    key: Vec<u8>,
+    /// Checked tokens, by their exact text. The CLI and the dashboard send one token with every
+    /// request, and checking a JWT (base64, HMAC, JSON parses) was a third of an authenticated
+    /// request's instructions (BENCHMARKS.md, "Token checks"). Only the signature and the
+    /// claims are remembered: expiry and not-before are checked on every use here, revocation and
+    /// the account's state by the caller. A new key starts with an empty set, so a token
+    /// signed with a replaced key is never accepted from it.
+    verified: Mutex<HashMap<Box<str>, Claims, foldhash::fast::RandomState>>,
+}
+
+impl Current {
+    fn new(key: &[u8]) -> Self {
+        Self {
+            key: key.to_vec(),
+            verified: Mutex::new(HashMap::default()),
+        }
+    }
 }
 
 impl std::fmt::Debug for TokenKeys {
@@ -43,7 +67,7 @@ impl TokenKeys {
             }
         };
         let keys = Self {
-            key: ArcSwap::from_pointee(Vec::new()),
+            current: ArcSwap::from_pointee(Current::new(&[])),
             generated,
         };
         keys.reload(settings);
@@ -53,19 +77,52 @@ impl TokenKeys {
     /// Takes `server.secretkey` of new settings into effect.
     pub fn reload(&self, settings: &Settings) {
         let key = settings.server_secret_key.as_deref().unwrap_or(&self.generated);
-        if **self.key.load() != key.as_bytes() {
-            self.key.store(Arc::new(key.as_bytes().to_vec()));
+        if self.current.load().key != key.as_bytes() {
+            self.current.store(Arc::new(Current::new(key.as_bytes())));
         }
     }
 
     /// Signs `claims` (HS256).
     pub fn sign(&self, claims: &Claims) -> String {
-        jwt::sign(claims, &self.key.load())
+        jwt::sign(claims, &self.current.load().key)
     }
 
     /// The claims of a token this server signed, once its signature, issuer, expiry and
     /// not-before time check out (`now_s`: Unix seconds); else why not, for the caller.
     pub fn verify(&self, token: &str, now_s: i64) -> Result<Claims, String> {
+        let current = self.current.load();
+        let known = current
+            .verified
+            .lock()
+            .ok()
+            .and_then(|verified| verified.get(token).cloned());
+        let claims = match known {
+            Some(claims) => claims,
+            None => {
+                let claims = Self::check_signature(&current.key, token)?;
+                if let Ok(mut verified) = current.verified.lock() {
+                    if verified.len() >= VERIFIED_CAPACITY {
+                        verified.retain(|_, c| c.exp.is_none_or(|exp| now_s < exp));
+                        if verified.len() >= VERIFIED_CAPACITY {
+                            verified.clear();
+                        }
+                    }
+                    verified.insert(token.into(), claims.clone());
+                }
+                claims
+            }
+        };
+        if claims.exp.is_some_and(|exp| now_s >= exp) {
+            return Err("token is expired".to_owned());
+        }
+        if claims.nbf > now_s {
+            return Err("token is not valid yet".to_owned());
+        }
+        Ok(claims)
+    }
+
+    /// The claims of `token` once its algorithm, signature and issuer check out.
+    fn check_signature(key: &[u8], token: &str) -> Result<Claims, String> {
         let unverified = jwt::decode(token).map_err(|e| e.to_string())?;
         // Only this server signs HS256 tokens; anything else would be an identity
         // provider's token, which is not trusted here.
@@ -79,18 +136,75 @@ impl TokenKeys {
                 None => Err("token has no issuer".to_owned()),
             };
         }
-        let claims = unverified
-            .verify_hs256(&self.key.load())
-            .map_err(|e| e.to_string())?;
+        let claims = unverified.verify_hs256(key).map_err(|e| e.to_string())?;
         if claims.iss != LOCAL_ISSUER {
             return Err("token issuer is not trusted".to_owned());
         }
-        if claims.exp.is_some_and(|exp| now_s >= exp) {
-            return Err("token is expired".to_owned());
-        }
-        if claims.nbf > now_s {
-            return Err("token is not valid yet".to_owned());
-        }
         Ok(claims)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::FileStore;
+
+    fn claims(exp: i64) -> Claims {
+        Claims {
+            iss: LOCAL_ISSUER.to_owned(),
+            sub: "alice:login".to_owned(),
+            jti: "j".to_owned(),
+            iat: 100,
+            nbf: 100,
+            exp: Some(exp),
+            iat_ms: None,
+        }
+    }
+
+    fn settings(key: &str) -> Settings {
+        Settings {
+            server_secret_key: Some(key.to_owned()),
+            ..Settings::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_remembered_token_is_still_checked_for_expiry_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        let keys = TokenKeys::open(&store, &settings("first")).await.unwrap();
+        // Far in the future, so that jsonwebtoken's own clock accepts it too.
+        let exp = 4_000_000_000;
+        let token = keys.sign(&claims(exp));
+        assert_eq!(keys.verify(&token, 200).unwrap().sub, "alice:login");
+        // Remembered now: the second check is answered from the set, with the same result.
+        assert_eq!(keys.verify(&token, 200).unwrap().sub, "alice:login");
+        assert_eq!(keys.verify(&token, exp).unwrap_err(), "token is expired");
+        assert_eq!(keys.verify(&token, 99).unwrap_err(), "token is not valid yet");
+        // Only the exact text: a changed signature is checked, and refused.
+        let mut forged = token.clone();
+        let last = forged.pop().unwrap();
+        forged.push(if last == 'A' { 'B' } else { 'A' });
+        assert!(keys.verify(&forged, 200).is_err());
+        // A new key forgets what the old one checked.
+        keys.reload(&settings("second"));
+        assert!(keys.verify(&token, 200).is_err());
+        keys.reload(&settings("first"));
+        assert!(keys.verify(&token, 200).is_ok());
+    }
+
+    #[tokio::test]
+    async fn the_set_stays_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::open(dir.path()).unwrap();
+        let keys = TokenKeys::open(&store, &settings("k")).await.unwrap();
+        for i in 0..(VERIFIED_CAPACITY + 10) {
+            let mut c = claims(4_000_000_000);
+            c.jti = i.to_string();
+            let token = keys.sign(&c);
+            assert!(keys.verify(&token, 200).is_ok());
+        }
+        let held = keys.current.load().verified.lock().unwrap().len();
+        assert!(held <= VERIFIED_CAPACITY, "{held} tokens held");
     }
 }
