@@ -281,7 +281,12 @@ mod tests {
         let challenge = openidconnect::PkceCodeChallenge::from_code_verifier_sha256(&verifier);
         assert_eq!(challenge.method().as_str(), "S256");
         // Nothing readable in the cookie.
-        for secret in [begun.state.as_str(), &begun.verifier, &begun.nonce, "/applications"] {
+        for secret in [
+            begun.state.as_str(),
+            &begun.verifier,
+            &begun.nonce,
+            "/applications",
+        ] {
             assert!(!begun.cookie.contains(secret));
         }
         // Another process derives the same key from the same server key.
