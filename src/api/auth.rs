@@ -276,11 +276,14 @@ pub async fn callback(
     };
     // The cookie must open under this server key and carry this state, unexpired and unused.
     let key = state.auth.sealing_key(SEAL_PURPOSE, SEAL_KEY_ID);
-    let refused = |err: StateError| {
-        tracing::info!(reason = %err, "SSO callback refused");
-        match err {
-            StateError::Store(_) => fail(StatusCode::SERVICE_UNAVAILABLE, STORE_DOWN),
-            _ => fail(StatusCode::BAD_REQUEST, BAD_STATE),
+    let refused = |err: StateError| match err {
+        StateError::Store(_) => {
+            tracing::warn!(reason = %err, "SSO callback: the used login states cannot be checked");
+            fail(StatusCode::SERVICE_UNAVAILABLE, STORE_DOWN)
+        }
+        _ => {
+            tracing::info!(reason = %err, "SSO callback refused");
+            fail(StatusCode::BAD_REQUEST, BAD_STATE)
         }
     };
     let pending = match LoginStates::open(&key, login_state, read_cookie(&headers, STATE_COOKIE), now_s()) {
