@@ -26,6 +26,7 @@ pub mod rbac;
 pub mod registry;
 pub mod rpc;
 pub mod schema;
+pub mod seal;
 pub mod server;
 pub mod service;
 pub mod store;

@@ -5,6 +5,10 @@
 //! Whatever goes wrong, the browser gets one of a few fixed messages (plain
 //! text, never HTML): nothing from the request or the provider is echoed
 //! (SEC-05, SEC-06). The reasons go to the server log.
+//!
+//! A login in progress travels in a sealed cookie (`crate::oidc::login`): `/auth/login` and
+//! `/auth/callback` may be served by different server processes sharing the store and the
+//! server key.
 
 use std::sync::Arc;
 
@@ -21,7 +25,7 @@ use crate::auth::cookie::{self, CookieScope};
 use crate::clock::now_s;
 use crate::config::http_url;
 use crate::oidc::Current;
-use crate::oidc::login::{LOGIN_TTL, STATE_COOKIE, StateError};
+use crate::oidc::login::{LOGIN_TTL, LoginStates, SEAL_KEY_ID, SEAL_PURPOSE, STATE_COOKIE, StateError};
 use crate::oidc::provider::AuthorizationRequest;
 use crate::oidc::verify::{Claims, Expect};
 use crate::service::SessionCookie;
@@ -42,7 +46,8 @@ const NO_URL: &str =
 const BAD_RETURN_URL: &str =
     "invalid return_url: only a path on this server, or a URL under the server's own url, is accepted";
 const PROVIDER_DOWN: &str = "the identity provider cannot be reached; try again later";
-const TOO_MANY: &str = "too many logins in progress; try again in a minute";
+const TOO_LONG: &str = "the return_url is too long to be kept through the login; use a shorter one";
+const STORE_DOWN: &str = "the login cannot be checked right now; try again in a moment";
 const BAD_CALLBACK: &str = "invalid login callback: it is missing its state or code";
 const BAD_STATE: &str = "this login is unknown, expired or was already used; start the login again";
 const REFUSED: &str = "the identity provider did not complete the login; start the login again";
@@ -167,7 +172,6 @@ fn read_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 /// `GET /auth/login?return_url=…`: off to the provider.
 pub async fn login(
     State(state): State<Arc<App>>,
-    Who(caller, _): Who,
     Scope(scope): Scope,
     RawQuery(query): RawQuery,
 ) -> Response {
@@ -192,18 +196,22 @@ pub async fn login(
         return page(StatusCode::BAD_GATEWAY, PROVIDER_DOWN);
     }
     let redirect_uri = format!("{}/auth/callback", url.trim_end_matches('/'));
-    let begun = match state
-        .oidc
-        .logins
-        .begin(return_to, redirect_uri.clone(), caller.ip)
-    {
+    let key = state.auth.sealing_key(SEAL_PURPOSE, SEAL_KEY_ID);
+    let begun = match LoginStates::begin(&key, return_to, redirect_uri.clone(), now_s()) {
         Ok(b) => b,
-        Err(StateError::ClientFull) => {
-            tracing::warn!(client = %caller.ip, "SSO login refused: too many logins in progress from this client");
-            return page(StatusCode::TOO_MANY_REQUESTS, TOO_MANY);
+        Err(err) => {
+            tracing::info!(reason = %err, "SSO login refused");
+            return page(StatusCode::BAD_REQUEST, TOO_LONG);
         }
-        Err(_) => return page(StatusCode::SERVICE_UNAVAILABLE, TOO_MANY),
     };
+    let set_state = state_cookie(&scope, &begun.cookie, LOGIN_TTL.as_secs());
+    if set_state.len() > cookie::MAX_COOKIE_LENGTH {
+        tracing::info!(
+            len = set_state.len(),
+            "SSO login refused: the state cookie would be too long"
+        );
+        return page(StatusCode::BAD_REQUEST, TOO_LONG);
+    }
     let config = &current.config;
     let mut extra = Vec::new();
     if !config.id_token_claims.is_empty() {
@@ -226,16 +234,12 @@ pub async fn login(
     let location = match current.provider.authorization_url(request).await {
         Ok(location) => location,
         Err(err) => {
-            state.oidc.logins.forget(&begun.state);
             tracing::warn!(error = %err, "SSO login: cannot build the authorization request");
             return page(StatusCode::BAD_GATEWAY, PROVIDER_DOWN);
         }
     };
     let mut response = see_other(&location);
-    append_cookies(
-        &mut response,
-        &[state_cookie(&scope, &begun.cookie, LOGIN_TTL.as_secs())],
-    );
+    append_cookies(&mut response, &[set_state]);
     response
 }
 
@@ -263,31 +267,33 @@ pub async fn callback(
     let login_state = param(&params, "state");
     if param(&params, "error").is_some() {
         // The provider's error text is not shown: it arrives in the URL, so anyone can write it.
-        if let Some(s) = login_state {
-            state.oidc.logins.forget(s);
-        }
+        // The browser's state cookie is cleared; nothing was kept anywhere else.
         tracing::info!("SSO login: the identity provider answered with an error");
         return fail(StatusCode::UNAUTHORIZED, REFUSED);
     }
     let (Some(login_state), Some(code)) = (login_state, param(&params, "code")) else {
         return fail(StatusCode::BAD_REQUEST, BAD_CALLBACK);
     };
-    let pending = match state
-        .oidc
-        .logins
-        .take(login_state, read_cookie(&headers, STATE_COOKIE))
-    {
-        Ok(p) => p,
-        Err(err) => {
+    // The cookie must open under this server key and carry this state, unexpired and unused.
+    let key = state.auth.sealing_key(SEAL_PURPOSE, SEAL_KEY_ID);
+    let refused = |err: StateError| match err {
+        StateError::Store(_) => {
+            tracing::warn!(reason = %err, "SSO callback: the used login states cannot be checked");
+            fail(StatusCode::SERVICE_UNAVAILABLE, STORE_DOWN)
+        }
+        _ => {
             tracing::info!(reason = %err, "SSO callback refused");
-            let status = if err == StateError::Full {
-                StatusCode::SERVICE_UNAVAILABLE
-            } else {
-                StatusCode::BAD_REQUEST
-            };
-            return fail(status, BAD_STATE);
+            fail(StatusCode::BAD_REQUEST, BAD_STATE)
         }
     };
+    let pending = match LoginStates::open(&key, login_state, read_cookie(&headers, STATE_COOKIE), now_s()) {
+        Ok(p) => p,
+        Err(err) => return refused(err),
+    };
+    // A replay is refused before the provider is asked anything.
+    if let Err(err) = state.oidc.logins.check_unused(&pending).await {
+        return refused(err);
+    }
     let config = &current.config;
     let tokens = match current
         .provider
@@ -326,6 +332,11 @@ pub async fn callback(
             return fail(StatusCode::UNAUTHORIZED, BAD_TOKEN);
         }
     };
+    // Only now, with a login the provider completed, is the state remembered as used: a
+    // callback that fails earlier writes nothing. Of two racing callbacks, one passes.
+    if let Err(err) = state.oidc.logins.mark_used(&pending).await {
+        return refused(err);
+    }
     if let Some(url) = config.user_info_url() {
         merge_user_info_groups(&current, &url, &tokens.access_token, &mut claims).await;
     }

@@ -80,7 +80,7 @@ impl App {
             Arc::clone(&registry),
             &options.namespace,
         ));
-        let oidc = Arc::new(Oidc::new(Arc::clone(&config)));
+        let oidc = Arc::new(Oidc::new(Arc::clone(&config), Arc::clone(&store)));
         let auth = Auth::open(
             store,
             Arc::clone(&config),

@@ -10,7 +10,7 @@ use http::header::COOKIE;
 pub const COOKIE_NAME: &str = "argocd.token";
 
 /// Browsers keep about 4 KB per cookie, name and attributes included.
-const MAX_COOKIE_LENGTH: usize = 4093;
+pub const MAX_COOKIE_LENGTH: usize = 4093;
 
 /// Most chunks written or read (upstream's default limit).
 pub const MAX_CHUNKS: usize = 20;

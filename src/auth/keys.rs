@@ -4,6 +4,9 @@
 //! The key is `server.secretkey` from `argocd-secret` when set (its literal text, as Argo CD
 //! uses it, so Argo CD's tokens stay valid), else a random key the server generated on its
 //! first start and keeps in its store. Editing the secret takes effect on the next reload.
+//!
+//! Other secrets derived from it ([`TokenKeys::sealing_key`]) come through HKDF with a purpose
+//! label: the signing key itself only ever signs.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,6 +17,7 @@ use base64::Engine as _;
 use super::jwt::{self, Claims};
 use crate::config::Settings;
 use crate::principal::LOCAL_ISSUER;
+use crate::seal::SealKey;
 use crate::store::{self, Expect, Store};
 
 /// Where the generated key is kept.
@@ -80,6 +84,12 @@ impl TokenKeys {
         if self.current.load().key != key.as_bytes() {
             self.current.store(Arc::new(Current::new(key.as_bytes())));
         }
+    }
+
+    /// The key that seals values for `purpose` (see [`crate::seal`]), derived from the
+    /// server key in force: every server with the same server key derives the same one.
+    pub fn sealing_key(&self, purpose: &'static str, id: u8) -> SealKey {
+        SealKey::derive(&self.key.load(), purpose, id)
     }
 
     /// Signs `claims` (HS256).

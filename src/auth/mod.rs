@@ -129,6 +129,12 @@ impl Auth {
         Ok(())
     }
 
+    /// The key sealing values for `purpose`, derived from the server key (the signing key
+    /// itself is never handed out).
+    pub fn sealing_key(&self, purpose: &'static str, id: u8) -> crate::seal::SealKey {
+        self.keys.sealing_key(purpose, id)
+    }
+
     /// Forgets what has expired: SSO sessions, and revocations of tokens expired anyway.
     pub async fn purge_expired(&self) -> Result<(), AppError> {
         self.sso_sessions.purge().await?;

@@ -10,6 +10,7 @@
 //! or an API caller presents it (`verify`, one path for both); tiphys keeps
 //! the state, nonce and browser binding of logins (`login`), the caches, and
 //! the checks those libraries do not make.
+//! Logins in progress live in a sealed cookie, not in this process (`login`).
 //!
 //! The provider client follows the configuration: a change of `oidc.config`
 //! (or of `oidc.tls.insecure.skip.verify`) builds a new one on next use,
@@ -25,7 +26,8 @@ use std::sync::{Arc, Mutex};
 use crate::config::ConfigWatch;
 use crate::config::oidc::OidcConfig;
 use crate::principal::SsoPrincipal;
-use login::PendingLogins;
+use crate::store::Store;
+use login::LoginStates;
 use provider::{Provider, ProviderError};
 use verify::Expect;
 
@@ -38,7 +40,8 @@ struct Active {
 pub struct Oidc {
     config: Arc<ConfigWatch>,
     active: Mutex<Option<Active>>,
-    pub logins: PendingLogins,
+    /// Logins in progress: the sealed cookie's format and the used states in the store.
+    pub logins: LoginStates,
 }
 
 impl std::fmt::Debug for Oidc {
@@ -60,11 +63,13 @@ pub const PROVIDER_UNAVAILABLE: &str =
     "the identity provider cannot be reached; the token cannot be verified now";
 
 impl Oidc {
-    pub fn new(config: Arc<ConfigWatch>) -> Self {
+    /// `store`: where accepted login states are remembered (shared by every server that
+    /// shares the server key).
+    pub fn new(config: Arc<ConfigWatch>, store: Arc<dyn Store>) -> Self {
         Self {
             config,
             active: Mutex::new(None),
-            logins: PendingLogins::default(),
+            logins: LoginStates::new(store),
         }
     }
 

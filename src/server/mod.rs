@@ -224,7 +224,7 @@ async fn follow_config(
 }
 
 /// Revocations are kept only until the revoked token would have expired, SSO sessions
-/// until they end.
+/// until they end, used SSO login states until their logins would have expired.
 async fn purge_expired(app: Arc<App>, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
@@ -233,6 +233,9 @@ async fn purge_expired(app: Arc<App>, cancel: CancellationToken) {
             _ = tick.tick() => {
                 if let Err(err) = app.auth.purge_expired().await {
                     tracing::warn!(error = %err, "cannot purge expired revocations");
+                }
+                if let Err(err) = app.oidc.logins.purge(crate::clock::now_s()).await {
+                    tracing::warn!(error = %err, "cannot purge the used SSO login states");
                 }
             }
         }

@@ -181,17 +181,64 @@ BAD_STATE = "this login is unknown, expired or was already used; start the login
 def test_a_callback_works_once_and_only_in_the_browser_that_started_it(sso):
     victim = session()
     callback = sso.callback_url(victim)
-    # Another browser (no state cookie) cannot use it; that attempt also uses the state up.
+    # Another browser (no state cookie) cannot use it. The refusal keeps nothing (a state the
+    # server cannot authenticate is never written anywhere), so the victim's login goes on.
     r = session().get(callback, allow_redirects=False, timeout=10)
     assert (r.status_code, r.text) == (400, BAD_STATE)
+    assert any(c.startswith("argocd.oauthstate=;") and "Max-Age=0" in c for c in r.raw.headers.getlist("Set-Cookie"))
+    cookie = victim.cookies.get("argocd.oauthstate", path="/auth")
     r = victim.get(callback, allow_redirects=False, timeout=10)
+    assert r.status_code == 303, (r.status_code, r.text)
+    # Replayed, whether the browser dropped the cleared cookie or an attacker kept a copy.
+    r = victim.get(callback, allow_redirects=False, timeout=10)
+    assert (r.status_code, r.text) == (400, BAD_STATE)
+    r = session().get(callback, allow_redirects=False, timeout=10, headers={"Cookie": f"argocd.oauthstate={cookie}"})
+    assert (r.status_code, r.text) == (400, BAD_STATE)
+    assert not [c for c in r.raw.headers.getlist("Set-Cookie") if c.startswith("argocd.token=")]
+
+
+def test_the_state_cookie_is_sealed_and_any_change_to_it_is_refused(sso):
+    """The cookie carries the login (state, PKCE verifier, nonce, return URL) sealed: nothing in
+    it is readable, a changed byte fails, and a failed attempt keeps nothing."""
+    agent = session()
+    callback = sso.callback_url(agent)
+    q = query(callback)
+    cookie = agent.cookies.get("argocd.oauthstate", path="/auth")
+    assert q["state"] not in cookie and "applications" not in cookie
+    assert len(cookie) < 1000, len(cookie)
+    for i in (0, 1, 40, len(cookie) // 2, len(cookie) - 1):
+        flipped = cookie[:i] + ("A" if cookie[i] != "A" else "B") + cookie[i + 1:]
+        r = session().get(callback, allow_redirects=False, timeout=10,
+                          headers={"Cookie": f"argocd.oauthstate={flipped}"})
+        assert (r.status_code, r.text) == (400, BAD_STATE), i
+    for junk in ("", "x", cookie[:-10], cookie + "AAAA", "A" * 3000):
+        r = session().get(callback, allow_redirects=False, timeout=10,
+                          headers={"Cookie": f"argocd.oauthstate={junk}"})
+        assert (r.status_code, r.text) == (400, BAD_STATE), junk[:20]
+    # Another login's genuine cookie does not carry this state.
+    other = session()
+    sso.callback_url(other)
+    r = session().get(callback, allow_redirects=False, timeout=10,
+                      headers={"Cookie": f"argocd.oauthstate={other.cookies.get('argocd.oauthstate', path='/auth')}"})
+    assert (r.status_code, r.text) == (400, BAD_STATE)
+    # After all that, the genuine cookie still completes the login, once.
+    r = agent.get(callback, allow_redirects=False, timeout=10)
+    assert r.status_code == 303, (r.status_code, r.text)
+    r = agent.get(callback, allow_redirects=False, timeout=10, headers={"Cookie": f"argocd.oauthstate={cookie}"})
     assert (r.status_code, r.text) == (400, BAD_STATE)
 
-    callback = sso.callback_url(victim)
-    r = victim.get(callback, allow_redirects=False, timeout=10)
-    assert r.status_code == 303
-    r = victim.get(callback, allow_redirects=False, timeout=10)  # replay
-    assert (r.status_code, r.text) == (400, BAD_STATE)
+
+def test_the_longest_return_url_fits_the_state_cookie(sso):
+    long = "/applications?" + "q=" + "a" * (2048 - len("/applications?q="))
+    assert len(long) == 2048
+    agent, r = sso.login("alice", return_url=long)
+    assert r.status_code == 303 and r.headers["Location"] == long, (r.status_code, r.text)
+    start = agent.seen[0]
+    state_cookie = next(c for c in start.raw.headers.getlist("Set-Cookie") if c.startswith("argocd.oauthstate="))
+    assert len(state_cookie) <= 4093, len(state_cookie)
+    r = session().get(sso.server.url("/auth/login?" + up.urlencode({"return_url": long + "a"})),
+                      allow_redirects=False, timeout=10)
+    assert r.status_code == 400
 
 
 def test_a_tampered_state_or_cookie_is_refused(sso):

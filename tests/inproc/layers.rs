@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
         "pb",
         "random",
         "schema",
+        "seal",
         "telemetry",
         "tlsclient",
         "urlmask",
