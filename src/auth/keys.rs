@@ -89,7 +89,7 @@ impl TokenKeys {
     /// The key that seals values for `purpose` (see [`crate::seal`]), derived from the
     /// server key in force: every server with the same server key derives the same one.
     pub fn sealing_key(&self, purpose: &'static str, id: u8) -> SealKey {
-        SealKey::derive(&self.key.load(), purpose, id)
+        SealKey::derive(&self.current.load().key, purpose, id)
     }
 
     /// Signs `claims` (HS256).
