@@ -14,13 +14,15 @@ use crate::config::ConfigWatch;
 use crate::oidc::Oidc;
 use crate::rbac::Rbac;
 use crate::registry::Registry;
-use crate::store::Store;
+use crate::store::{Backend, Store};
 
 /// What opening the state needs: where things are and how they are named.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Where the store and the generated secrets live.
+    /// Where the generated secrets live (and the store, unless `store` says etcd).
     pub data_dir: PathBuf,
+    /// The store everything lives on.
+    pub store: Backend,
     /// Argo CD's ConfigMaps and Secret; `None`: defaults.
     pub config_dir: Option<PathBuf>,
     /// The namespace the server runs in.
@@ -35,8 +37,10 @@ pub struct Options {
 impl Options {
     /// Defaults for a server whose data lives in `data_dir` (tests, tools).
     pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        let data_dir = data_dir.into();
         Self {
-            data_dir: data_dir.into(),
+            store: Backend::File(data_dir.clone()),
+            data_dir,
             config_dir: None,
             namespace: "argocd".to_owned(),
             url: None,
@@ -67,11 +71,11 @@ pub struct App {
 }
 
 impl App {
-    /// Opens the store in `options.data_dir` (one server per data dir) and everything that
-    /// lives on it. Every error names what is wrong.
+    /// Opens the store (the data dir's file, one server per data dir, or etcd, shared by
+    /// replicas) and everything that lives on it. Every error names what is wrong.
     pub async fn open(options: Options) -> anyhow::Result<Self> {
         let config = ConfigWatch::new(options.config_dir.clone())?;
-        let store: Arc<dyn Store> = Arc::new(crate::store::file::FileStore::open(&options.data_dir)?);
+        let store: Arc<dyn Store> = options.store.open().await?;
         let registry = Arc::new(Registry::open(Arc::clone(&store)).await?);
         projects::ensure_default_project(&registry, &options.namespace)
             .await
@@ -85,7 +89,7 @@ impl App {
             store,
             Arc::clone(&config),
             AuthOptions {
-                data_dir: options.data_dir.clone(),
+                data_dir: options.store.is_exclusive().then(|| options.data_dir.clone()),
                 limits: options.login_limits,
                 // Project role tokens are checked against the projects they name.
                 projects: Arc::clone(&projects) as _,

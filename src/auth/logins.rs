@@ -17,10 +17,21 @@ use super::tokens::Tokens;
 use crate::clock::now_ms;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
-use crate::store::{self, Store};
+use crate::store::{self, Expect, Op, Store, StoreError};
 
 /// File beside the store holding the generated admin password until it is changed.
 pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
+/// Store key of the generated admin password until it is changed, for `tiphys admin
+/// initial-password` when the store is shared (etcd): no replica's data dir is the place.
+const INITIAL_PASSWORD_KEY: &str = "server/initial-admin-password";
+
+/// The generated admin password, while it is the one in force.
+pub async fn initial_password(store: &dyn Store) -> Result<Option<String>, StoreError> {
+    Ok(store::get_json::<String>(store, INITIAL_PASSWORD_KEY)
+        .await?
+        .map(|(p, _)| p))
+}
+
 /// Longest username accepted (upstream's limit).
 pub const MAX_USERNAME_BYTES: usize = 32;
 /// A failed password check is answered no sooner than this after it began.
@@ -81,7 +92,7 @@ pub struct Logins {
     config: Arc<ConfigWatch>,
     accounts: Arc<Accounts>,
     tokens: Arc<Tokens>,
-    data_dir: PathBuf,
+    data_dir: Option<PathBuf>,
     pool: PasswordPool,
     guard: LoginGuard,
     /// Logins in progress.
@@ -102,7 +113,7 @@ impl Logins {
         config: Arc<ConfigWatch>,
         accounts: Arc<Accounts>,
         tokens: Arc<Tokens>,
-        data_dir: PathBuf,
+        data_dir: Option<PathBuf>,
         limits: LoginLimits,
     ) -> anyhow::Result<Self> {
         let now = now_ms();
@@ -229,7 +240,7 @@ impl Logins {
             })
             .await?;
         if was_initial {
-            self.remove_initial_password_file();
+            self.forget_initial_password().await;
         }
         Ok(())
     }
@@ -260,13 +271,24 @@ impl Logins {
         if !set {
             return Ok(());
         }
+        self.store
+            .commit(vec![store::put_json(
+                INITIAL_PASSWORD_KEY,
+                &password,
+                Expect::Any,
+            )?])
+            .await?;
         // Written only once the password is in force.
-        let path = self.data_dir.join(INITIAL_PASSWORD_FILE);
-        crate::fsutil::write_private(&path, password.as_bytes())?;
+        let again = match &self.data_dir {
+            Some(dir) => {
+                crate::fsutil::write_private(&dir.join(INITIAL_PASSWORD_FILE), password.as_bytes())?;
+                format!("--data-dir {}", dir.display())
+            }
+            None => "and the server's --etcd-* options".to_owned(),
+        };
         tracing::warn!(
             "generated the initial password of the admin account: {password} \
-             (print it again with `tiphys admin initial-password --data-dir {}`; it is deleted once the password is changed)",
-            self.data_dir.display()
+             (print it again with `tiphys admin initial-password {again}`; it is deleted once the password is changed)"
         );
         Ok(())
     }
@@ -284,12 +306,32 @@ impl Logins {
     /// `argocd-secret`), or admin is gone.
     pub async fn after_reload(&self) {
         if !self.accounts.has_initial_password("admin").await {
-            self.remove_initial_password_file();
+            self.forget_initial_password().await;
         }
     }
 
+    async fn forget_initial_password(&self) {
+        let forgotten = match self.store.get(INITIAL_PASSWORD_KEY).await {
+            Ok(None) => Ok(()),
+            Ok(Some(entry)) => self
+                .store
+                .commit(vec![Op::Delete {
+                    key: entry.key,
+                    expect: Expect::ModRevision(entry.mod_revision),
+                }])
+                .await
+                .map(|_| ()),
+            Err(err) => Err(err),
+        };
+        if let Err(err) = forgotten {
+            tracing::error!(error = %err, "cannot forget the initial admin password");
+        }
+        self.remove_initial_password_file();
+    }
+
     fn remove_initial_password_file(&self) {
-        let path = self.data_dir.join(INITIAL_PASSWORD_FILE);
+        let Some(dir) = &self.data_dir else { return };
+        let path = dir.join(INITIAL_PASSWORD_FILE);
         match std::fs::remove_file(&path) {
             Ok(()) => tracing::info!(
                 "the initial admin password was changed; removed {}",

@@ -56,8 +56,10 @@ pub struct Auth {
 
 /// What [`Auth::open`] needs besides the store and the configuration.
 pub struct AuthOptions {
-    /// Where the generated admin password is written on a first start.
-    pub data_dir: PathBuf,
+    /// Where the generated admin password is also written on a first start, beside a store
+    /// only this server opens (a running server locks redb, so the CLI reads the file); with
+    /// a shared store (etcd) `None`: the CLI reads the store.
+    pub data_dir: Option<PathBuf>,
     pub limits: LoginLimits,
     /// Where presented project-role tokens are checked (the AppProjects).
     pub projects: Arc<dyn ProjectTokenSource>,

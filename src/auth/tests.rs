@@ -32,7 +32,7 @@ async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Ar
         store,
         config,
         AuthOptions {
-            data_dir: dir.to_path_buf(),
+            data_dir: Some(dir.to_path_buf()),
             limits: LoginLimits::default(),
             projects,
             oidc: None,

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, anyhow};
 
 use crate::auth::logins::INITIAL_PASSWORD_FILE;
+use crate::server::store_args::StoreArgs;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum AdminCommand {
@@ -38,6 +39,9 @@ pub struct InitialPasswordArgs {
     /// The server's data directory [default: the per-user data directory, as the server's].
     #[arg(long, env = "TIPHYS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// With --etcd-endpoints the password is read from etcd, where the servers keep it.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// Runs an admin command; some answer with their exit code (`rbac can`: 1 is No).
@@ -47,7 +51,7 @@ pub async fn run(
     out: &mut dyn Write,
 ) -> anyhow::Result<ExitCode> {
     match command {
-        AdminCommand::InitialPassword(args) => initial_password(args, out).map(|()| ExitCode::SUCCESS),
+        AdminCommand::InitialPassword(args) => initial_password(args, out).await.map(|()| ExitCode::SUCCESS),
         AdminCommand::Settings(SettingsCommand::Rbac(command)) => super::rbac::run(command, out),
         AdminCommand::Export(args) => {
             let config = super::config::path(config)?;
@@ -58,7 +62,20 @@ pub async fn run(
     }
 }
 
-fn initial_password(args: InitialPasswordArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+async fn initial_password(args: InitialPasswordArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    if !args.store.etcd_endpoints.is_empty() {
+        let backend = args
+            .store
+            .backend(Path::new("."))
+            .map_err(|e| super::exit::invalid(format!("{e:#}")))?;
+        let store = backend.open().await.context("cannot open the store")?;
+        let Some(password) = crate::auth::logins::initial_password(store.as_ref()).await? else {
+            return Err(anyhow!(
+                "no initial admin password in etcd: it has been changed, or was set in argocd-secret"
+            ));
+        };
+        return print_initial(&password, out);
+    }
     let dir = match args.data_dir {
         Some(dir) => dir,
         None => dirs::data_dir()
@@ -76,10 +93,14 @@ fn initial_password(args: InitialPasswordArgs, out: &mut dyn Write) -> anyhow::R
         }
         Err(err) => return Err(err).with_context(|| format!("cannot read {}", path.display())),
     };
-    writeln!(out, "{}", password.trim_end_matches(['\r', '\n']))?;
+    print_initial(password.trim_end_matches(['\r', '\n']), out)
+}
+
+fn print_initial(password: &str, out: &mut dyn Write) -> anyhow::Result<()> {
+    writeln!(out, "{password}")?;
     eprintln!(
         "This password must be changed: log in as admin, then run `tiphys account update-password` \
-         (this file is deleted once it is)."
+         (it is deleted once it is)."
     );
     Ok(())
 }

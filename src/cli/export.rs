@@ -20,21 +20,25 @@ use super::exit;
 use super::manifest;
 use super::secrets::{self, CREDENTIALS_OMITTED, ToSecret};
 use crate::registry::{Kind, Registry};
-use crate::store::{FileStore, StoreError, file::FILE_NAME};
+use crate::store::{Backend, FileStore, Store, StoreError, file::FILE_NAME};
 
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("store_source").args(["data_dir", "etcd_endpoints"]).multiple(true)))]
 pub struct ExportArgs {
     /// Write to this file (mode 0600) [default: stdout].
     #[arg(short = 'o', long = "out", value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Include credentials (passwords, tokens, private keys). Needs --data-dir: the API never
-    /// returns them.
-    #[arg(long, requires = "data_dir")]
+    /// Include credentials (passwords, tokens, private keys). Needs --data-dir or
+    /// --etcd-endpoints: the API never returns them.
+    #[arg(long, requires = "store_source")]
     pub include_secrets: bool,
     /// Read the server's data directory directly instead of asking the API. Only while the
     /// server is stopped: a running server holds an exclusive lock on its data directory.
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// With --etcd-endpoints the store in etcd is read directly (servers may keep running).
+    #[command(flatten)]
+    pub store: crate::server::store_args::StoreArgs,
     #[command(flatten)]
     pub conn: ClientOpts,
 }
@@ -50,7 +54,22 @@ struct Contents {
 }
 
 pub async fn run(config: &Path, args: ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let etcd = !args.store.etcd_endpoints.is_empty();
+    let offline = etcd || args.data_dir.is_some();
     let (contents, source) = match &args.data_dir {
+        _ if etcd => {
+            let backend = args
+                .store
+                .backend(args.data_dir.as_deref().unwrap_or(Path::new(".")))
+                .map_err(|e| exit::invalid(format!("{e:#}")))?;
+            let prefix = match &backend {
+                Backend::Etcd(options) => options.prefix.clone(),
+                Backend::File(_) => String::new(),
+            };
+            let store = backend.open().await.context("cannot open the store")?;
+            let endpoints = args.store.etcd_endpoints.join(",");
+            (from(store).await?, format!("etcd {endpoints} prefix {prefix}"))
+        }
         Some(dir) => (from_store(dir).await?, format!("data dir {}", dir.display())),
         None => {
             let client = Client::connect(config, &args.conn, None).await?;
@@ -58,8 +77,8 @@ pub async fn run(config: &Path, args: ExportArgs, out: &mut dyn Write) -> anyhow
             (from_api(&client).await?, format!("server {server}"))
         }
     };
-    let with_credentials = args.include_secrets && args.data_dir.is_some();
-    let text = render(&contents, &source, with_credentials, args.data_dir.is_some())?;
+    let with_credentials = args.include_secrets && offline;
+    let text = render(&contents, &source, with_credentials, offline)?;
     match &args.out {
         Some(path) => {
             crate::fsutil::write_private(path, text.as_bytes())
@@ -105,9 +124,11 @@ async fn from_store(dir: &Path) -> anyhow::Result<Contents> {
             ),
             other => anyhow::Error::new(other).context("cannot open the store"),
         })?;
-    let registry = Registry::open(Arc::new(store))
-        .await
-        .context("cannot read the store")?;
+    from(Arc::new(store)).await
+}
+
+async fn from(store: Arc<dyn Store>) -> anyhow::Result<Contents> {
+    let registry = Registry::open(store).await.context("cannot read the store")?;
     let all = |kind: Kind| -> Vec<Value> { registry.list(kind).1.iter().map(|d| d.value()).collect() };
     Ok(Contents {
         projects: all(Kind::AppProject),

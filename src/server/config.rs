@@ -38,9 +38,12 @@ pub struct ServerArgs {
     /// Colon-separated TLS 1.2 cipher suites (IANA names), or `list` to print the supported ones.
     #[arg(long, env = "TIPHYS_TLS_CIPHERS")]
     pub tlsciphers: Option<String>,
-    /// Where the server keeps its state (the generated certificate among it).
+    /// Where the server keeps its state (the generated certificate among it); with
+    /// --etcd-endpoints only the generated certificate.
     #[arg(long, env = "TIPHYS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub store: super::store_args::StoreArgs,
     /// The namespace the server runs in (Argo CD's `--namespace`): applications and projects
     /// live here unless they name another.
     #[arg(long, env = "ARGOCD_NAMESPACE", default_value = "argocd")]
@@ -136,6 +139,8 @@ pub struct ServerConfig {
     /// Always starts and ends with `/`.
     pub basehref: String,
     pub data_dir: PathBuf,
+    /// The store: the data dir's file, or etcd.
+    pub store: crate::store::Backend,
     pub namespace: String,
     pub url: Option<url_host::ExternalUrl>,
     pub limits: Limits,
@@ -153,6 +158,7 @@ impl ServerConfig {
     pub fn app_options(&self) -> crate::app::Options {
         crate::app::Options {
             data_dir: self.data_dir.clone(),
+            store: self.store.clone(),
             config_dir: self.config_dir.clone(),
             namespace: self.namespace.clone(),
             url: self.url.as_ref().map(|u| u.raw.clone()),
@@ -190,6 +196,8 @@ pub enum ConfigError {
     Url(String),
     #[error("no --data-dir given and no per-user data directory is known; pass --data-dir")]
     NoDataDir,
+    #[error("{0}")]
+    Store(String),
 }
 
 impl ServerArgs {
@@ -219,7 +227,12 @@ impl ServerArgs {
                 .map(|d| d.join("tiphys"))
                 .ok_or(ConfigError::NoDataDir)?,
         };
+        let store = self
+            .store
+            .backend(&data_dir)
+            .map_err(|e| ConfigError::Store(format!("{e:#}")))?;
         Ok(ServerConfig {
+            store,
             listen: SocketAddr::new(self.address, self.port),
             metrics_listen: SocketAddr::new(self.metrics_address, self.metrics_port),
             insecure: self.insecure,

@@ -12,6 +12,7 @@ pub mod listener;
 pub mod metrics;
 pub mod protocol;
 pub mod shutdown;
+pub mod store_args;
 pub mod streams;
 pub mod tls;
 

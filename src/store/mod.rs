@@ -6,12 +6,45 @@ pub mod etcd;
 pub mod file;
 
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use self::etcd::{EtcdOptions, EtcdStore};
 pub use self::file::FileStore;
+
+/// Which store a server (or a tool) opens.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// The embedded redb file in this data directory (one process at a time).
+    File(PathBuf),
+    /// A prefix of an etcd cluster, shared by every replica.
+    Etcd(EtcdOptions),
+}
+
+impl Backend {
+    /// Opens the store. [`FileStore::open`] blocks, so it runs on the blocking pool.
+    pub async fn open(&self) -> Result<Arc<dyn Store>, StoreError> {
+        Ok(match self {
+            Backend::File(dir) => {
+                let dir = dir.clone();
+                let store = tokio::task::spawn_blocking(move || FileStore::open(&dir))
+                    .await
+                    .map_err(|e| StoreError::Unavailable(format!("cannot open the store: {e}")))??;
+                Arc::new(store)
+            }
+            Backend::Etcd(options) => Arc::new(EtcdStore::connect(options.clone()).await?),
+        })
+    }
+
+    /// Whether this process is the store's only user (redb's exclusive lock): what it wrote
+    /// is all there is, so nothing changes behind its back.
+    pub fn is_exclusive(&self) -> bool {
+        matches!(self, Backend::File(_))
+    }
+}
 
 /// The store-wide revision: 0 for an empty store, +1 per successful commit.
 pub type Revision = u64;

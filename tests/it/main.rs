@@ -5,6 +5,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
+// Shared with tests/store, which uses all of it.
+#[allow(dead_code)]
+#[path = "../support/etcd_cluster.rs"]
+mod etcd_cluster;
 
 mod bad_input;
 mod cli;
@@ -17,6 +21,7 @@ mod credentials_api;
 mod matrix;
 mod paths;
 mod projects;
+mod replicas;
 mod repositories;
 mod shutdown;
 mod tls;
