@@ -271,14 +271,17 @@ impl Logins {
         if !set {
             return Ok(());
         }
-        self.store
-            .commit(vec![store::put_json(
-                INITIAL_PASSWORD_KEY,
-                &password,
-                Expect::Any,
-            )?])
-            .await?;
-        // Written only once the password is in force.
+        // Written only once the password is in force. With a data dir, only there (mode 0600),
+        // never in the store (SEC-28); a shared store (etcd) has no other place for it yet.
+        if self.data_dir.is_none() {
+            self.store
+                .commit(vec![store::put_json(
+                    INITIAL_PASSWORD_KEY,
+                    &password,
+                    Expect::Any,
+                )?])
+                .await?;
+        }
         let again = match &self.data_dir {
             Some(dir) => {
                 crate::fsutil::write_private(&dir.join(INITIAL_PASSWORD_FILE), password.as_bytes())?;
