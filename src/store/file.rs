@@ -4,7 +4,6 @@
 //! (which serializes commits) and an exclusive file lock (which keeps a second server off the
 //! same data dir). Its calls block, so every one runs on tokio's blocking pool.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -328,13 +327,7 @@ impl Store for FileStore {
     }
 
     async fn commit(&self, ops: Vec<Op>) -> Result<Revision, StoreError> {
-        let mut seen = HashSet::new();
-        if let Some(op) = ops.iter().find(|op| !seen.insert(op.key())) {
-            return Err(StoreError::Invalid(format!(
-                "key {} appears twice in one commit",
-                op.key()
-            )));
-        }
+        super::keys_once(&ops)?;
         self.blocking(move |inner| inner.write(|tx| apply(tx, &ops)))
             .await
     }

@@ -161,6 +161,19 @@ impl fmt::Display for Found {
     }
 }
 
+/// Refuses a batch that names a key twice (as etcd does): every precondition must see the
+/// state before the commit.
+pub(crate) fn keys_once(ops: &[Op]) -> Result<(), StoreError> {
+    let mut seen = std::collections::HashSet::new();
+    match ops.iter().find(|op| !seen.insert(op.key())) {
+        Some(op) => Err(StoreError::Invalid(format!(
+            "key {} appears twice in one commit",
+            op.key()
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Checks one precondition; `actual` is the key's current mod revision, if it exists.
 pub(crate) fn check(key: &str, expected: Expect, actual: Option<Revision>) -> Result<(), StoreError> {
     let ok = match expected {

@@ -17,7 +17,6 @@ mod failure;
 mod options;
 mod watch;
 
-use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -357,13 +356,7 @@ impl Store for EtcdStore {
     /// only while no member received it; otherwise the caller gets `Unavailable` saying it may
     /// have been applied.
     async fn commit(&self, ops: Vec<Op>) -> Result<Revision, StoreError> {
-        let mut seen = HashSet::new();
-        if let Some(op) = ops.iter().find(|op| !seen.insert(op.key())) {
-            return Err(StoreError::Invalid(format!(
-                "key {} appears twice in one commit",
-                op.key()
-            )));
-        }
+        crate::store::keys_once(&ops)?;
         if ops.len() > MAX_TXN_OPS {
             return Err(StoreError::Invalid(format!(
                 "a commit of {} operations is more than etcd accepts in one transaction ({MAX_TXN_OPS})",
