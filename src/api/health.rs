@@ -5,12 +5,15 @@ use http::StatusCode;
 
 use crate::app::App;
 
-/// `GET /healthz`: `ok` while serving; 503 with the reason once shutting down,
-/// so a load balancer drains this replica.
-pub async fn healthz(State(state): State<Arc<App>>) -> (StatusCode, &'static str) {
-    if state.is_serving() {
-        (StatusCode::OK, "ok\n")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+/// `GET /healthz`: `ok` while serving; 503 with the reason once shutting down, so a load
+/// balancer drains this replica. While a shared store (etcd) cannot be followed the replica
+/// still answers reads, so it stays in rotation (200) and says what is degraded.
+pub async fn healthz(State(state): State<Arc<App>>) -> (StatusCode, String) {
+    if !state.is_serving() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".to_owned());
+    }
+    match state.registry.degraded() {
+        Some(why) => (StatusCode::OK, format!("degraded: {why}\n")),
+        None => (StatusCode::OK, "ok\n".to_owned()),
     }
 }

@@ -77,6 +77,7 @@ impl App {
         let config = ConfigWatch::new(options.config_dir.clone())?;
         let store: Arc<dyn Store> = options.store.open().await?;
         let registry = Arc::new(Registry::open(Arc::clone(&store)).await?);
+        registry.follow();
         projects::ensure_default_project(&registry, &options.namespace)
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the default project: {e}"))?;

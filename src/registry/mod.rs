@@ -2,15 +2,24 @@
 //! as documents keyed by kind, namespace and name, with one monotonically increasing
 //! `resourceVersion` (the registry revision) shared by all kinds.
 //!
-//! The [`Store`] holds the durable copy: each write batch is one atomic, fsynced commit that
+//! The [`Store`] holds the durable copy: each write batch is one atomic, durable commit that
 //! also records the new revision, so an acknowledged write survives `kill -9`. An in-memory
-//! index answers reads (holding each object's JSON; protobuf encodings are read from the store,
-//! see `proto.rs`), and a bounded history of events lets watches resume. Writes are
-//! serialized; optimistic concurrency compares the caller's `resourceVersion` with the stored
-//! one, so a stale write is refused and nothing is overwritten.
+//! view answers reads (holding each object's JSON; protobuf encodings are read from the store,
+//! see `proto.rs`), and a bounded history of events lets watches resume. Optimistic
+//! concurrency compares the caller's `resourceVersion` with the stored one, so a stale write is
+//! refused and nothing is overwritten.
+//!
+//! Every commit compares the registry revision's key with the version the view last saw, so
+//! all registry writes form one sequence even when several replicas share the store (etcd): a
+//! replica whose view is behind loses the compare, catches up and plans again (bounded). On a
+//! shared store the view follows the store's changes (`follow.rs`), as the Kubernetes watch
+//! cache does, and a read first waits for the view to reach the registry's latest revision
+//! (read your writes on every replica).
 
 mod doc;
+mod follow;
 mod kind;
+mod load;
 pub mod projects;
 mod proto;
 mod record;
@@ -19,7 +28,9 @@ mod tests;
 mod watch;
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{Map, Value};
@@ -29,20 +40,38 @@ pub use self::kind::{Key, Kind};
 use self::watch::History;
 pub use self::watch::{Event, EventType, Subscription, WatchError};
 use crate::schema::{Schema, SchemaError};
-use crate::store::{Expect, Op, Store, StoreError};
+use crate::store::{Expect, Op, Revision, Store, StoreError};
 
-/// The store key of the registry revision (outside [`kind::PREFIX`]).
+/// The store key of the registry revision (outside [`kind::PREFIX`]). Every registry commit
+/// writes it, comparing its store mod revision with the one the writer's view holds.
 const REVISION_KEY: &str = "/registry-revision";
+/// How many times a write whose view was behind another replica's write plans again.
+const WRITE_ATTEMPTS: u32 = 16;
+/// How long a read waits for the view to reach the registry's latest revision.
+const FRESH_WAIT: Duration = Duration::from_secs(5);
 
 pub struct Registry {
     store: Arc<dyn Store>,
-    /// Serializes writers: each reads the index, commits, then publishes.
+    /// Others write the store too (etcd): the view follows its changes, reads wait for it.
+    shared: bool,
+    /// Serializes this process's writers: each reads the view, commits, then publishes.
     writer: tokio::sync::Mutex<()>,
     state: RwLock<State>,
+    /// The store mod revision of [`REVISION_KEY`] the view has reached (0: none yet).
+    seen: tokio::sync::watch::Sender<Revision>,
+    /// False while the shared store's changes cannot be followed (reads then use the view as
+    /// it is); see [`Registry::degraded`].
+    following: AtomicBool,
+    /// The follower task (`follow.rs`), ended with the registry.
+    follower: Mutex<Option<tokio::task::AbortHandle>>,
 }
 
 struct State {
     rv: u64,
+    /// The store mod revision of [`REVISION_KEY`] at `rv` (`None` before the first write).
+    counter_at: Option<Revision>,
+    /// The store revision the view was loaded at.
+    loaded_at: Revision,
     /// Per kind, the revision of the last write that touched it.
     kind_rv: HashMap<Kind, u64>,
     docs: HashMap<Kind, BTreeMap<(String, String), DocRef>>,
@@ -50,7 +79,7 @@ struct State {
 }
 
 /// One change in a write batch.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Change {
     /// Fails with [`RegistryError::AlreadyExists`] when the key exists.
     Create {
@@ -68,6 +97,27 @@ pub enum Change {
         key: Key,
         expect: Option<u64>,
     },
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        if let Some(task) = self
+            .follower
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+        {
+            task.abort();
+        }
+    }
+}
+
+impl Change {
+    pub fn key(&self) -> &Key {
+        match self {
+            Change::Create { key, .. } | Change::Update { key, .. } | Change::Delete { key, .. } => key,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -88,33 +138,58 @@ pub enum RegistryError {
 }
 
 impl Registry {
-    /// Loads every object from the store.
+    /// Loads every object from the store. On a shared store, [`Registry::follow`] then keeps
+    /// the view current.
     pub async fn open(store: Arc<dyn Store>) -> Result<Self, RegistryError> {
-        let rv = match store.get(REVISION_KEY).await? {
-            Some(entry) => std::str::from_utf8(&entry.value)
-                .ok()
-                .and_then(|s| s.parse().ok())
-                .ok_or_else(|| StoreError::Corrupt(format!("{REVISION_KEY} is not a number")))?,
-            None => 0,
-        };
-        let entries = store.list(kind::PREFIX).await?;
-        let mut docs: HashMap<Kind, BTreeMap<(String, String), DocRef>> = HashMap::new();
-        for doc in load_docs(entries).await? {
-            let key = doc.key.clone();
-            docs.entry(key.kind)
-                .or_default()
-                .insert((key.namespace, key.name), doc);
-        }
+        let state = load::state(&*store).await?;
+        let shared = store.feed(state.loaded_at + 1).is_some();
+        let seen = tokio::sync::watch::Sender::new(state.counter_at.unwrap_or(0));
         Ok(Self {
             store,
+            shared,
             writer: tokio::sync::Mutex::new(()),
-            state: RwLock::new(State {
-                rv,
-                kind_rv: HashMap::new(),
-                docs,
-                history: History::new(rv),
-            }),
+            state: RwLock::new(state),
+            seen,
+            following: AtomicBool::new(true),
+            follower: Mutex::new(None),
         })
+    }
+
+    /// What is wrong with the view, if anything: on a shared store, that it cannot follow the
+    /// store's changes (reads are answered from the view as it is, writes fail).
+    pub fn degraded(&self) -> Option<&'static str> {
+        (self.shared && !self.following.load(Ordering::Acquire))
+            .then_some("the registry cannot follow etcd: reads may be stale and writes fail until it is back")
+    }
+
+    /// Waits until the view holds every registry write acknowledged before this call, on any
+    /// replica (a quorum read of the registry revision's version, then a bounded wait for the
+    /// view). Immediate on a store this process owns alone. While the store cannot be reached
+    /// the view answers as it is, and [`Registry::degraded`] says so.
+    pub async fn fresh(&self) -> Result<(), RegistryError> {
+        if !self.shared || !self.following.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let target = match tokio::time::timeout(FRESH_WAIT, self.store.get(REVISION_KEY)).await {
+            Ok(Ok(Some(entry))) => entry.mod_revision,
+            Ok(Ok(None)) => return Ok(()),
+            Ok(Err(e)) => {
+                tracing::debug!("reading from the view without a fence: {e}");
+                return Ok(());
+            }
+            Err(_) => return Ok(()),
+        };
+        let mut seen = self.seen.subscribe();
+        let reached = tokio::time::timeout(FRESH_WAIT, seen.wait_for(|at| *at >= target)).await;
+        if matches!(reached, Ok(Ok(_))) {
+            return Ok(());
+        }
+        Err(StoreError::Unavailable(format!(
+            "this replica's view of the registry has not reached etcd's revision {target} (it is at {}) \
+             within {FRESH_WAIT:?}; try again",
+            *self.seen.borrow()
+        ))
+        .into())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -184,24 +259,39 @@ impl Registry {
         self.apply_if(|_| Ok::<_, RegistryError>(()), changes).await
     }
 
-    /// `apply`, after `check` passed while no other write can happen: for conditions that span
-    /// objects (a project may only be deleted while no application uses it; an application may
-    /// only be written while its project exists).
+    /// `apply`, after `check` passed on the view the commit is conditional on: for conditions
+    /// that span objects (a project may only be deleted while no application uses it; an
+    /// application may only be written while its project exists). When another replica wrote
+    /// first, the view catches up and `check` and the plan run again (bounded).
     pub async fn apply_if<E: From<RegistryError>>(
         &self,
-        check: impl FnOnce(&Self) -> Result<(), E>,
+        check: impl Fn(&Self) -> Result<(), E>,
         changes: Vec<Change>,
     ) -> Result<Vec<Option<DocRef>>, E> {
-        let _writer = self.writer.lock().await;
-        check(self)?;
-        Ok(self.apply_locked(changes).await?)
+        for _ in 1..WRITE_ATTEMPTS {
+            {
+                let _writer = self.writer.lock().await;
+                check(self)?;
+                match self.apply_locked(&changes).await {
+                    Err(RegistryError::Store(StoreError::Conflict { key, .. }))
+                        if self.shared && key == REVISION_KEY => {}
+                    done => return Ok(done?),
+                }
+            }
+            // Another replica's write came first: wait until the view has it, then plan again.
+            self.fresh().await?;
+        }
+        Err(RegistryError::from(StoreError::Unavailable(format!(
+            "other replicas wrote the registry first {WRITE_ATTEMPTS} times in a row; try again"
+        )))
+        .into())
     }
 
     /// One change after `check` (see [`Registry::apply_if`]); the object's new state, `None`
     /// after a deletion.
     pub async fn apply_one_if<E: From<RegistryError>>(
         &self,
-        check: impl FnOnce(&Self) -> Result<(), E>,
+        check: impl Fn(&Self) -> Result<(), E>,
         change: Change,
     ) -> Result<Option<DocRef>, E> {
         Ok(self.apply_if(check, vec![change]).await?.pop().flatten())
@@ -212,14 +302,12 @@ impl Registry {
         self.apply_one_if(|_| Ok::<_, RegistryError>(()), change).await
     }
 
-    async fn apply_locked(&self, changes: Vec<Change>) -> Result<Vec<Option<DocRef>>, RegistryError> {
-        // Each change is checked against the index as it was before the batch, so a key may
+    async fn apply_locked(&self, changes: &[Change]) -> Result<Vec<Option<DocRef>>, RegistryError> {
+        // Each change is checked against the view as it was before the batch, so a key may
         // appear once per batch (as the store requires too).
         let mut keys = std::collections::HashSet::new();
-        for change in &changes {
-            let key = match change {
-                Change::Create { key, .. } | Change::Update { key, .. } | Change::Delete { key, .. } => key,
-            };
+        for change in changes {
+            let key = change.key();
             if !keys.insert(key) {
                 return Err(RegistryError::Invalid {
                     key: key.clone(),
@@ -227,10 +315,16 @@ impl Registry {
                 });
             }
         }
-        let base = self.revision();
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (base, counter_at) = {
+            let state = self.read();
+            (state.rv, state.counter_at)
+        };
         let mut planned = Vec::with_capacity(changes.len());
         let mut ops = Vec::with_capacity(2 * changes.len() + 1);
-        for (offset, change) in changes.into_iter().enumerate() {
+        for (offset, change) in changes.iter().enumerate() {
             let rv = base + 1 + offset as u64;
             let plan = self.plan(change, rv)?;
             let (record, proto) = (plan.key.store_key(), plan.key.proto_store_key());
@@ -250,15 +344,24 @@ impl Registry {
             planned.push(plan);
         }
         let last = base + planned.len() as u64;
-        if planned.is_empty() {
-            return Ok(Vec::new());
-        }
-        ops.push(put(REVISION_KEY.to_owned(), last.to_string().into_bytes()));
-        self.store.commit(ops).await?;
-
+        ops.push(Op::Put {
+            key: REVISION_KEY.to_owned(),
+            value: last.to_string().into_bytes(),
+            expect: counter_at.map_or(Expect::Absent, Expect::ModRevision),
+        });
+        let at = self.store.commit(ops).await?;
+        let results = planned.iter().map(|p| p.new.clone()).collect();
         let mut state = self.write_state();
-        state.rv = last;
-        let mut results = Vec::with_capacity(planned.len());
+        // The follower may have published this commit already (it comes back through the feed).
+        if state.rv < last {
+            self.publish(&mut state, planned, at);
+        }
+        Ok(results)
+    }
+
+    /// Makes a committed batch visible: the view, the history and its watchers, and the
+    /// version reads wait for. `at` is the commit's store revision.
+    fn publish(&self, state: &mut State, planned: Vec<Planned>, at: Revision) {
         for plan in planned {
             let Planned {
                 key,
@@ -267,6 +370,7 @@ impl Registry {
                 event,
                 proto,
             } = plan;
+            state.rv = rv;
             state.kind_rv.insert(key.kind, rv);
             let slot = (key.namespace, key.name);
             match &new {
@@ -285,18 +389,25 @@ impl Registry {
             }
             let (kind, doc) = event;
             state.history.push(Arc::new(Event { rv, kind, doc, proto }));
-            results.push(new);
         }
-        Ok(results)
+        self.saw_counter(state, at);
+    }
+
+    /// Records that the view holds the registry revision written at store revision `at`.
+    fn saw_counter(&self, state: &mut State, at: Revision) {
+        if state.counter_at.is_none_or(|c| c < at) {
+            state.counter_at = Some(at);
+            self.seen.send_replace(at);
+        }
     }
 
     /// Checks one change against the index and prepares the new document.
-    fn plan(&self, change: Change, rv: u64) -> Result<Planned, RegistryError> {
-        let check = |key: &Key, expect: Option<u64>| -> Result<DocRef, RegistryError> {
+    fn plan(&self, change: &Change, rv: u64) -> Result<Planned, RegistryError> {
+        let check = |key: &Key, expect: &Option<u64>| -> Result<DocRef, RegistryError> {
             let current = self
                 .get(key)
                 .ok_or_else(|| RegistryError::NotFound(key.clone()))?;
-            match expect {
+            match *expect {
                 Some(expected) if expected != current.rv => Err(RegistryError::Conflict {
                     key: key.clone(),
                     expected,
@@ -314,22 +425,22 @@ impl Registry {
         };
         match change {
             Change::Create { key, value } => {
-                if self.get(&key).is_some() {
-                    return Err(RegistryError::AlreadyExists(key));
+                if self.get(key).is_some() {
+                    return Err(RegistryError::AlreadyExists(key.clone()));
                 }
-                let (doc, proto) = build(&key, value, rv, None)?;
-                Ok(written(key, doc, proto, EventType::Added))
+                let (doc, proto) = build(key, value, rv, None)?;
+                Ok(written(key.clone(), doc, proto, EventType::Added))
             }
             Change::Update { key, value, expect } => {
-                let current = check(&key, expect)?;
-                let (doc, proto) = build(&key, value, rv, Some(&current))?;
-                Ok(written(key, doc, proto, EventType::Modified))
+                let current = check(key, expect)?;
+                let (doc, proto) = build(key, value, rv, Some(&current))?;
+                Ok(written(key.clone(), doc, proto, EventType::Modified))
             }
             Change::Delete { key, expect } => {
-                let current = check(&key, expect)?;
+                let current = check(key, expect)?;
                 let (last, proto) = tombstone(&current, rv)?;
                 Ok(Planned {
-                    key,
+                    key: key.clone(),
                     rv,
                     new: None,
                     event: (EventType::Deleted, last),
@@ -372,7 +483,7 @@ fn delete(key: String) -> Op {
 /// (name, namespace, resourceVersion, uid, creationTimestamp, generation).
 fn build(
     key: &Key,
-    value: Value,
+    value: &Value,
     rv: u64,
     previous: Option<&DocRef>,
 ) -> Result<(DocRef, Bytes), RegistryError> {
@@ -382,7 +493,7 @@ fn build(
     };
     let schema = Schema::get();
     let desc = schema.message(key.kind.message()).map_err(invalid)?;
-    let mut value = schema.to_json(&schema.from_json(&desc, &value).map_err(invalid)?);
+    let mut value = schema.to_json(&schema.from_json(&desc, value).map_err(invalid)?);
     if key.kind.has_metadata() {
         stamp_metadata(key, &mut value, rv, previous.map(|p| p.value()).as_ref());
     }
@@ -448,61 +559,4 @@ fn stamp_metadata(key: &Key, value: &mut Value, rv: u64, previous: Option<&Value
         generation.max(1)
     };
     meta.insert("generation".to_owned(), Value::from(generation));
-}
-
-/// Parses stored entries into documents, on every core (a restart reads every object).
-async fn load_docs(entries: Vec<crate::store::Entry>) -> Result<Vec<DocRef>, RegistryError> {
-    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let per_thread = entries.len().div_ceil(threads).max(1);
-    let mut chunks = Vec::new();
-    let mut rest = entries;
-    while rest.len() > per_thread {
-        let tail = rest.split_off(per_thread);
-        chunks.push(rest);
-        rest = tail;
-    }
-    chunks.push(rest);
-    let parsed = tokio::task::spawn_blocking(move || {
-        std::thread::scope(|scope| {
-            // Every thread is started before the first is joined.
-            #[allow(clippy::needless_collect)]
-            let handles: Vec<_> = chunks
-                .into_iter()
-                .map(|chunk| {
-                    scope.spawn(move || chunk.into_iter().map(load_doc).collect::<Result<Vec<_>, _>>())
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(StoreError::Corrupt("a loader thread panicked".to_owned())))
-                })
-                .collect::<Result<Vec<_>, _>>()
-        })
-    })
-    .await
-    .map_err(|e| StoreError::Unavailable(format!("loading the registry failed: {e}")))??;
-    Ok(parsed.into_iter().flatten().collect())
-}
-
-fn load_doc(entry: crate::store::Entry) -> Result<DocRef, StoreError> {
-    let key = Key::from_store_key(&entry.key)
-        .ok_or_else(|| StoreError::Corrupt(format!("unexpected key {:?}", entry.key)))?;
-    let unreadable = || StoreError::Corrupt(format!("{key}: unreadable stored record"));
-    let (rv, proto_len, offset) = record::decode_record(&entry.value)
-        .map(|r| (r.rv, r.proto_len, r.json_offset))
-        .ok_or_else(unreadable)?;
-    let json = Bytes::from(entry.value).slice(offset..);
-    let corrupt = |e: SchemaError| StoreError::Corrupt(format!("{key}: {e}"));
-    let proto_len = match proto_len {
-        Some(len) => len,
-        // A record of the first layout: its encoding is not stored yet.
-        None => {
-            let value = serde_json::from_slice(&json).map_err(|_| unreadable())?;
-            doc::encode_proto(key.kind, &value).map_err(corrupt)?.len()
-        }
-    };
-    let doc = Doc::new(key.clone(), rv, json, proto_len).map_err(corrupt)?;
-    Ok(Arc::new(doc))
 }

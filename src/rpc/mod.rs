@@ -68,6 +68,8 @@ where
         Box::pin(async move {
             let req = serde_json::from_value::<Req>(json)
                 .map_err(|e| AppError::InvalidArgument(format!("invalid request: {e}")))?;
+            // Read your writes on every replica: the view first catches up with the store.
+            ctx.app.registry.fresh().await?;
             f(ctx, req).await
         })
     }))

@@ -239,6 +239,20 @@ fn decode(key: &str, raw: &[u8]) -> Result<Entry, StoreError> {
     }
 }
 
+/// Every entry whose key starts with `prefix`, in key order.
+fn list_in(kv: &impl ReadableTable<&'static str, &'static [u8]>, prefix: &str) -> Result<Vec<Entry>, Fail> {
+    let mut out = Vec::new();
+    // Keys sort bytewise, so the keys with this prefix are one run starting at it.
+    for item in kv.range(prefix..)? {
+        let (key, raw) = item?;
+        if !key.value().starts_with(prefix) {
+            break;
+        }
+        out.push(decode(key.value(), raw.value())?);
+    }
+    Ok(out)
+}
+
 fn read_revision(meta: &impl ReadableTable<&'static str, u64>) -> Result<Revision, Fail> {
     match meta.get(REVISION)? {
         Some(r) => Ok(r.value()),
@@ -308,19 +322,20 @@ impl Store for FileStore {
 
     async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError> {
         let prefix = prefix.to_owned();
+        self.blocking(move |inner| inner.read(|tx| list_in(&tx.open_table(KV)?, &prefix)))
+            .await
+    }
+
+    async fn snapshot(&self, prefixes: &[&str]) -> Result<(Vec<Vec<Entry>>, Revision), StoreError> {
+        let prefixes: Vec<String> = prefixes.iter().map(|&p| p.to_owned()).collect();
         self.blocking(move |inner| {
             inner.read(|tx| {
                 let kv = tx.open_table(KV)?;
-                let mut out = Vec::new();
-                // Keys sort bytewise, so the keys with this prefix are one run starting at it.
-                for item in kv.range(prefix.as_str()..)? {
-                    let (key, raw) = item?;
-                    if !key.value().starts_with(prefix.as_str()) {
-                        break;
-                    }
-                    out.push(decode(key.value(), raw.value())?);
-                }
-                Ok(out)
+                let lists = prefixes
+                    .iter()
+                    .map(|prefix| list_in(&kv, prefix))
+                    .collect::<Result<_, _>>()?;
+                Ok((lists, read_revision(&tx.open_table(META)?)?))
             })
         })
         .await

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use self::etcd::{EtcdOptions, EtcdStore};
+pub use self::etcd::{Change, Changes, EtcdOptions, EtcdStore};
 pub use self::file::FileStore;
 
 /// Which store a server (or a tool) opens.
@@ -36,11 +36,12 @@ impl Backend {
                 Arc::new(store)
             }
             Backend::Etcd(options) => {
-                // Until the resource view and the auth state follow etcd's watch (issue "Several
-                // replicas on etcd"), each process only sees its own writes after start.
+                // The registry follows etcd; the auth state does not yet (issue "Several
+                // replicas on etcd").
                 tracing::warn!(
-                    "store on etcd: run one tiphys replica per prefix for now; several replicas on \
-                     one prefix do not yet see each other's writes"
+                    "store on etcd: applications, projects, clusters and repositories are shared by \
+                     every replica on this prefix; logins, sessions and revocations are not yet, so \
+                     run one replica per prefix unless clients stick to one replica"
                 );
                 Arc::new(EtcdStore::connect(options.clone()).await?)
             }
@@ -116,6 +117,23 @@ pub trait Store: Send + Sync + 'static {
     /// (as in an etcd transaction), so every precondition sees the state before the commit.
     async fn commit(&self, ops: Vec<Op>) -> Result<Revision, StoreError>;
     async fn revision(&self) -> Result<Revision, StoreError>;
+    /// Every entry under each of `prefixes` (in key order, one list per prefix), all read at one
+    /// revision, and that revision: the start of a view that then follows [`Store::feed`].
+    async fn snapshot(&self, prefixes: &[&str]) -> Result<(Vec<Vec<Entry>>, Revision), StoreError>;
+    /// The store's changes from `revision` on (inclusive), when others may write it too (etcd);
+    /// `None` for a store this process owns alone, where its own writes are all there is.
+    fn feed(&self, _revision: Revision) -> Option<Box<dyn Feed>> {
+        None
+    }
+}
+
+/// Every commit to a shared store, in revision order and without gaps (see [`Store::feed`]).
+#[async_trait::async_trait]
+pub trait Feed: Send + 'static {
+    /// The next commit's changes. [`StoreError::Compacted`]: the store no longer has them (take
+    /// a new snapshot); `Unavailable`: no member answered for a while (calling again goes on
+    /// from where it stopped).
+    async fn next(&mut self) -> Result<Changes, StoreError>;
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -21,6 +21,7 @@ mod credentials_api;
 mod matrix;
 mod paths;
 mod projects;
+mod replica_registry;
 mod replicas;
 mod repositories;
 mod shutdown;

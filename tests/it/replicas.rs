@@ -12,7 +12,7 @@ use crate::support::client::{self, Proto, connect};
 use crate::support::{TestServer, cli};
 
 /// The `--etcd-*` flags of `cluster` under `prefix`.
-fn etcd_flags(cluster: &EtcdCluster, prefix: &str) -> Vec<String> {
+pub fn etcd_flags(cluster: &EtcdCluster, prefix: &str) -> Vec<String> {
     vec![
         "--etcd-endpoints".into(),
         cluster.endpoints().join(","),
@@ -71,7 +71,7 @@ pub async fn login(addr: SocketAddr, user: &str, password: &str, headers: &[(&st
     call(addr, "POST", "/api/v1/session", None, headers, Some(&body)).await
 }
 
-fn token_of(answer: &Answer) -> String {
+pub fn token_of(answer: &Answer) -> String {
     assert_eq!(answer.status, 200, "login failed: {answer:?}");
     answer.body["token"].as_str().unwrap().to_owned()
 }

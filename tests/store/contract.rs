@@ -261,6 +261,35 @@ pub async fn lists_in_key_order(store: &dyn Store) {
     assert_eq!(tail, ["many/Z", "many/é"]);
 }
 
+pub async fn snapshots_read_several_prefixes_at_one_revision(store: &dyn Store) {
+    let (empty, r0) = store.snapshot(&["s/", "t"]).await.unwrap();
+    assert_eq!(empty, vec![Vec::<Entry>::new(), Vec::new()]);
+    assert_eq!(r0, store.revision().await.unwrap());
+    let mut ops: Vec<Op> = (0..700)
+        .map(|i| put(&format!("s/{i:04}"), "v", Expect::Absent))
+        .collect();
+    let rest = ops.split_off(100);
+    store.commit(ops).await.unwrap();
+    for chunk in rest.chunks(100) {
+        store.commit(chunk.to_vec()).await.unwrap();
+    }
+    let at = store
+        .commit(vec![put("t", "counter", Expect::Absent)])
+        .await
+        .unwrap();
+    let (lists, read_at) = store.snapshot(&["s/", "t"]).await.unwrap();
+    assert_eq!(read_at, at, "read at the store's revision");
+    assert_eq!(lists[0].len(), 700, "every page of the first prefix");
+    assert_eq!(keys(lists[0].clone()), keys(store.list("s/").await.unwrap()));
+    assert_eq!(keys(lists[1].clone()), ["t"]);
+    store
+        .commit(vec![put("s/9999", "v", Expect::Absent)])
+        .await
+        .unwrap();
+    let (lists, later) = store.snapshot(&["s/"]).await.unwrap();
+    assert_eq!((lists[0].len(), later), (701, at + 1));
+}
+
 /// Instantiates each contract body once per backend.
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
@@ -295,4 +324,5 @@ both!(
     a_key_twice_is_refused,
     json_helpers,
     lists_in_key_order,
+    snapshots_read_several_prefixes_at_one_revision,
 );

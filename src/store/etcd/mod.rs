@@ -289,11 +289,12 @@ impl EtcdStore {
         self.odd("a commit (it failed with every precondition met)")
     }
 
-    async fn list_pages(&self, prefix: &str) -> Result<Vec<Entry>, StoreError> {
+    /// Every entry under `prefix`, in pages read at revision `at` (0: the current one, which the
+    /// first page fixes); returns the entries and the revision they were read at.
+    async fn list_pages(&self, prefix: &str, mut at: i64) -> Result<(Vec<Entry>, i64), StoreError> {
         let (start, end) = range(&self.full_key(prefix));
         let mut out = Vec::new();
         let mut from = start;
-        let mut at = 0;
         loop {
             let response: GetResponse = self
                 .retry("a list", self.deadline(), true, |mut kv, _| {
@@ -316,7 +317,7 @@ impl EtcdStore {
                     from = last.key().to_vec();
                     from.push(0);
                 }
-                _ => return Ok(out),
+                _ => return Ok((out, at)),
             }
         }
     }
@@ -340,7 +341,25 @@ impl Store for EtcdStore {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError> {
-        self.list_pages(prefix).await
+        Ok(self.list_pages(prefix, 0).await?.0)
+    }
+
+    async fn snapshot(&self, prefixes: &[&str]) -> Result<(Vec<Vec<Entry>>, Revision), StoreError> {
+        let mut at = 0;
+        let mut lists = Vec::with_capacity(prefixes.len());
+        for prefix in prefixes {
+            let (entries, read_at) = self.list_pages(prefix, at).await?;
+            at = read_at;
+            lists.push(entries);
+        }
+        if at == 0 {
+            at = i64::try_from(self.revision().await?).unwrap_or(i64::MAX);
+        }
+        Ok((lists, revision(at)))
+    }
+
+    fn feed(&self, from: Revision) -> Option<Box<dyn crate::store::Feed>> {
+        Some(Box::new(self.watch_from(from)))
     }
 
     /// One etcd transaction: compares for the preconditions, puts and deletes on success,

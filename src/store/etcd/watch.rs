@@ -50,6 +50,13 @@ impl std::fmt::Debug for EtcdWatch {
     }
 }
 
+#[async_trait::async_trait]
+impl crate::store::Feed for EtcdWatch {
+    async fn next(&mut self) -> Result<Changes, StoreError> {
+        EtcdWatch::next(self).await
+    }
+}
+
 impl EtcdWatch {
     pub(super) fn new(
         client: WatchClient,

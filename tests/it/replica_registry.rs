@@ -1,0 +1,521 @@
+//! Applications, projects and the other resources shared by replicas on one etcd prefix: each
+//! replica's view follows etcd, so a write on one replica is read on another at once, stale
+//! versions conflict on any replica, racing writers lose nothing, and watches on one replica see
+//! (and resume from) the versions another handed out. Real 3-member etcd, real `tiphys server`
+//! processes.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+
+use crate::cli_apps::{IN_CLUSTER, PASSWORD, REPO};
+use crate::etcd_cluster::EtcdCluster;
+use crate::replicas::{Answer, call, etcd_flags, login, token_of};
+use crate::support::TestServer;
+
+/// A plaintext replica on `cluster` under `prefix`, with `admin`'s password [`PASSWORD`] and a
+/// fixed server key from the configuration (every replica signs and checks tokens alike).
+fn replica(cluster: &EtcdCluster, prefix: &str, config: &tempfile::TempDir) -> TestServer {
+    let mut args = vec![
+        "--insecure".to_owned(),
+        "--config-dir".to_owned(),
+        config.path().to_str().unwrap().to_owned(),
+    ];
+    args.extend(etcd_flags(cluster, prefix));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    TestServer::start(&args)
+}
+
+fn config() -> tempfile::TempDir {
+    let config = tempfile::tempdir().unwrap();
+    let hash = bcrypt::hash(PASSWORD, 4).unwrap();
+    std::fs::write(
+        config.path().join("argocd-secret.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: argocd-secret\nstringData:\n  \
+             admin.password: '{hash}'\n  server.secretkey: replicas-share-this-key-0123456789\n"
+        ),
+    )
+    .unwrap();
+    config
+}
+
+struct Pair {
+    _cluster: EtcdCluster,
+    _config: tempfile::TempDir,
+    a: TestServer,
+    b: TestServer,
+    token: String,
+}
+
+async fn pair(prefix: &str) -> Pair {
+    let cluster = EtcdCluster::start(3);
+    let config = config();
+    let a = replica(&cluster, prefix, &config);
+    let b = replica(&cluster, prefix, &config);
+    let token = token_of(&login(a.addr(), "admin", PASSWORD, &[]).await);
+    Pair {
+        _cluster: cluster,
+        _config: config,
+        a,
+        b,
+        token,
+    }
+}
+
+impl Pair {
+    async fn call(&self, on: SocketAddr, method: &str, path: &str, body: Option<&Value>) -> Answer {
+        call(on, method, path, Some(&self.token), &[], body).await
+    }
+}
+
+fn project(name: &str, repos: &[String], rv: Option<&str>) -> Value {
+    let mut meta = json!({"name": name});
+    if let Some(rv) = rv {
+        meta["resourceVersion"] = json!(rv);
+    }
+    json!({"project": {
+        "metadata": meta,
+        "spec": {
+            "sourceRepos": repos,
+            "destinations": [{"server": "*", "namespace": "*"}]
+        }
+    }})
+}
+
+fn application(name: &str, path: &str) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "project": "default",
+            "source": {"repoURL": REPO, "path": path},
+            "destination": {"server": IN_CLUSTER, "namespace": "default"}
+        }
+    })
+}
+
+fn rv(answer: &Answer) -> String {
+    assert_eq!(answer.status, 200, "{answer:?}");
+    answer.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_write_on_one_replica_is_read_on_the_other_at_once_and_stale_versions_conflict() {
+    let p = pair("/it-rr-read/").await;
+    // Alternating writers; the read goes to the other replica right after the acknowledgement.
+    for i in 0..20 {
+        let (writer, reader) = if i % 2 == 0 { (&p.a, &p.b) } else { (&p.b, &p.a) };
+        let name = format!("p{i}");
+        let written = p
+            .call(
+                writer.addr(),
+                "POST",
+                "/api/v1/projects",
+                Some(&project(&name, &[], None)),
+            )
+            .await;
+        let read = p
+            .call(reader.addr(), "GET", &format!("/api/v1/projects/{name}"), None)
+            .await;
+        assert_eq!(
+            rv(&read),
+            rv(&written),
+            "replica {} sees the write at once",
+            reader.addr()
+        );
+    }
+    let a = p.call(p.a.addr(), "GET", "/api/v1/projects", None).await;
+    let b = p.call(p.b.addr(), "GET", "/api/v1/projects", None).await;
+    assert_eq!(a.status, 200, "{a:?}");
+    assert_eq!(a.body, b.body, "both replicas list the same state");
+    assert_eq!(a.body["items"].as_array().unwrap().len(), 21, "20 and default");
+
+    // A version read on B, then changed on A: B refuses the stale update, and so does A.
+    let old = rv(&p.call(p.b.addr(), "GET", "/api/v1/projects/p0", None).await);
+    let repos = vec![REPO.to_owned()];
+    let put = |rv: &str| project("p0", &repos, Some(rv));
+    let newer = p
+        .call(p.a.addr(), "PUT", "/api/v1/projects/p0", Some(&put(&old)))
+        .await;
+    assert_eq!(newer.status, 200, "{newer:?}");
+    for on in [p.b.addr(), p.a.addr()] {
+        let stale = p.call(on, "PUT", "/api/v1/projects/p0", Some(&put(&old))).await;
+        assert_eq!(stale.status, 409, "{stale:?}");
+        assert!(
+            stale.body["message"]
+                .as_str()
+                .unwrap()
+                .contains("changed by someone else"),
+            "{stale:?}"
+        );
+    }
+    let now = p.call(p.b.addr(), "GET", "/api/v1/projects/p0", None).await;
+    assert_eq!(rv(&now), rv(&newer));
+    assert_eq!(
+        now.body["spec"]["sourceRepos"],
+        json!(repos),
+        "the first update stays"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn racing_writers_on_two_replicas_lose_no_update() {
+    let p = pair("/it-rr-race/").await;
+    let created = p
+        .call(
+            p.a.addr(),
+            "POST",
+            "/api/v1/projects",
+            Some(&project("race", &[], None)),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{created:?}");
+    // Each writer adds its own repositories to one project, read-modify-write with the version it
+    // read, on its own replica; a conflict means reading again. Nothing may be lost.
+    const EACH: usize = 12;
+    let writer = |on: SocketAddr, tag: &'static str| {
+        let p = &p;
+        async move {
+            let mut conflicts = 0;
+            for i in 0..EACH {
+                let mut attempts = 0;
+                loop {
+                    attempts += 1;
+                    assert!(attempts <= 50, "{tag}: no progress after 50 attempts");
+                    let current = p.call(on, "GET", "/api/v1/projects/race", None).await;
+                    let version = rv(&current);
+                    let mut repos: Vec<String> =
+                        serde_json::from_value(current.body["spec"]["sourceRepos"].clone())
+                            .unwrap_or_default();
+                    repos.push(format!("https://example.test/{tag}/{i}.git"));
+                    let r = p
+                        .call(
+                            on,
+                            "PUT",
+                            "/api/v1/projects/race",
+                            Some(&project("race", &repos, Some(&version))),
+                        )
+                        .await;
+                    match r.status {
+                        200 => break,
+                        409 => conflicts += 1,
+                        _ => panic!("{tag}: {r:?}"),
+                    }
+                }
+            }
+            conflicts
+        }
+    };
+    let (ca, cb) = tokio::join!(writer(p.a.addr(), "a"), writer(p.b.addr(), "b"));
+    let last = p.call(p.b.addr(), "GET", "/api/v1/projects/race", None).await;
+    let repos = last.body["spec"]["sourceRepos"].as_array().unwrap();
+    assert_eq!(
+        repos.len(),
+        2 * EACH,
+        "every update kept ({ca} + {cb} conflicts): {repos:?}"
+    );
+    let same = p.call(p.a.addr(), "GET", "/api/v1/projects/race", None).await;
+    assert_eq!(same.body, last.body);
+
+    // Creates racing on both replicas: every one lands once, and both list them all.
+    let create = |on: SocketAddr, tag: &'static str| {
+        let p = &p;
+        async move {
+            for i in 0..10 {
+                let body = application(&format!("{tag}-{i}"), "guestbook");
+                let r = p.call(on, "POST", "/api/v1/applications", Some(&body)).await;
+                assert_eq!(r.status, 200, "{r:?}");
+            }
+        }
+    };
+    tokio::join!(create(p.a.addr(), "a"), create(p.b.addr(), "b"));
+    for on in [p.a.addr(), p.b.addr()] {
+        let list = p.call(on, "GET", "/api/v1/applications", None).await;
+        assert_eq!(list.body["items"].as_array().unwrap().len(), 20, "{on}");
+    }
+    // Creating the same name on both at once: exactly one wins.
+    let (one, other) = (application("dup", "guestbook"), application("dup", "other"));
+    let (x, y) = tokio::join!(
+        p.call(p.a.addr(), "POST", "/api/v1/applications", Some(&one)),
+        p.call(p.b.addr(), "POST", "/api/v1/applications", Some(&other))
+    );
+    let statuses = [x.status, y.status];
+    assert!(statuses.contains(&200), "{x:?} {y:?}");
+    assert!(
+        statuses.contains(&409) || statuses.iter().all(|s| *s == 200),
+        "the second create conflicts or finds the same spec: {x:?} {y:?}"
+    );
+}
+
+/// SSE events of `/api/v1/stream/applications` from `on`, read line by line.
+struct Sse {
+    lines: tokio::io::Lines<BufReader<tokio::net::TcpStream>>,
+}
+
+impl Sse {
+    async fn open(on: SocketAddr, token: &str, since: &str) -> Self {
+        let mut conn = tokio::net::TcpStream::connect(on).await.unwrap();
+        let request = format!(
+            "GET /api/v1/stream/applications?resourceVersion={since} HTTP/1.1\r\nHost: {on}\r\n\
+             Authorization: Bearer {token}\r\nAccept: text/event-stream\r\n\r\n"
+        );
+        conn.write_all(request.as_bytes()).await.unwrap();
+        let mut lines = BufReader::new(conn).lines();
+        let status = lines.next_line().await.unwrap().unwrap();
+        assert!(status.contains(" 200 "), "{status}");
+        Self { lines }
+    }
+
+    /// The next event's `result` (type and application).
+    async fn next(&mut self) -> Value {
+        let read = async {
+            loop {
+                let line = self.lines.next_line().await.unwrap().expect("the stream is open");
+                if let Some(data) = line.strip_prefix("data: ") {
+                    let event: Value = serde_json::from_str(data).unwrap();
+                    return event["result"].clone();
+                }
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), read)
+            .await
+            .expect("an event within 10 s")
+    }
+}
+
+/// The type, name and version of a watch event.
+fn seen(event: &Value) -> (String, String, String) {
+    (
+        event["type"].as_str().unwrap_or_default().to_owned(),
+        event["application"]["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+        event["application"]["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watches_on_one_replica_see_the_other_replicas_writes_in_order_and_resume_from_its_versions() {
+    use tiphys::cli::client::{Client, Target};
+    use tiphys::cli::conn::ClientOpts;
+
+    let p = pair("/it-rr-watch/").await;
+    let first = p
+        .call(
+            p.a.addr(),
+            "POST",
+            "/api/v1/applications",
+            Some(&application("w0", "guestbook")),
+        )
+        .await;
+    let since = rv(&first);
+
+    // Watchers on B, from the version A handed out: SSE, native gRPC and gRPC-Web.
+    let mut sse = Sse::open(p.b.addr(), &p.token, &since).await;
+    let home = tempfile::tempdir().unwrap();
+    let mut grpc = Vec::new();
+    for grpc_web in [false, true] {
+        let opts = ClientOpts {
+            server: Some(p.b.addr().to_string()),
+            plaintext: true,
+            grpc_web,
+            auth_token: Some(p.token.clone()),
+            ..ClientOpts::default()
+        };
+        let target = Target {
+            opts,
+            context: None,
+            user: None,
+        };
+        let client = Client::connect_to(&home.path().join("config"), target)
+            .await
+            .unwrap();
+        let stream = tiphys::cli::call::stream(
+            &client,
+            "watch",
+            "/application.ApplicationService/Watch",
+            &json!({"resourceVersion": since}),
+        )
+        .await
+        .unwrap();
+        grpc.push(stream);
+    }
+
+    // Writes on A: a create, an update, a delete.
+    let mut expected = Vec::new();
+    let w1 = p
+        .call(
+            p.a.addr(),
+            "POST",
+            "/api/v1/applications",
+            Some(&application("w1", "guestbook")),
+        )
+        .await;
+    expected.push(("ADDED".to_owned(), "w1".to_owned(), rv(&w1)));
+    let mut changed = w1.body.clone();
+    changed["spec"]["source"]["path"] = json!("changed");
+    let w1b = p
+        .call(p.a.addr(), "PUT", "/api/v1/applications/w1", Some(&changed))
+        .await;
+    expected.push(("MODIFIED".to_owned(), "w1".to_owned(), rv(&w1b)));
+    let gone = p
+        .call(p.a.addr(), "DELETE", "/api/v1/applications/w0", None)
+        .await;
+    assert_eq!(gone.status, 200, "{gone:?}");
+
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        events.push(seen(&sse.next().await));
+    }
+    assert_eq!(&events[..2], &expected[..], "SSE on B");
+    assert_eq!((events[2].0.as_str(), events[2].1.as_str()), ("DELETED", "w0"));
+    expected.push(events[2].clone());
+    for stream in &mut grpc {
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let event = tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .expect("an event within 10 s")
+                .unwrap()
+                .expect("the stream is open");
+            got.push(seen(&event));
+        }
+        assert_eq!(got, expected, "gRPC watch on B");
+    }
+
+    // A watch on A resumed from the version of B's event sees the same rest.
+    let mut resumed = Sse::open(p.a.addr(), &p.token, &expected[0].2).await;
+    assert_eq!(seen(&resumed.next().await), expected[1]);
+    assert_eq!(seen(&resumed.next().await), expected[2]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_killed_and_restarted_serves_what_was_written_meanwhile() {
+    let cluster = EtcdCluster::start(3);
+    let config = config();
+    let prefix = "/it-rr-restart/";
+    let a = replica(&cluster, prefix, &config);
+    let b = replica(&cluster, prefix, &config);
+    let token = token_of(&login(a.addr(), "admin", PASSWORD, &[]).await);
+    let write = |on: SocketAddr, name: String| {
+        let token = token.clone();
+        async move {
+            let body = project(&name, &[], None);
+            let r = call(on, "POST", "/api/v1/projects", Some(&token), &[], Some(&body)).await;
+            assert_eq!(r.status, 200, "{r:?}");
+        }
+    };
+    write(b.addr(), "before".into()).await;
+    // B is killed (dropping it sends SIGKILL); A is unaffected and goes on writing.
+    drop(b);
+    for i in 0..5 {
+        write(a.addr(), format!("k{i}")).await;
+    }
+    let b = replica(&cluster, prefix, &config);
+    let list = |on: SocketAddr| {
+        let token = token.clone();
+        async move { call(on, "GET", "/api/v1/projects", Some(&token), &[], None).await }
+    };
+    let (from_a, from_b) = (list(a.addr()).await, list(b.addr()).await);
+    assert_eq!(from_b.status, 200, "{from_b:?}");
+    assert_eq!(
+        from_a.body, from_b.body,
+        "the restarted replica lists what A wrote"
+    );
+    assert_eq!(from_b.body["items"].as_array().unwrap().len(), 7);
+    // And follows from there.
+    write(a.addr(), "after".into()).await;
+    let r = call(b.addr(), "GET", "/api/v1/projects/after", Some(&token), &[], None).await;
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+/// A TCP proxy on loopback that delivers everything `target` sends `delay` late (in order):
+/// a replica behind it follows etcd late, as one across a slow link would.
+async fn slow_link(target: String, delay: Duration) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let target = target.trim_start_matches("http://").to_owned();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                continue;
+            };
+            let (mut client_read, mut client_write) = client.into_split();
+            let (mut server_read, mut server_write) = server.into_split();
+            tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
+            });
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+            tokio::spawn(async move {
+                use tokio::io::AsyncReadExt as _;
+                let mut buf = vec![0; 64 << 10];
+                while let Ok(n) = server_read.read(&mut buf).await {
+                    if n == 0
+                        || tx
+                            .send((tokio::time::Instant::now() + delay, buf[..n].to_vec()))
+                            .is_err()
+                    {
+                        break;
+                    }
+                }
+            });
+            tokio::spawn(async move {
+                while let Some((due, bytes)) = rx.recv().await {
+                    tokio::time::sleep_until(due).await;
+                    if client_write.write_all(&bytes).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_that_follows_etcd_late_still_reads_the_other_replicas_writes() {
+    let cluster = EtcdCluster::start(3);
+    let config = config();
+    let prefix = "/it-rr-slow/";
+    let a = replica(&cluster, prefix, &config);
+    let slow = slow_link(cluster.endpoints()[0].clone(), Duration::from_millis(300)).await;
+    let args = [
+        "--insecure",
+        "--config-dir",
+        config.path().to_str().unwrap(),
+        "--etcd-endpoints",
+        &slow,
+        "--etcd-prefix",
+        prefix,
+    ];
+    let b = TestServer::start(&args);
+    let token = token_of(&login(a.addr(), "admin", PASSWORD, &[]).await);
+    for i in 0..3 {
+        let body = project(&format!("s{i}"), &[], None);
+        let written = call(
+            a.addr(),
+            "POST",
+            "/api/v1/projects",
+            Some(&token),
+            &[],
+            Some(&body),
+        )
+        .await;
+        let path = format!("/api/v1/projects/s{i}");
+        let read = call(b.addr(), "GET", &path, Some(&token), &[], None).await;
+        assert_eq!(
+            rv(&read),
+            rv(&written),
+            "B waited for its view to reach A's write"
+        );
+    }
+}
