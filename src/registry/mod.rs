@@ -49,6 +49,9 @@ const REVISION_KEY: &str = "/registry-revision";
 const WRITE_ATTEMPTS: u32 = 16;
 /// How long a read waits for the view to reach the registry's latest revision.
 const FRESH_WAIT: Duration = Duration::from_secs(5);
+/// How long a read waits for etcd to say what the latest revision is; longer than an election.
+/// Past it (etcd unreachable) the view answers as it is.
+const FENCE_READ: Duration = Duration::from_secs(3);
 
 pub struct Registry {
     store: Arc<dyn Store>,
@@ -170,7 +173,7 @@ impl Registry {
         if !self.shared || !self.following.load(Ordering::Acquire) {
             return Ok(());
         }
-        let target = match tokio::time::timeout(FRESH_WAIT, self.store.get(REVISION_KEY)).await {
+        let target = match tokio::time::timeout(FENCE_READ, self.store.get(REVISION_KEY)).await {
             Ok(Ok(Some(entry))) => entry.mod_revision,
             Ok(Ok(None)) => return Ok(()),
             Ok(Err(e)) => {

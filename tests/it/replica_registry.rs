@@ -519,3 +519,144 @@ async fn a_replica_that_follows_etcd_late_still_reads_the_other_replicas_writes(
         );
     }
 }
+
+/// `/healthz` of `on` until it answers `want` (bounded).
+async fn health_becomes(on: SocketAddr, want: &str, within: Duration) -> String {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let r = call(on, "GET", "/healthz", None, &[], None).await;
+        let text = r.body.as_str().unwrap_or_default().to_owned();
+        if text.starts_with(want) {
+            assert_eq!(r.status, 200, "a degraded replica stays in rotation: {text}");
+            return text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/healthz still says {text:?}, not {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn with_etcd_down_reads_are_answered_writes_refused_naming_etcd_and_all_recovers_by_itself() {
+    let mut p = pair("/it-rr-down/").await;
+    let body = project("kept", &[], None);
+    let r = p.call(p.a.addr(), "POST", "/api/v1/projects", Some(&body)).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        health_becomes(p.b.addr(), "ok", Duration::from_secs(5)).await,
+        "ok\n"
+    );
+
+    for i in 0..3 {
+        p._cluster.kill(i);
+    }
+    // Reads come from the view, on both replicas.
+    for on in [p.a.addr(), p.b.addr()] {
+        let started = std::time::Instant::now();
+        let r = p.call(on, "GET", "/api/v1/projects/kept", None).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+    // Writes are refused, and the message says why.
+    let body = project("while-down", &[], None);
+    let r = p.call(p.a.addr(), "POST", "/api/v1/projects", Some(&body)).await;
+    assert_eq!(r.status, 503, "{r:?}");
+    let message = r.body["message"].as_str().unwrap();
+    assert!(message.contains("etcd at http://127.0.0.1:"), "{message}");
+    let text = health_becomes(p.b.addr(), "degraded", Duration::from_secs(40)).await;
+    assert!(text.contains("etcd"), "{text}");
+    let r = p.call(p.b.addr(), "GET", "/api/v1/projects", None).await;
+    assert_eq!(r.status, 200, "a degraded replica answers reads at once: {r:?}");
+
+    p._cluster.restart_all();
+    // No restart of tiphys: the next write goes through (bounded wait for the clients to
+    // reconnect), and the other replica reads it.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let written = loop {
+        let r = p.call(p.a.addr(), "POST", "/api/v1/projects", Some(&body)).await;
+        if r.status == 200 {
+            break r;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no recovery: {r:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let read = p
+        .call(p.b.addr(), "GET", "/api/v1/projects/while-down", None)
+        .await;
+    assert_eq!(rv(&read), rv(&written));
+    health_becomes(p.b.addr(), "ok", Duration::from_secs(30)).await;
+    health_becomes(p.a.addr(), "ok", Duration::from_secs(30)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn killing_the_etcd_leader_while_both_replicas_write_loses_no_acknowledged_write() {
+    let Pair {
+        _cluster: mut cluster,
+        _config,
+        a,
+        b,
+        token,
+    } = pair("/it-rr-leader/").await;
+    const EACH: usize = 30;
+    let stop_after = tokio::sync::Barrier::new(3);
+    let writer = |on: SocketAddr, tag: &'static str| {
+        let (token, stop_after) = (&token, &stop_after);
+        async move {
+            let mut acknowledged = Vec::new();
+            let mut retries = 0;
+            for i in 0..EACH {
+                if i == EACH / 3 {
+                    stop_after.wait().await;
+                }
+                let name = format!("{tag}-{i}");
+                let body = project(&name, &[], None);
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+                loop {
+                    let r = call(on, "POST", "/api/v1/projects", Some(token), &[], Some(&body)).await;
+                    match r.status {
+                        200 => break,
+                        // An attempt whose answer was lost in the election landed after all.
+                        409 if retries > 0 => break,
+                        503 => retries += 1,
+                        _ => panic!("{name}: {r:?}"),
+                    }
+                    assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "{name} never acknowledged: {r:?}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                acknowledged.push(name);
+            }
+            (acknowledged, retries)
+        }
+    };
+    let leader = cluster.leader();
+    let killer = async {
+        stop_after.wait().await;
+        cluster.kill(leader);
+    };
+    let ((from_a, ra), (from_b, rb), ()) = tokio::join!(writer(a.addr(), "a"), writer(b.addr(), "b"), killer);
+    assert_eq!(from_a.len() + from_b.len(), 2 * EACH, "every write acknowledged");
+    // The servers ride out the election themselves: clients see latency, not errors.
+    assert_eq!((ra, rb), (0, 0), "writes that had to be retried by the client");
+    for on in [a.addr(), b.addr()] {
+        let list = call(on, "GET", "/api/v1/projects", Some(&token), &[], None).await;
+        assert_eq!(list.status, 200, "{list:?}");
+        let names: Vec<&str> = list.body["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|i| i["metadata"]["name"].as_str())
+            .collect();
+        for name in from_a.iter().chain(&from_b) {
+            assert!(names.contains(&name.as_str()), "{name} missing on {on}");
+        }
+    }
+}

@@ -145,6 +145,19 @@ impl EtcdCluster {
         }
     }
 
+    /// Starts every killed member again and waits until all are healthy (after the whole
+    /// cluster was down: no member is healthy before a quorum is back).
+    pub fn restart_all(&mut self) {
+        for member in &mut self.members {
+            if member.child.is_none() {
+                member.launch();
+            }
+        }
+        if let Err(why) = self.wait_all_healthy() {
+            panic!("{why}");
+        }
+    }
+
     /// Runs etcdctl against every member.
     pub fn etcdctl(&self, args: &[&str]) -> Output {
         self.etcdctl_at(&self.endpoints().join(","), args)
