@@ -32,6 +32,12 @@ pub async fn initial_password(store: &dyn Store) -> Result<Option<String>, Store
         .map(|(p, _)| p))
 }
 
+/// The store record of a generated admin password kept in a data dir's file, for `tiphys admin
+/// migrate` (a shared store keeps it in the store).
+pub fn initial_password_record(password: &str) -> Result<Op, StoreError> {
+    store::put_json(INITIAL_PASSWORD_KEY, &password, Expect::Absent)
+}
+
 /// Longest username accepted (upstream's limit).
 pub const MAX_USERNAME_BYTES: usize = 32;
 /// A failed password check is answered no sooner than this after it began.

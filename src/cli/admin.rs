@@ -25,6 +25,9 @@ pub enum AdminCommand {
     /// to include credentials (--include-secrets) and needs the server to be stopped: a running
     /// server holds an exclusive lock on its data directory.
     Export(super::export::ExportArgs),
+    /// Copy a stopped server's data dir store into etcd, for several replicas (--data-dir and
+    /// --etcd-endpoints; a non-empty prefix is refused unless --replace).
+    Migrate(super::migrate::MigrateArgs),
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -53,6 +56,7 @@ pub async fn run(
     match command {
         AdminCommand::InitialPassword(args) => initial_password(args, out).await.map(|()| ExitCode::SUCCESS),
         AdminCommand::Settings(SettingsCommand::Rbac(command)) => super::rbac::run(command, out),
+        AdminCommand::Migrate(args) => super::migrate::run(args, out).await.map(|()| ExitCode::SUCCESS),
         AdminCommand::Export(args) => {
             let config = super::config::path(config)?;
             super::export::run(&config, args, out)

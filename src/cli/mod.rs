@@ -17,6 +17,7 @@ mod export;
 mod kubeconfig;
 mod login;
 mod manifest;
+mod migrate;
 mod output;
 mod proj;
 mod proj_role;
