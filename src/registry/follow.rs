@@ -26,6 +26,9 @@ use crate::store::{Change, Changes, Feed, StoreError};
 
 /// Pause between attempts to load the view afresh while the store cannot be read.
 const RELOAD_BACKOFF: Duration = Duration::from_secs(1);
+/// How often a view that cannot follow checks whether the store answers again (the feed only
+/// speaks when something changes).
+const PROBE_EVERY: Duration = Duration::from_secs(2);
 
 impl Registry {
     /// Starts following the store's changes when others may write it too; ends with the
@@ -35,7 +38,10 @@ impl Registry {
             return;
         };
         let task = tokio::spawn(run(Arc::downgrade(self), feed));
-        *self.follower.lock().unwrap_or_else(PoisonError::into_inner) = Some(task.abort_handle());
+        let probe = tokio::spawn(probe(Arc::downgrade(self)));
+        let mut tasks = self.follower.lock().unwrap_or_else(PoisonError::into_inner);
+        tasks.push(task.abort_handle());
+        tasks.push(probe.abort_handle());
     }
 
     /// Applies one commit's changes to the view; `Err` says why the view must load afresh.
@@ -212,5 +218,21 @@ async fn reload(registry: &Weak<Registry>) -> Option<Box<dyn Feed>> {
         }
         drop(view);
         tokio::time::sleep(RELOAD_BACKOFF).await;
+    }
+}
+
+/// While the view cannot follow, asks the store for its revision now and then: once it answers,
+/// the feed (which reconnects by itself) is following again as far as anyone can tell.
+async fn probe(registry: Weak<Registry>) {
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let Some(view) = registry.upgrade() else {
+            return;
+        };
+        if !view.following.load(Ordering::Acquire)
+            && let Ok(Ok(_)) = tokio::time::timeout(PROBE_EVERY, view.store.revision()).await
+        {
+            view.following.store(true, Ordering::Release);
+        }
     }
 }

@@ -49,9 +49,13 @@ const REVISION_KEY: &str = "/registry-revision";
 const WRITE_ATTEMPTS: u32 = 16;
 /// How long a read waits for the view to reach the registry's latest revision.
 const FRESH_WAIT: Duration = Duration::from_secs(5);
-/// How long a read waits for etcd to say what the latest revision is; longer than an election.
-/// Past it (etcd unreachable) the view answers as it is.
-const FENCE_READ: Duration = Duration::from_secs(3);
+/// How long a read waits for etcd to say what the latest revision is: longer than an election,
+/// and than one attempt on a connection that hangs plus a retry on another member (the etcd
+/// store gives an attempt a quarter of its 10 s request timeout). Past it (etcd unreachable) the
+/// view answers as it is.
+const FENCE_READ: Duration = Duration::from_secs(6);
+/// After a fence read failed, reads answer from the view without trying again for this long.
+const FENCE_PAUSE: Duration = Duration::from_secs(2);
 
 pub struct Registry {
     store: Arc<dyn Store>,
@@ -62,11 +66,13 @@ pub struct Registry {
     state: RwLock<State>,
     /// The store mod revision of [`REVISION_KEY`] the view has reached (0: none yet).
     seen: tokio::sync::watch::Sender<Revision>,
-    /// False while the shared store's changes cannot be followed (reads then use the view as
-    /// it is); see [`Registry::degraded`].
+    /// False while the shared store's changes cannot be followed; see [`Registry::degraded`].
     following: AtomicBool,
-    /// The follower task (`follow.rs`), ended with the registry.
-    follower: Mutex<Option<tokio::task::AbortHandle>>,
+    /// When the last fence read failed: reads skip the fence for [`FENCE_PAUSE`] after, so an
+    /// unreachable etcd does not slow every read down.
+    fence_failed: Mutex<Option<tokio::time::Instant>>,
+    /// The follower's tasks (`follow.rs`), ended with the registry.
+    follower: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 struct State {
@@ -104,12 +110,11 @@ pub enum Change {
 
 impl Drop for Registry {
     fn drop(&mut self) {
-        if let Some(task) = self
+        let tasks = self
             .follower
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-        {
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for task in tasks.drain(..) {
             task.abort();
         }
     }
@@ -154,7 +159,8 @@ impl Registry {
             state: RwLock::new(state),
             seen,
             following: AtomicBool::new(true),
-            follower: Mutex::new(None),
+            fence_failed: Mutex::new(None),
+            follower: Mutex::new(Vec::new()),
         })
     }
 
@@ -170,17 +176,29 @@ impl Registry {
     /// view). Immediate on a store this process owns alone. While the store cannot be reached
     /// the view answers as it is, and [`Registry::degraded`] says so.
     pub async fn fresh(&self) -> Result<(), RegistryError> {
-        if !self.shared || !self.following.load(Ordering::Acquire) {
+        if !self.shared {
+            return Ok(());
+        }
+        let failed = || {
+            self.fence_failed
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if failed().is_some_and(|at| at.elapsed() < FENCE_PAUSE) {
             return Ok(());
         }
         let target = match tokio::time::timeout(FENCE_READ, self.store.get(REVISION_KEY)).await {
             Ok(Ok(Some(entry))) => entry.mod_revision,
             Ok(Ok(None)) => return Ok(()),
-            Ok(Err(e)) => {
-                tracing::debug!("reading from the view without a fence: {e}");
+            unreachable => {
+                let why = match unreachable {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {FENCE_READ:?}"),
+                };
+                tracing::debug!("reading from the view without a fence: {why}");
+                *failed() = Some(tokio::time::Instant::now());
                 return Ok(());
             }
-            Err(_) => return Ok(()),
         };
         let mut seen = self.seen.subscribe();
         let reached = tokio::time::timeout(FRESH_WAIT, seen.wait_for(|at| *at >= target)).await;

@@ -5,6 +5,8 @@
 //! processes.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -438,47 +440,84 @@ async fn a_replica_killed_and_restarted_serves_what_was_written_meanwhile() {
     assert_eq!(r.status, 200, "{r:?}");
 }
 
-/// A TCP proxy on loopback that delivers everything `target` sends `delay` late (in order):
-/// a replica behind it follows etcd late, as one across a slow link would.
-async fn slow_link(target: String, delay: Duration) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let target = target.trim_start_matches("http://").to_owned();
-    tokio::spawn(async move {
-        while let Ok((client, _)) = listener.accept().await {
-            let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
-                continue;
-            };
-            let (mut client_read, mut client_write) = client.into_split();
-            let (mut server_read, mut server_write) = server.into_split();
-            tokio::spawn(async move {
-                let _ = tokio::io::copy(&mut client_read, &mut server_write).await;
-            });
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
-            tokio::spawn(async move {
-                use tokio::io::AsyncReadExt as _;
-                let mut buf = vec![0; 64 << 10];
-                while let Ok(n) = server_read.read(&mut buf).await {
-                    if n == 0
-                        || tx
-                            .send((tokio::time::Instant::now() + delay, buf[..n].to_vec()))
-                            .is_err()
-                    {
-                        break;
-                    }
+/// A TCP proxy on loopback in front of one etcd member: it delivers what etcd sends `delay`
+/// late (in order), as across a slow link, and can be cut (every connection dropped, new ones
+/// closed at once) and restored, as a network partition of one replica would.
+struct Link {
+    url: String,
+    open: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Link {
+    async fn start(target: &str, delay: Duration) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let target = target.trim_start_matches("http://").to_owned();
+        let open = Arc::new(AtomicBool::new(true));
+        let connections = Arc::new(Mutex::new(Vec::new()));
+        let (is_open, tasks) = (Arc::clone(&open), Arc::clone(&connections));
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                if !is_open.load(Ordering::Acquire) {
+                    continue;
                 }
-            });
-            tokio::spawn(async move {
-                while let Some((due, bytes)) = rx.recv().await {
-                    tokio::time::sleep_until(due).await;
-                    if client_write.write_all(&bytes).await.is_err() {
-                        break;
-                    }
-                }
-            });
+                let Ok(server) = tokio::net::TcpStream::connect(&target).await else {
+                    continue;
+                };
+                let task = tokio::spawn(relay(client, server, delay));
+                tasks.lock().unwrap().push(task.abort_handle());
+            }
+        });
+        Self {
+            url,
+            open,
+            connections,
         }
-    });
-    format!("http://{addr}")
+    }
+
+    fn cut(&self) {
+        self.open.store(false, Ordering::Release);
+        for task in self.connections.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+
+    fn restore(&self) {
+        self.open.store(true, Ordering::Release);
+    }
+}
+
+/// Both directions of one proxied connection; etcd's side `delay` late. Aborting it drops both
+/// sockets.
+async fn relay(client: tokio::net::TcpStream, server: tokio::net::TcpStream, delay: Duration) {
+    use tokio::io::AsyncReadExt as _;
+    let (mut client_read, mut client_write) = client.into_split();
+    let (mut server_read, mut server_write) = server.into_split();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(tokio::time::Instant, Vec<u8>)>();
+    let upstream = tokio::io::copy(&mut client_read, &mut server_write);
+    let downstream = async {
+        let mut buf = vec![0; 64 << 10];
+        while let Ok(n) = server_read.read(&mut buf).await {
+            if n == 0
+                || tx
+                    .send((tokio::time::Instant::now() + delay, buf[..n].to_vec()))
+                    .is_err()
+            {
+                break;
+            }
+        }
+        drop(tx);
+    };
+    let deliver = async {
+        while let Some((due, bytes)) = rx.recv().await {
+            tokio::time::sleep_until(due).await;
+            if client_write.write_all(&bytes).await.is_err() {
+                break;
+            }
+        }
+    };
+    let _ = tokio::join!(upstream, downstream, deliver);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -487,13 +526,13 @@ async fn a_replica_that_follows_etcd_late_still_reads_the_other_replicas_writes(
     let config = config();
     let prefix = "/it-rr-slow/";
     let a = replica(&cluster, prefix, &config);
-    let slow = slow_link(cluster.endpoints()[0].clone(), Duration::from_millis(300)).await;
+    let slow = Link::start(&cluster.endpoints()[0], Duration::from_millis(300)).await;
     let args = [
         "--insecure",
         "--config-dir",
         config.path().to_str().unwrap(),
         "--etcd-endpoints",
-        &slow,
+        &slow.url,
         "--etcd-prefix",
         prefix,
     ];
@@ -586,11 +625,13 @@ async fn with_etcd_down_reads_are_answered_writes_refused_naming_etcd_and_all_re
         assert!(tokio::time::Instant::now() < deadline, "no recovery: {r:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     };
+    // Once B reaches etcd again (its /healthz says so), it reads A's write.
+    health_becomes(p.b.addr(), "ok", Duration::from_secs(30)).await;
     let read = p
         .call(p.b.addr(), "GET", "/api/v1/projects/while-down", None)
         .await;
+    assert_eq!(read.status, 200, "{read:?}\n{}", p.b.logs());
     assert_eq!(rv(&read), rv(&written));
-    health_becomes(p.b.addr(), "ok", Duration::from_secs(30)).await;
     health_becomes(p.a.addr(), "ok", Duration::from_secs(30)).await;
 }
 
@@ -659,4 +700,81 @@ async fn killing_the_etcd_leader_while_both_replicas_write_loses_no_acknowledged
             assert!(names.contains(&name.as_str()), "{name} missing on {on}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replica_cut_off_past_etcds_compaction_loads_afresh_and_ends_its_watches() {
+    let cluster = EtcdCluster::start(3);
+    let config = config();
+    let prefix = "/it-rr-compact/";
+    let a = replica(&cluster, prefix, &config);
+    let link = Link::start(&cluster.endpoints()[0], Duration::ZERO).await;
+    let args = [
+        "--insecure",
+        "--config-dir",
+        config.path().to_str().unwrap(),
+        "--etcd-endpoints",
+        &link.url,
+        "--etcd-prefix",
+        prefix,
+        "--etcd-request-timeout",
+        "2s",
+    ];
+    let b = TestServer::start(&args);
+    let token = token_of(&login(a.addr(), "admin", PASSWORD, &[]).await);
+    let create = |on: SocketAddr, name: &str| {
+        let body = application(name, "guestbook");
+        let token = token.clone();
+        async move { call(on, "POST", "/api/v1/applications", Some(&token), &[], Some(&body)).await }
+    };
+    let first = create(a.addr(), "c0").await;
+    let since = rv(&first);
+    let mut watch = Sse::open(b.addr(), &token, &since).await;
+
+    // B loses etcd; A writes on, and etcd compacts everything B has not seen.
+    link.cut();
+    for i in 1..4 {
+        assert_eq!(create(a.addr(), &format!("c{i}")).await.status, 200);
+    }
+    let status = cluster.etcdctl(&["endpoint", "status", "-w", "json"]);
+    let status: Value = serde_json::from_slice(&status.stdout).unwrap();
+    let revision = status[0]["Status"]["header"]["revision"].as_u64().unwrap();
+    let out = cluster.etcdctl(&["compact", &revision.to_string()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    link.restore();
+
+    // B's view loads afresh: its watcher is ended rather than left with a gap ...
+    let ended = tokio::time::timeout(Duration::from_secs(40), async {
+        loop {
+            match watch.lines.next_line().await {
+                Ok(Some(_)) => {}
+                _ => return,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the watch on B ended once its view loaded afresh");
+    assert!(b.logs().contains("loads afresh"), "{}", b.logs());
+    // ... and B serves everything A wrote, and follows on.
+    let list = call(b.addr(), "GET", "/api/v1/applications", Some(&token), &[], None).await;
+    assert_eq!(list.body["items"].as_array().unwrap().len(), 4, "{list:?}");
+    let later = create(a.addr(), "c4").await;
+    let read = call(
+        b.addr(),
+        "GET",
+        "/api/v1/applications/c4",
+        Some(&token),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(rv(&read), rv(&later));
+    // A client that resumes from the version it had is told to list again, never skips.
+    let path = format!("/api/v1/stream/applications?resourceVersion={since}");
+    let r = call(b.addr(), "GET", &path, Some(&token), &[], None).await;
+    assert_eq!(r.status, 409, "{r:?}");
+    assert!(
+        r.body["message"].as_str().unwrap().contains("list again"),
+        "{r:?}"
+    );
 }
