@@ -14,6 +14,11 @@
 //! 4. Reads the server's peak RSS, stops it, restarts it on the same data, and times from the
 //!    spawn to the first successful List.
 //!
+//! With `RESOURCES_ETCD=1` the same runs go against a 3-member etcd on loopback started here
+//! (issue "Several replicas on etcd"): the applications are seeded into etcd, two replicas
+//! serve them, the lists go to the first, the watchers to the second while the change is made on
+//! the first, and the restart is a replica started afresh on the data in etcd.
+//!
 //! Every process started here is stopped by its PID.
 
 use std::path::{Path, PathBuf};
@@ -28,7 +33,15 @@ use http_body_util::{BodyExt as _, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tiphys::registry::{Change, Key, Kind, Registry};
-use tiphys::store::{FileStore, Store};
+use tiphys::store::{EtcdOptions, EtcdStore, FileStore, Store};
+
+// Test support: panics on a failed setup on purpose.
+#[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#[path = "../tests/support/etcd_cluster.rs"]
+mod etcd_cluster;
+
+/// The etcd prefix of the runs with `RESOURCES_ETCD=1`.
+const ETCD_PREFIX: &str = "/bench/";
 
 const FIELDS: &str = "metadata.resourceVersion,items.metadata.name,items.metadata.namespace,items.metadata.annotations,items.metadata.labels,items.metadata.creationTimestamp,items.metadata.deletionTimestamp,items.spec.destination,items.spec.project,items.spec.source,items.spec.sources,items.spec.sourceHydrator,items.spec.syncPolicy,items.operation.sync,items.status.sourceHydrator,items.status.summary,items.status.sync.status,items.status.sync.revision,items.status.health,items.status.operationState.phase,items.status.operationState.startedAt,items.status.operationState.finishedAt";
 const PASSWORD: &str = "bench-password-1";
@@ -46,22 +59,31 @@ impl Drop for Server {
     }
 }
 
-fn start(bin: &Path, work: &Path) -> anyhow::Result<(Server, Instant)> {
-    let ready = work.join("ready");
+/// Starts a server on `work`'s data dir, or on etcd at `etcd` (then with its own data dir:
+/// `replica` tells them apart).
+fn start(bin: &Path, work: &Path, etcd: Option<&str>, replica: usize) -> anyhow::Result<(Server, Instant)> {
+    let ready = work.join(format!("ready-{replica}"));
     let _ = std::fs::remove_file(&ready);
     let spawned = Instant::now();
-    let child = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .args(["server", "--insecure", "--address", "127.0.0.1", "--port", "0"])
-        .args(["--metrics-address", "127.0.0.1", "--metrics-port", "0"])
-        .arg("--data-dir")
-        .arg(work.join("data"))
+        .args(["--metrics-address", "127.0.0.1", "--metrics-port", "0"]);
+    match etcd {
+        Some(endpoints) => command
+            .arg("--data-dir")
+            .arg(work.join(format!("replica-{replica}")))
+            .args(["--etcd-endpoints", endpoints, "--etcd-prefix", ETCD_PREFIX]),
+        None => command.arg("--data-dir").arg(work.join("data")),
+    };
+    let child = command
         .arg("--config-dir")
         .arg(work.join("config"))
         .arg("--ready-file")
         .arg(&ready)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(work.join("server.log"))?)
+        .stderr(std::fs::File::create(work.join(format!("server-{replica}.log")))?)
         .spawn()
         .context("cannot start the server")?;
     let mut server = Server {
@@ -104,12 +126,20 @@ fn app(i: usize) -> Value {
     })
 }
 
-async fn seed(work: &Path, apps: usize) -> anyhow::Result<usize> {
-    let store: Arc<dyn Store> = Arc::new(FileStore::open(&work.join("data"))?);
+async fn seed(work: &Path, apps: usize, etcd: Option<&str>) -> anyhow::Result<usize> {
+    let (store, batch): (Arc<dyn Store>, usize) = match etcd {
+        Some(endpoints) => {
+            let mut options = EtcdOptions::new(endpoints.split(',').map(str::to_owned).collect());
+            options.prefix = ETCD_PREFIX.to_owned();
+            // Two keys per object and the revision: etcd's 128 operations per transaction.
+            (Arc::new(EtcdStore::connect(options).await?), 60)
+        }
+        None => (Arc::new(FileStore::open(&work.join("data"))?), 500),
+    };
     let registry = Registry::open(store).await?;
     let mut bytes = 0;
-    for start in (0..apps).step_by(500) {
-        let changes = (start..(start + 500).min(apps))
+    for start in (0..apps).step_by(batch) {
+        let changes = (start..(start + batch).min(apps))
             .map(|i| {
                 let value = app(i);
                 bytes += value.to_string().len();
@@ -459,21 +489,30 @@ async fn main() -> anyhow::Result<()> {
     if let Ok(dir) = std::env::var("RESOURCES_SEED_ONLY") {
         let dir = PathBuf::from(dir);
         write_config(&dir)?;
-        seed(&dir, apps).await?;
+        seed(&dir, apps, None).await?;
         return Ok(());
     }
     let work = tempfile::Builder::new().prefix("tiphys-resources-").tempdir()?;
     let work = work.path();
+    let cluster = std::env::var_os("RESOURCES_ETCD").map(|_| etcd_cluster::EtcdCluster::start(3));
+    let endpoints = cluster.as_ref().map(|c| c.endpoints().join(","));
+    let etcd = endpoints.as_deref();
 
     write_config(work)?;
     let seeding = Instant::now();
-    let size = seed(work, apps).await?;
+    let size = seed(work, apps, etcd).await?;
     println!(
         "seeded {apps} applications of ~{size} bytes in {:.1} s",
         seeding.elapsed().as_secs_f64()
     );
 
-    let (server, _) = start(&bin, work)?;
+    let (server, _) = start(&bin, work, etcd, 0)?;
+    // On etcd the watchers are on a second replica, the change is made on the first.
+    let second = match etcd {
+        Some(_) => Some(start(&bin, work, etcd, 1)?.0),
+        None => None,
+    };
+    let watched = second.as_ref().unwrap_or(&server);
     let pid = server.child.id();
     let rss = |phase: &str| {
         let now = rss_kib(pid, "VmRSS:").unwrap_or(0);
@@ -529,10 +568,10 @@ async fn main() -> anyhow::Result<()> {
     let marker = format!("fanout-{}", std::process::id());
     let (ready_tx, mut ready_rx) = tokio::sync::mpsc::channel(watchers.max(1));
     let mut tasks = Vec::with_capacity(watchers);
-    let channels = futures_util::future::try_join_all((0..8).map(|_| grpc_channel(&server.addr))).await?;
+    let channels = futures_util::future::try_join_all((0..8).map(|_| grpc_channel(&watched.addr))).await?;
     for i in 0..watchers {
         let (addr, token, marker, ready) = (
-            server.addr.clone(),
+            watched.addr.clone(),
             token.clone(),
             marker.clone(),
             ready_tx.clone(),
@@ -592,9 +631,14 @@ async fn main() -> anyhow::Result<()> {
     );
     let rss = rss_kib(server.child.id(), "VmHWM:").unwrap_or(0);
     println!("server peak RSS: {:.1} MiB", rss as f64 / 1024.0);
+    if let Some(second) = &second {
+        let rss = rss_kib(second.child.id(), "VmHWM:").unwrap_or(0);
+        println!("watching replica's peak RSS: {:.1} MiB", rss as f64 / 1024.0);
+    }
     drop(server);
+    drop(second);
 
-    let (server, spawned) = start(&bin, work)?;
+    let (server, spawned) = start(&bin, work, etcd, 2)?;
     let token = login(&server.addr).await?;
     let mut client = http1(&server.addr).await?;
     let (_, _, size) = rest_list(&mut client, &token, "").await?;

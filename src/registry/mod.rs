@@ -45,8 +45,8 @@ use crate::store::{Expect, Op, Revision, Store, StoreError};
 /// The store key of the registry revision (outside [`kind::PREFIX`]). Every registry commit
 /// writes it, comparing its store mod revision with the one the writer's view holds.
 const REVISION_KEY: &str = "/registry-revision";
-/// How many times a write whose view was behind another replica's write plans again.
-const WRITE_ATTEMPTS: u32 = 16;
+/// How long a write whose view was behind other replicas' writes goes on planning again.
+const WRITE_RETRY_FOR: Duration = Duration::from_secs(10);
 /// How long a read waits for the view to reach the registry's latest revision.
 const FRESH_WAIT: Duration = Duration::from_secs(5);
 /// How long a read waits for etcd to say what the latest revision is: longer than an election,
@@ -289,7 +289,10 @@ impl Registry {
         check: impl Fn(&Self) -> Result<(), E>,
         changes: Vec<Change>,
     ) -> Result<Vec<Option<DocRef>>, E> {
-        for _ in 1..WRITE_ATTEMPTS {
+        let deadline = tokio::time::Instant::now() + WRITE_RETRY_FOR;
+        let mut backoff = Duration::from_millis(2);
+        let mut lost = 0u32;
+        loop {
             {
                 let _writer = self.writer.lock().await;
                 check(self)?;
@@ -299,13 +302,21 @@ impl Registry {
                     done => return Ok(done?),
                 }
             }
-            // Another replica's write came first: wait until the view has it, then plan again.
+            // Another replica's write came first: wait until the view has it, then plan again,
+            // after a random pause so that replicas racing each other spread out.
+            lost += 1;
+            if tokio::time::Instant::now() >= deadline {
+                return Err(RegistryError::from(StoreError::Unavailable(format!(
+                    "other replicas wrote the registry first {lost} times in a row for \
+                     {WRITE_RETRY_FOR:?}; try again"
+                )))
+                .into());
+            }
+            let jitter = u64::from(crate::random::bytes(1)[0]);
+            tokio::time::sleep(backoff.mul_f64(0.5 + jitter as f64 / 255.0)).await;
+            backoff = (backoff * 2).min(Duration::from_millis(100));
             self.fresh().await?;
         }
-        Err(RegistryError::from(StoreError::Unavailable(format!(
-            "other replicas wrote the registry first {WRITE_ATTEMPTS} times in a row; try again"
-        )))
-        .into())
     }
 
     /// One change after `check` (see [`Registry::apply_if`]); the object's new state, `None`
