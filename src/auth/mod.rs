@@ -89,8 +89,7 @@ impl Auth {
         ));
         let tokens = Arc::new(tokens::Tokens::new(
             Arc::clone(&keys),
-            Arc::clone(&accounts),
-            Arc::clone(&revocations),
+            Arc::clone(&store),
             Arc::clone(&sso_sessions),
             Arc::clone(&project_tokens),
             Arc::clone(&config),
@@ -137,10 +136,12 @@ impl Auth {
         self.keys.sealing_key(purpose, id)
     }
 
-    /// Forgets what has expired: SSO sessions, and revocations of tokens expired anyway.
+    /// Forgets what has expired: SSO sessions, revocations of tokens expired anyway, failed
+    /// logins past their window.
     pub async fn purge_expired(&self) -> Result<(), AppError> {
         self.sso_sessions.purge().await?;
         self.revocations.purge().await?;
+        self.logins.purge().await?;
         Ok(())
     }
 

@@ -2,29 +2,33 @@
 //! API keys, SSO dashboard sessions, project roles), dispatched by subject, and the login
 //! tokens it issues and renews.
 //!
+//! Every check reads what can change elsewhere (the account's record, the token id's
+//! revocation, the SSO session) from the store, in one read: another replica's logout,
+//! password change or disablement is in force at the next request, with no cache to go stale.
+//!
 //! A login token in its last 5 minutes (or last half, if shorter) is renewed: the renewed
 //! token keeps the session's id, so revoking the session (logout) revokes it too.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::accounts::{Account, Accounts};
+use super::accounts::{self, Account, AccountRecord};
 use super::jwt::Claims;
 use super::keys::TokenKeys;
 use super::project_tokens::ProjectTokens;
-use super::revocations::Revocations;
+use super::revocations;
 use super::sso_sessions::{self, SsoSessions};
 use crate::clock::now_ms;
 use crate::config::ConfigWatch;
 use crate::principal::{AccountPrincipal, LOCAL_ISSUER, Principal, TokenKind};
+use crate::store::Store;
 
 /// A login token is renewed when less than this (or half its lifetime) is left.
 const RENEW_WITHIN: Duration = Duration::from_secs(5 * 60);
 
 pub struct Tokens {
     keys: Arc<TokenKeys>,
-    accounts: Arc<Accounts>,
-    revocations: Arc<Revocations>,
+    store: Arc<dyn Store>,
     sso: Arc<SsoSessions>,
     projects: Arc<ProjectTokens>,
     config: Arc<ConfigWatch>,
@@ -39,16 +43,14 @@ impl std::fmt::Debug for Tokens {
 impl Tokens {
     pub fn new(
         keys: Arc<TokenKeys>,
-        accounts: Arc<Accounts>,
-        revocations: Arc<Revocations>,
+        store: Arc<dyn Store>,
         sso: Arc<SsoSessions>,
         projects: Arc<ProjectTokens>,
         config: Arc<ConfigWatch>,
     ) -> Self {
         Self {
             keys,
-            accounts,
-            revocations,
+            store,
             sso,
             projects,
             config,
@@ -57,19 +59,20 @@ impl Tokens {
 
     /// Checks a token of this server's. Returns the caller and, for a login token close to
     /// its expiry, a fresh token to hand back to the client; else why the token is refused.
-    pub fn authenticate(&self, token: &str) -> Result<(Principal, Option<String>), String> {
+    pub async fn authenticate(&self, token: &str) -> Result<(Principal, Option<String>), String> {
         let now = now_ms();
         let claims = self.keys.verify(token, now / 1000)?;
         if let Some(sid) = claims.sub.strip_prefix(sso_sessions::SUBJECT_PREFIX)
             && !sid.is_empty()
             && sid == claims.jti
         {
-            return self.sso.authenticate(sid, now / 1000).map(|p| (p, None));
+            return self.sso.authenticate(sid, now / 1000).await.map(|p| (p, None));
         }
         if let Some((project, role)) = crate::rbac::project::project_subject(&claims.sub) {
             return self
                 .projects
                 .authenticate(project, role, &claims)
+                .await
                 .map(|p| (p, None));
         }
         let (name, kind) = match claims.sub.split_once(':') {
@@ -78,12 +81,22 @@ impl Tokens {
             Some(_) => return Err("token subject is invalid".to_owned()),
             None => (claims.sub.as_str(), TokenKind::ApiKey),
         };
-        let book = self.accounts.book();
-        let account = book
+        let settings = self.config.current();
+        let config = settings
+            .accounts
             .get(name)
             .ok_or_else(|| format!("account {name} does not exist"))?;
-        check_account(account, kind, &claims)?;
-        if self.revocations.is_revoked(&claims.jti) {
+        // The account's record and the id's revocation, read together.
+        let keys = vec![AccountRecord::store_key(name), revocations::key(&claims.jti)];
+        let read = self
+            .store
+            .get_many(keys)
+            .await
+            .map_err(|e| format!("cannot check the token now: {e}"))?;
+        let (record, _) = accounts::parse_record(name, read[0].as_ref())
+            .map_err(|e| format!("cannot check the token now: {e}"))?;
+        check_account(&accounts::merge(config, &record), kind, &claims)?;
+        if revocations::is_revocation(read[1].as_ref()) {
             return Err("token is revoked, please log in again".to_owned());
         }
         let principal = AccountPrincipal {

@@ -112,20 +112,13 @@ impl Registry {
     /// there, so every current watcher ends (and resumes or lists again).
     async fn reload(&self) -> Result<(), RegistryError> {
         let _writer = self.writer.lock().await;
-        self.reload_locked().await
-    }
-
-    /// [`Registry::reload`] with the writer lock held.
-    pub(super) async fn reload_locked(&self) -> Result<(), RegistryError> {
         let fresh = load::state(&*self.store).await?;
         let mut state = self.write_state();
         let kinds: Vec<_> = fresh.docs.keys().chain(state.docs.keys()).copied().collect();
         let mut fresh = fresh;
-        // Caches keyed by a kind's revision see a change, whatever it was.
         for kind in kinds {
             fresh.kind_rv.insert(kind, fresh.rv.max(state.rv) + 1);
         }
-        fresh.others_rv = fresh.rv;
         *state = fresh;
         self.seen.send_replace(state.counter_at.unwrap_or(0));
         Ok(())

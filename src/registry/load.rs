@@ -40,7 +40,6 @@ pub(super) async fn state(store: &dyn Store) -> Result<State, RegistryError> {
         counter_at: counter.map(|e| e.mod_revision),
         loaded_at,
         kind_rv: HashMap::new(),
-        others_rv: 0,
         docs,
         history: History::new(rv),
     })

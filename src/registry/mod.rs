@@ -16,7 +16,6 @@
 //! cache does, and a read first waits for the view to reach the registry's latest revision
 //! (read your writes on every replica).
 
-mod combine;
 mod doc;
 mod follow;
 mod kind;
@@ -59,22 +58,16 @@ const FENCE_READ: Duration = Duration::from_secs(6);
 const FENCE_PAUSE: Duration = Duration::from_secs(2);
 
 pub struct Registry {
-    /// This registry, for the commits that must finish even when their caller goes away.
-    this: std::sync::Weak<Registry>,
     store: Arc<dyn Store>,
     /// Others write the store too (etcd): the view follows its changes, reads wait for it.
     shared: bool,
-    /// Serializes this process's commits: each reads the view, commits, then publishes.
+    /// Serializes this process's writers: each reads the view, commits, then publishes.
     writer: tokio::sync::Mutex<()>,
-    /// Application writes waiting for the next commit (`combine.rs`).
-    queue: Mutex<std::collections::VecDeque<combine::Pending>>,
     state: RwLock<State>,
     /// The store mod revision of [`REVISION_KEY`] the view has reached (0: none yet).
     seen: tokio::sync::watch::Sender<Revision>,
     /// False while the shared store's changes cannot be followed; see [`Registry::degraded`].
     following: AtomicBool,
-    /// A commit's outcome was not published; see [`Registry::recover`].
-    unpublished: AtomicBool,
     /// When the last fence read failed: reads skip the fence for [`FENCE_PAUSE`] after, so an
     /// unreachable etcd does not slow every read down.
     fence_failed: Mutex<Option<tokio::time::Instant>>,
@@ -90,9 +83,6 @@ struct State {
     loaded_at: Revision,
     /// Per kind, the revision of the last write that touched it.
     kind_rv: HashMap<Kind, u64>,
-    /// The revision of the last write to anything but applications, or of the last reload:
-    /// what application writes' checks read (`combine.rs`).
-    others_rv: u64,
     docs: HashMap<Kind, BTreeMap<(String, String), DocRef>>,
     history: History,
 }
@@ -158,23 +148,20 @@ pub enum RegistryError {
 impl Registry {
     /// Loads every object from the store. On a shared store, [`Registry::follow`] then keeps
     /// the view current.
-    pub async fn open(store: Arc<dyn Store>) -> Result<Arc<Self>, RegistryError> {
+    pub async fn open(store: Arc<dyn Store>) -> Result<Self, RegistryError> {
         let state = load::state(&*store).await?;
         let shared = store.feed(state.loaded_at + 1).is_some();
         let seen = tokio::sync::watch::Sender::new(state.counter_at.unwrap_or(0));
-        Ok(Arc::new_cyclic(|this| Self {
-            this: std::sync::Weak::clone(this),
+        Ok(Self {
             store,
             shared,
             writer: tokio::sync::Mutex::new(()),
-            queue: Mutex::new(std::collections::VecDeque::new()),
             state: RwLock::new(state),
             seen,
             following: AtomicBool::new(true),
-            unpublished: AtomicBool::new(false),
             fence_failed: Mutex::new(None),
             follower: Mutex::new(Vec::new()),
-        }))
+        })
     }
 
     /// What is wrong with the view, if anything: on a shared store, that it cannot follow the
@@ -295,57 +282,40 @@ impl Registry {
 
     /// `apply`, after `check` passed on the view the commit is conditional on: for conditions
     /// that span objects (a project may only be deleted while no application uses it; an
-    /// application may only be written while its project exists). Application writes share
-    /// commits with each other (`combine.rs`); when what `check` read changed meanwhile, or
-    /// another replica wrote first, the view catches up and `check` and the plan run again
-    /// (bounded in time).
+    /// application may only be written while its project exists). When another replica wrote
+    /// first, the view catches up and `check` and the plan run again (bounded).
     pub async fn apply_if<E: From<RegistryError>>(
         &self,
         check: impl Fn(&Self) -> Result<(), E>,
         changes: Vec<Change>,
     ) -> Result<Vec<Option<DocRef>>, E> {
-        let combined = changes.iter().all(|c| c.key().kind == Kind::Application);
         let deadline = tokio::time::Instant::now() + WRITE_RETRY_FOR;
         let mut backoff = Duration::from_millis(2);
         let mut lost = 0u32;
         loop {
-            let outcome = if combined {
-                let checked_at = self.revision();
-                check(self)?;
-                self.apply_combined(&changes, checked_at).await
-            } else {
+            {
                 let _writer = self.writer.lock().await;
-                self.recover().await?;
-                // Queued application writes were checked against the state before this one.
-                self.drain().await;
                 check(self)?;
                 match self.apply_locked(&changes).await {
                     Err(RegistryError::Store(StoreError::Conflict { key, .. }))
-                        if self.shared && key == REVISION_KEY =>
-                    {
-                        combine::Outcome::Again
-                    }
-                    done => combine::Outcome::Done(done),
+                        if self.shared && key == REVISION_KEY => {}
+                    done => return Ok(done?),
                 }
-            };
-            if let combine::Outcome::Done(done) = outcome {
-                return Ok(done?);
             }
+            // Another replica's write came first: wait until the view has it, then plan again,
+            // after a random pause so that replicas racing each other spread out.
             lost += 1;
             if tokio::time::Instant::now() >= deadline {
                 return Err(RegistryError::from(StoreError::Unavailable(format!(
-                    "other writes came first {lost} times in a row for {WRITE_RETRY_FOR:?}; try again"
+                    "other replicas wrote the registry first {lost} times in a row for \
+                     {WRITE_RETRY_FOR:?}; try again"
                 )))
                 .into());
             }
-            if self.shared {
-                // Another replica's write came first: wait until the view has it, after a random
-                // pause so that replicas racing each other spread out.
-                let jitter = u64::from(crate::random::bytes(1)[0]);
-                tokio::time::sleep(backoff.mul_f64(0.5 + jitter as f64 / 255.0)).await;
-                backoff = (backoff * 2).min(Duration::from_millis(100));
-                self.fresh().await?;
-            }
+            let jitter = u64::from(crate::random::bytes(1)[0]);
+            tokio::time::sleep(backoff.mul_f64(0.5 + jitter as f64 / 255.0)).await;
+            backoff = (backoff * 2).min(Duration::from_millis(100));
+            self.fresh().await?;
         }
     }
 
@@ -365,7 +335,18 @@ impl Registry {
     }
 
     async fn apply_locked(&self, changes: &[Change]) -> Result<Vec<Option<DocRef>>, RegistryError> {
-        distinct(changes)?;
+        // Each change is checked against the view as it was before the batch, so a key may
+        // appear once per batch (as the store requires too).
+        let mut keys = std::collections::HashSet::new();
+        for change in changes {
+            let key = change.key();
+            if !keys.insert(key) {
+                return Err(RegistryError::Invalid {
+                    key: key.clone(),
+                    err: SchemaError::new("", "the same object appears twice in one write"),
+                });
+            }
+        }
         if changes.is_empty() {
             return Ok(Vec::new());
         }
@@ -373,44 +354,26 @@ impl Registry {
             let state = self.read();
             (state.rv, state.counter_at)
         };
-        let planned = self.plan_all(changes, base + 1)?;
-        let results = planned.iter().map(|p| p.new.clone()).collect();
-        self.commit_planned(planned, base, counter_at).await?;
-        Ok(results)
-    }
-
-    /// Checks `changes` against the view and prepares them, at revisions from `first` on.
-    fn plan_all(&self, changes: &[Change], first: u64) -> Result<Vec<Planned>, RegistryError> {
-        (first..)
-            .zip(changes)
-            .map(|(rv, change)| self.plan(change, rv))
-            .collect()
-    }
-
-    /// Commits planned changes (revisions `base + 1` on) on the condition that the registry
-    /// revision is still where the view had it, then publishes them.
-    async fn commit_planned(
-        &self,
-        planned: Vec<Planned>,
-        base: u64,
-        counter_at: Option<Revision>,
-    ) -> Result<(), RegistryError> {
-        let mut ops = Vec::with_capacity(2 * planned.len() + 1);
-        for plan in &planned {
+        let mut planned = Vec::with_capacity(changes.len());
+        let mut ops = Vec::with_capacity(2 * changes.len() + 1);
+        for (offset, change) in changes.iter().enumerate() {
+            let rv = base + 1 + offset as u64;
+            let plan = self.plan(change, rv)?;
             let (record, proto) = (plan.key.store_key(), plan.key.proto_store_key());
             match &plan.new {
                 Some(doc) => {
                     ops.push(put(
                         record,
-                        record::encode_record(plan.rv, plan.proto.len(), &doc.json),
+                        record::encode_record(rv, plan.proto.len(), &doc.json),
                     ));
-                    ops.push(put(proto, record::encode_proto_entry(plan.rv, &plan.proto)));
+                    ops.push(put(proto, record::encode_proto_entry(rv, &plan.proto)));
                 }
                 None => {
                     ops.push(delete(record));
                     ops.push(delete(proto));
                 }
             }
+            planned.push(plan);
         }
         let last = base + planned.len() as u64;
         ops.push(Op::Put {
@@ -418,18 +381,14 @@ impl Registry {
             value: last.to_string().into_bytes(),
             expect: counter_at.map_or(Expect::Absent, Expect::ModRevision),
         });
-        // Until published: a caller that goes away mid-commit must not leave the view behind
-        // a write the store may have made.
-        self.unpublished.store(true, Ordering::Release);
-        let at = self.store.commit(ops).await;
-        self.unpublished.store(false, Ordering::Release);
-        let at = at?;
+        let at = self.store.commit(ops).await?;
+        let results = planned.iter().map(|p| p.new.clone()).collect();
         let mut state = self.write_state();
         // The follower may have published this commit already (it comes back through the feed).
         if state.rv < last {
             self.publish(&mut state, planned, at);
         }
-        Ok(())
+        Ok(results)
     }
 
     /// Makes a committed batch visible: the view, the history and its watchers, and the
@@ -445,9 +404,6 @@ impl Registry {
             } = plan;
             state.rv = rv;
             state.kind_rv.insert(key.kind, rv);
-            if key.kind != Kind::Application {
-                state.others_rv = rv;
-            }
             let slot = (key.namespace, key.name);
             match &new {
                 Some(doc) => {
@@ -467,17 +423,6 @@ impl Registry {
             state.history.push(Arc::new(Event { rv, kind, doc, proto }));
         }
         self.saw_counter(state, at);
-    }
-
-    /// Loads the view afresh from the store when a commit's outcome was not published (its
-    /// caller went away while the store wrote it): the view must not miss a committed write.
-    /// Called with the writer lock held.
-    async fn recover(&self) -> Result<(), RegistryError> {
-        if self.unpublished.load(Ordering::Acquire) {
-            self.reload_locked().await?;
-            self.unpublished.store(false, Ordering::Release);
-        }
-        Ok(())
     }
 
     /// Records that the view holds the registry revision written at store revision `at`.
@@ -548,19 +493,6 @@ struct Planned {
     event: (EventType, DocRef),
     /// The protobuf encoding of the event's document.
     proto: Bytes,
-}
-
-/// Refuses a write that names one object twice: each change is checked against the view as it
-/// was before the write (as the store requires too).
-fn distinct(changes: &[Change]) -> Result<(), RegistryError> {
-    let mut keys = std::collections::HashSet::new();
-    match changes.iter().map(Change::key).find(|key| !keys.insert(*key)) {
-        Some(key) => Err(RegistryError::Invalid {
-            key: key.clone(),
-            err: SchemaError::new("", "the same object appears twice in one write"),
-        }),
-        None => Ok(()),
-    }
 }
 
 fn put(key: String, value: Vec<u8>) -> Op {

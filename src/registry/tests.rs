@@ -13,7 +13,7 @@ fn key(name: &str) -> Key {
     Key::new(Kind::Application, "argocd", name)
 }
 
-async fn open(dir: &std::path::Path) -> Arc<Registry> {
+async fn open(dir: &std::path::Path) -> Registry {
     let store: Arc<dyn Store> = Arc::new(FileStore::open(dir).unwrap());
     Registry::open(store).await.unwrap()
 }
@@ -330,100 +330,4 @@ async fn records_of_the_first_layout_are_read() {
     let listed = reg.protos(&[Arc::clone(&old)]).await.unwrap();
     assert_eq!(listed[0].len(), old.proto_len);
     assert_eq!(listed[0], reg.proto(&old).unwrap());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn concurrent_application_writes_share_commits_and_each_gets_its_own_answer() {
-    let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
-    let reg = Registry::open(Arc::clone(&store)).await.unwrap();
-    reg.apply(vec![Change::Create {
-        key: key("taken"),
-        value: app("taken", "default"),
-    }])
-    .await
-    .unwrap();
-    let (before, store_before) = (reg.revision(), store.revision().await.unwrap());
-    let (_, mut sub) = reg.list_and_watch(Kind::Application).unwrap();
-    let writes: Vec<_> = (0..64)
-        .map(|i| {
-            let reg = Arc::clone(&reg);
-            // One write collides with an existing object: only it fails.
-            let name = if i == 13 {
-                "taken".to_owned()
-            } else {
-                format!("a{i:02}")
-            };
-            tokio::spawn(async move {
-                let change = Change::Create {
-                    key: key(&name),
-                    value: app(&name, "default"),
-                };
-                reg.apply_one(change).await.map(|doc| doc.map(|d| d.rv))
-            })
-        })
-        .collect();
-    let mut rvs = Vec::new();
-    for (i, write) in writes.into_iter().enumerate() {
-        match write.await.unwrap() {
-            Ok(Some(rv)) => rvs.push(rv),
-            Err(RegistryError::AlreadyExists(k)) if i == 13 => assert_eq!(k, key("taken")),
-            other => panic!("write {i}: {other:?}"),
-        }
-    }
-    rvs.sort_unstable();
-    assert_eq!(
-        rvs,
-        (before + 1..=before + 63).collect::<Vec<_>>(),
-        "one revision each, no gap"
-    );
-    let commits = store.revision().await.unwrap() - store_before;
-    assert!(commits < 63, "63 writes in {commits} commits: none were combined");
-    for rv in before + 1..=before + 63 {
-        let event = sub.next().await.unwrap().unwrap();
-        assert_eq!(event.rv, rv, "events in revision order");
-    }
-}
-
-#[tokio::test]
-async fn a_queued_application_write_checks_again_when_a_project_changed_since_its_check() {
-    let dir = tempfile::tempdir().unwrap();
-    let reg = open(dir.path()).await;
-    let project = Key::new(Kind::AppProject, "argocd", "p");
-    reg.apply_one(Change::Create {
-        key: project.clone(),
-        value: json!({"metadata": {"name": "p"}, "spec": {}}),
-    })
-    .await
-    .unwrap();
-    let checked_at = reg.revision();
-    reg.apply_one(Change::Update {
-        key: project,
-        value: json!({"metadata": {"name": "p"}, "spec": {"description": "changed"}}),
-        expect: None,
-    })
-    .await
-    .unwrap();
-    let queue = |name: &str, checked_at| {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        reg.queue().push_back(combine::Pending {
-            changes: vec![Change::Create {
-                key: key(name),
-                value: app(name, "p"),
-            }],
-            checked_at,
-            reply,
-        });
-        answer
-    };
-    let stale = queue("stale", checked_at);
-    let current = queue("current", reg.revision());
-    {
-        let _writer = reg.writer.lock().await;
-        reg.drain().await;
-    }
-    assert!(matches!(stale.await.unwrap(), combine::Outcome::Again));
-    assert!(reg.get(&key("stale")).is_none(), "not written on the old check");
-    assert!(matches!(current.await.unwrap(), combine::Outcome::Done(Ok(_))));
-    assert!(reg.get(&key("current")).is_some());
 }
