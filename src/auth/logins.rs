@@ -221,7 +221,7 @@ impl Logins {
         Ok(())
     }
 
-    /// Failed-login records held at the last purge (a metric).
+    /// Failed-login records held (a metric: counted at each purge, plus this process's since).
     pub fn failure_entries(&self) -> usize {
         self.guard.held()
     }

@@ -174,7 +174,8 @@ pub struct LoginGuard {
     store: Arc<dyn Store>,
     /// Failures this process recorded since it last purged: when to purge next.
     since_purge: AtomicUsize,
-    /// Records held after the last purge (a metric only).
+    /// Records held: counted at each purge, plus those this process created since (a metric
+    /// only; never consulted).
     held: AtomicUsize,
 }
 
@@ -308,8 +309,10 @@ impl LoginGuard {
                     .map_or(Expect::Absent, |e| Expect::ModRevision(e.mod_revision));
                 ops.push(store::put_json(&key.store_key(), &f, expect)?);
             }
+            let created = ops.iter().filter(|op| op.expect() == Expect::Absent).count();
             match self.store.commit(ops).await {
                 Ok(_) => {
+                    self.held.fetch_add(created, Ordering::Relaxed);
                     pair_count = counts.first().copied();
                     break;
                 }
@@ -423,7 +426,7 @@ impl LoginGuard {
         Ok(entries.iter().filter(|e| kind_of(&e.key) != "busy").count())
     }
 
-    /// Records held after the last purge (a metric).
+    /// Records held (a metric: see the field).
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Relaxed)
     }
