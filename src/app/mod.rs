@@ -91,6 +91,7 @@ impl App {
             Arc::clone(&config),
             AuthOptions {
                 data_dir: options.store.is_exclusive().then(|| options.data_dir.clone()),
+                exclusive: options.store.is_exclusive(),
                 limits: options.login_limits,
                 // Project role tokens are checked against the projects they name.
                 projects: Arc::clone(&projects) as _,

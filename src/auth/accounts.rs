@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::mirror::Mirror;
 use crate::clock::now_ms;
 use crate::config::{AccountConfig, ConfigWatch, TokenRecord};
 use crate::error::AppError;
@@ -163,16 +164,32 @@ pub fn merge(config: &AccountConfig, record: &AccountRecord) -> Account {
     }
 }
 
+/// API key `id` of an account as [`merge`] would list it, without merging.
+pub fn api_key<'a>(
+    config: &'a AccountConfig,
+    record: &'a AccountRecord,
+    id: &str,
+) -> Option<&'a TokenRecord> {
+    record.tokens.iter().rfind(|t| t.id == id).or_else(|| {
+        config
+            .tokens
+            .iter()
+            .rfind(|t| t.id == id && !record.deleted_tokens.contains(id))
+    })
+}
+
 /// Changes of one record lost to another writer (another replica) before giving up.
 const UPDATE_ATTEMPTS: usize = 16;
 
-/// The accounts in force: the configuration merged with the records in the store. Nothing is
-/// kept in memory: every read asks the store, and every change is a conditional write of the
-/// record as it was read (retried on a conflict), so replicas sharing a store never lose each
-/// other's changes nor act on a stale record.
+/// The accounts in force: the configuration merged with the records in the store. Every
+/// change is a conditional write of the record as the store has it (retried on a conflict), so
+/// replicas sharing a store never lose each other's changes; a read asks the store, or the
+/// mirror of what this process wrote when it is the store's only writer.
 pub struct Accounts {
     store: Arc<dyn Store>,
     config: Arc<ConfigWatch>,
+    /// The records by account name (on an exclusive store).
+    mirror: Mirror<AccountRecord>,
 }
 
 impl std::fmt::Debug for Accounts {
@@ -202,9 +219,30 @@ fn internal(e: impl Into<anyhow::Error>) -> AppError {
 }
 
 impl Accounts {
-    /// Adopts the configuration's passwords.
-    pub async fn open(store: Arc<dyn Store>, config: Arc<ConfigWatch>) -> anyhow::Result<Self> {
-        let accounts = Self { store, config };
+    /// Adopts the configuration's passwords. `exclusive`: this process is the store's only
+    /// writer, and reads answer from what it wrote.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        config: Arc<ConfigWatch>,
+        exclusive: bool,
+    ) -> anyhow::Result<Self> {
+        let mirror = match exclusive {
+            true => {
+                let mut records = Vec::new();
+                for entry in store.list(PREFIX).await? {
+                    let name = entry.key[PREFIX.len()..].to_owned();
+                    let (record, _) = parse_record(&name, Some(&entry))?;
+                    records.push((name, entry.mod_revision, record));
+                }
+                Mirror::load(true, records)
+            }
+            false => Mirror::off(),
+        };
+        let accounts = Self {
+            store,
+            config,
+            mirror,
+        };
         accounts.reload().await?;
         Ok(accounts)
     }
@@ -215,13 +253,25 @@ impl Accounts {
         let Some(config) = settings.accounts.get(name) else {
             return Ok(None);
         };
-        let entry = self
-            .store
-            .get(&AccountRecord::store_key(name))
-            .await
-            .map_err(internal)?;
-        let (record, _) = parse_record(name, entry.as_ref()).map_err(internal)?;
+        let record = self.record(name).await.map_err(internal)?;
         Ok(Some(merge(config, &record)))
+    }
+
+    /// The stored record of account `name` (empty when there is none): from the mirror, else
+    /// from the store.
+    pub async fn record(&self, name: &str) -> Result<Arc<AccountRecord>, StoreError> {
+        match self.mirror.get(name) {
+            Some(held) => Ok(held.unwrap_or_default()),
+            None => {
+                let entry = self.store.get(&AccountRecord::store_key(name)).await?;
+                Ok(Arc::new(parse_record(name, entry.as_ref())?.0))
+            }
+        }
+    }
+
+    /// Record `name` from the mirror: `None` when the store must be read (it is shared).
+    pub fn held(&self, name: &str) -> Option<Arc<AccountRecord>> {
+        self.mirror.get(name).map(Option::unwrap_or_default)
     }
 
     /// Every account of the configuration, as the store has them now.
@@ -243,8 +293,7 @@ impl Accounts {
 
     /// Whether account `name`'s password is the generated initial one.
     pub async fn has_initial_password(&self, name: &str) -> Result<bool, StoreError> {
-        let entry = self.store.get(&AccountRecord::store_key(name)).await?;
-        Ok(parse_record(name, entry.as_ref())?.0.initial)
+        Ok(self.record(name).await?.initial)
     }
 
     async fn records(&self) -> Result<BTreeMap<String, (AccountRecord, Option<u64>)>, StoreError> {
@@ -325,11 +374,17 @@ impl Accounts {
             if record == before && ops.is_empty() {
                 return Ok(out);
             }
-            if record != before {
+            let written = record != before;
+            if written {
                 ops.push(store::put_json(&key, &record, expect(rev)).map_err(internal)?);
             }
             match self.store.commit(ops).await {
-                Ok(_) => return Ok(out),
+                Ok(revision) => {
+                    if written {
+                        self.mirror.note_written(name, revision, Some(record));
+                    }
+                    return Ok(out);
+                }
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(internal(e)),
             }

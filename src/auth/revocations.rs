@@ -1,17 +1,19 @@
 //! Revoked token ids (logouts), kept in the store until the token would have expired anyway.
-//! Nothing is cached: a token check reads its id's record (with the account's, in one read,
+//! On a shared store a token check reads its id's record (with the account's, in one read,
 //! see [`super::tokens`]), so a logout on one replica refuses the token on every replica at
-//! its next request, and survives a restart.
+//! its next request; on a store this process alone writes, the mirror of its own revocations
+//! answers. Either way a revocation is durable before the logout is answered.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::{Deserialize, Serialize};
 
+use super::mirror::Mirror;
 use crate::clock::now_s;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
-use crate::store::{self, Entry, Expect, Op, Store, StoreError};
+use crate::store::{self, Entry, Expect, Op, Revision, Store, StoreError};
 
 const PREFIX: &str = "revoked/";
 /// Conflicting writers of one revocation before giving up.
@@ -30,6 +32,8 @@ pub struct Revocations {
     config: Arc<ConfigWatch>,
     /// Revocations held at the last purge (a metric only; never consulted).
     held: AtomicUsize,
+    /// Token id → when its revocation may be forgotten (on an exclusive store).
+    mirror: Mirror<Option<i64>>,
 }
 
 /// The store key of token id `jti`'s revocation.
@@ -44,20 +48,45 @@ pub fn is_revocation(entry: Option<&Entry>) -> bool {
 }
 
 impl Revocations {
-    /// Forgets the revocations of tokens expired anyway.
-    pub async fn open(store: Arc<dyn Store>, config: Arc<ConfigWatch>) -> anyhow::Result<Self> {
-        let revocations = Self {
+    /// Forgets the revocations of tokens expired anyway. `exclusive`: this process is the
+    /// store's only writer, and checks answer from what it wrote.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        config: Arc<ConfigWatch>,
+        exclusive: bool,
+    ) -> anyhow::Result<Self> {
+        let mut revocations = Self {
             store,
             config,
             held: AtomicUsize::new(0),
+            mirror: Mirror::off(),
         };
         revocations.purge().await?;
+        if exclusive {
+            let held = revocations.store.list(PREFIX).await?.into_iter().map(|e| {
+                // A record that does not read is still a revocation, never forgotten.
+                let exp = serde_json::from_slice::<Revoked>(&e.value)
+                    .ok()
+                    .and_then(|r| r.exp);
+                (e.key[PREFIX.len()..].to_owned(), e.mod_revision, exp)
+            });
+            revocations.mirror = Mirror::load(true, held);
+        }
         Ok(revocations)
     }
 
     /// Whether token id `jti` is revoked, as the store says now.
     pub async fn is_revoked(&self, jti: &str) -> Result<bool, StoreError> {
-        Ok(is_revocation(self.store.get(&key(jti)).await?.as_ref()))
+        match self.held(jti) {
+            Some(revoked) => Ok(revoked),
+            None => Ok(is_revocation(self.store.get(&key(jti)).await?.as_ref())),
+        }
+    }
+
+    /// Whether token id `jti` is revoked, from the mirror: `None` when the store must be read
+    /// (it is shared).
+    pub fn held(&self, jti: &str) -> Option<bool> {
+        self.mirror.get(jti).map(|held| held.is_some())
     }
 
     /// Revokes token id `jti` of a token expiring at `exp` until then. Durable before it
@@ -87,7 +116,8 @@ impl Revocations {
             };
             let op = store::put_json(&key, &Revoked { exp }, expect).map_err(internal)?;
             match self.store.commit(vec![op]).await {
-                Ok(_) => {
+                Ok(revision) => {
+                    self.mirror.note_written(jti, revision, Some(exp));
                     if expect == Expect::Absent {
                         self.held.fetch_add(1, Ordering::Relaxed);
                     }
@@ -121,8 +151,11 @@ impl Revocations {
         let purged = delete_in_batches(self.store.as_ref(), gone)
             .await
             .map_err(internal)?;
-        self.held.store(held - purged, Ordering::Relaxed);
-        Ok(purged)
+        for (key, revision) in &purged {
+            self.mirror.note_written(&key[PREFIX.len()..], *revision, None);
+        }
+        self.held.store(held - purged.len(), Ordering::Relaxed);
+        Ok(purged.len())
     }
 
     /// Revocations held (a metric: counted at each purge, plus this process's since).
@@ -146,16 +179,20 @@ fn covers(held: Option<i64>, wanted: Option<i64>) -> bool {
 
 /// Conditional deletes, in transactions of at most [`MAX_BATCH`] ops. A batch that conflicts
 /// (a record changed since it was listed) is retried without the records that changed, so
-/// nothing written meanwhile is deleted. Returns how many were deleted.
-pub async fn delete_in_batches(store: &dyn Store, deletes: Vec<Op>) -> Result<usize, StoreError> {
-    let mut deleted = 0;
+/// nothing written meanwhile is deleted. Returns the keys deleted, each with the revision of
+/// the commit that deleted it.
+pub async fn delete_in_batches(
+    store: &dyn Store,
+    deletes: Vec<Op>,
+) -> Result<Vec<(String, Revision)>, StoreError> {
+    let mut deleted = Vec::new();
     for chunk in deletes.chunks(MAX_BATCH) {
         let mut batch = chunk.to_vec();
         // Each conflict removes one op, so this ends.
         while !batch.is_empty() {
             match store.commit(batch.clone()).await {
-                Ok(_) => {
-                    deleted += batch.len();
+                Ok(revision) => {
+                    deleted.extend(batch.into_iter().map(|op| (op.key().to_owned(), revision)));
                     break;
                 }
                 Err(StoreError::Conflict { key, .. }) => batch.retain(|op| op.key() != key),

@@ -2,9 +2,10 @@
 //! naming the session (`sub: sso:<id>`, `jti: <id>`), however many groups the user has; the
 //! verified ID token's claims stay on the server, in the store, so a session survives a
 //! restart. A session ends at the ID token's expiry (or after `users.session.duration`, if
-//! sooner), at logout, or when its provider is no longer the one configured. Nothing is
-//! cached: each check reads the session's record, so a logout on one replica ends the session
-//! on every replica at its next request.
+//! sooner), at logout, or when its provider is no longer the one configured. On a shared store
+//! each check reads the session's record, so a logout on one replica ends the session on every
+//! replica at its next request; on a store this process alone writes, the mirror of its own
+//! writes answers.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::jwt::Claims;
 use super::keys::TokenKeys;
+use super::mirror::Mirror;
 use crate::clock::now_s;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
@@ -40,17 +42,34 @@ pub struct SsoSessions {
     store: Arc<dyn Store>,
     config: Arc<ConfigWatch>,
     keys: Arc<TokenKeys>,
+    /// The sessions by id (on an exclusive store).
+    mirror: Mirror<SsoSession>,
 }
 
 impl SsoSessions {
-    /// Forgets the sessions that have expired.
+    /// Forgets the sessions that have expired. `exclusive`: this process is the store's only
+    /// writer, and checks answer from what it wrote.
     pub async fn open(
         store: Arc<dyn Store>,
         config: Arc<ConfigWatch>,
         keys: Arc<TokenKeys>,
+        exclusive: bool,
     ) -> anyhow::Result<Self> {
-        let sessions = Self { store, config, keys };
+        let mut sessions = Self {
+            store,
+            config,
+            keys,
+            mirror: Mirror::off(),
+        };
         sessions.purge().await?;
+        if exclusive {
+            // What does not read is left out, as [`Self::get`] does.
+            let held = sessions.store.list(PREFIX).await?.into_iter().filter_map(|e| {
+                let session = serde_json::from_slice::<SsoSession>(&e.value).ok()?;
+                Some((e.key[PREFIX.len()..].to_owned(), e.mod_revision, session))
+            });
+            sessions.mirror = Mirror::load(true, held);
+        }
         Ok(sessions)
     }
 
@@ -77,10 +96,12 @@ impl SsoSessions {
         };
         let op = store::put_json(&format!("{PREFIX}{sid}"), &session, Expect::Absent)
             .map_err(|e| AppError::Internal(e.into()))?;
-        self.store
+        let revision = self
+            .store
             .commit(vec![op])
             .await
             .map_err(|e| AppError::Internal(e.into()))?;
+        self.mirror.note_written(&sid, revision, Some(session));
         Ok(self.keys.sign(&Claims {
             iss: LOCAL_ISSUER.to_owned(),
             sub: format!("{SUBJECT_PREFIX}{sid}"),
@@ -94,6 +115,9 @@ impl SsoSessions {
 
     /// Session `sid`, while it lasts (a record that does not read is no session).
     pub async fn get(&self, sid: &str) -> Result<Option<Arc<SsoSession>>, StoreError> {
+        if let Some(held) = self.mirror.get(sid) {
+            return Ok(held);
+        }
         match store::get_json::<SsoSession>(self.store.as_ref(), &format!("{PREFIX}{sid}")).await {
             Ok(found) => Ok(found.map(|(s, _)| Arc::new(s))),
             Err(StoreError::Corrupt(_)) => Ok(None),
@@ -137,10 +161,12 @@ impl SsoSessions {
             key: format!("{PREFIX}{sid}"),
             expect: Expect::Any,
         };
-        self.store
+        let revision = self
+            .store
             .commit(vec![op])
             .await
             .map_err(|e| AppError::Internal(e.into()))?;
+        self.mirror.note_written(sid, revision, None);
         Ok(())
     }
 
@@ -164,9 +190,12 @@ impl SsoSessions {
                 expect: Expect::ModRevision(e.mod_revision),
             })
             .collect();
-        super::revocations::delete_in_batches(self.store.as_ref(), gone)
+        let purged = super::revocations::delete_in_batches(self.store.as_ref(), gone)
             .await
             .map_err(|e| AppError::Internal(e.into()))?;
+        for (key, revision) in &purged {
+            self.mirror.note_written(&key[PREFIX.len()..], *revision, None);
+        }
         Ok(())
     }
 }

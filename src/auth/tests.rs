@@ -1,6 +1,7 @@
 //! The kinds of local token together, through [`Auth`] as the server opens it.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use super::jwt::Claims;
 use super::*;
 use crate::clock::now_s;
 use crate::principal::{LOCAL_ISSUER, Principal};
-use crate::store::FileStore;
+use crate::store::{Entry, FileStore, Op, Revision, StoreError};
 
 /// Project tokens listed by id; everything else refused.
 #[derive(Default)]
@@ -33,6 +34,7 @@ async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Ar
         config,
         AuthOptions {
             data_dir: Some(dir.to_path_buf()),
+            exclusive: true,
             limits: LoginLimits::default(),
             projects,
             oidc: None,
@@ -246,4 +248,109 @@ async fn logout_revokes_a_login_token_across_a_restart() {
     drop(auth);
     let auth = open(dir.path(), Arc::default()).await;
     assert!(auth.tokens.authenticate(&token).await.is_err());
+}
+
+/// A file store that counts its reads.
+struct Counted {
+    inner: FileStore,
+    reads: AtomicUsize,
+}
+
+impl Counted {
+    fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    fn read(&self) {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Counted {
+    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        self.read();
+        self.inner.get(key).await
+    }
+
+    async fn get_many(&self, keys: Vec<String>) -> Result<Vec<Option<Entry>>, StoreError> {
+        self.read();
+        self.inner.get_many(keys).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError> {
+        self.read();
+        self.inner.list(prefix).await
+    }
+
+    async fn commit(&self, ops: Vec<Op>) -> Result<Revision, StoreError> {
+        self.inner.commit(ops).await
+    }
+
+    async fn revision(&self) -> Result<Revision, StoreError> {
+        self.inner.revision().await
+    }
+
+    async fn snapshot(&self, prefixes: &[&str]) -> Result<(Vec<Vec<Entry>>, Revision), StoreError> {
+        self.read();
+        self.inner.snapshot(prefixes).await
+    }
+}
+
+#[tokio::test]
+async fn token_checks_read_the_store_only_when_it_is_shared() {
+    for exclusive in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Counted {
+            inner: FileStore::open(dir.path()).unwrap(),
+            reads: Default::default(),
+        });
+        let auth = Auth::open(
+            Arc::clone(&store) as _,
+            ConfigWatch::new(None).unwrap(),
+            AuthOptions {
+                data_dir: Some(dir.path().to_path_buf()),
+                exclusive,
+                limits: LoginLimits::default(),
+                projects: Arc::<Listed>::default(),
+                oidc: None,
+            },
+        )
+        .await
+        .unwrap();
+        let token = auth.tokens.issue_login("admin");
+        let before = store.reads();
+        auth.tokens.authenticate(&token).await.unwrap();
+        assert_eq!(
+            store.reads() - before,
+            usize::from(!exclusive),
+            "exclusive {exclusive}: one read per check on a shared store, none on an exclusive one"
+        );
+
+        // Either way, a password change and a logout are in force at the next check.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        auth.logins
+            .set_password("admin", "another-password-1")
+            .await
+            .unwrap();
+        assert_eq!(
+            auth.tokens.authenticate(&token).await.unwrap_err(),
+            "account password has changed since token issued",
+            "exclusive {exclusive}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let fresh = auth.tokens.issue_login("admin");
+        let (principal, _) = auth.tokens.authenticate(&fresh).await.unwrap();
+        let caller = crate::principal::Caller {
+            principal,
+            credentials: crate::principal::Credentials::Valid(Arc::from(fresh.as_str())),
+            ..crate::principal::Caller::anonymous(std::net::IpAddr::from([127, 0, 0, 1]))
+        };
+        auth.end_session(&caller).await.unwrap();
+        assert_eq!(
+            auth.tokens.authenticate(&fresh).await.unwrap_err(),
+            "token is revoked, please log in again",
+            "exclusive {exclusive}"
+        );
+    }
 }

@@ -415,7 +415,7 @@ impl LoginGuard {
                 expect: Expect::ModRevision(e.mod_revision),
             })
             .collect();
-        let deleted = delete_in_batches(self.store.as_ref(), deletes).await?;
+        let deleted = delete_in_batches(self.store.as_ref(), deletes).await?.len();
         self.held.store(total - deleted, Ordering::Relaxed);
         Ok(deleted)
     }

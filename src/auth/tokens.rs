@@ -2,9 +2,11 @@
 //! API keys, SSO dashboard sessions, project roles), dispatched by subject, and the login
 //! tokens it issues and renews.
 //!
-//! Every check reads what can change elsewhere (the account's record, the token id's
-//! revocation, the SSO session) from the store, in one read: another replica's logout,
-//! password change or disablement is in force at the next request, with no cache to go stale.
+//! On a shared store (etcd) every check reads what can change elsewhere (the account's record,
+//! the token id's revocation, the SSO session) from the store, in one read: another replica's
+//! logout, password change or disablement is in force at the next request, with no cache to go
+//! stale. On a store this process alone writes (redb), the same records come from the mirrors
+//! of its own writes ([`super::mirror`]), with no store read.
 //!
 //! A login token in its last 5 minutes (or last half, if shorter) is renewed: the renewed
 //! token keeps the session's id, so revoking the session (logout) revokes it too.
@@ -12,14 +14,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::accounts::{self, Account, AccountRecord};
+use super::accounts::{self, AccountRecord, Accounts};
 use super::jwt::Claims;
 use super::keys::TokenKeys;
 use super::project_tokens::ProjectTokens;
-use super::revocations;
+use super::revocations::{self, Revocations};
 use super::sso_sessions::{self, SsoSessions};
 use crate::clock::now_ms;
-use crate::config::ConfigWatch;
+use crate::config::{AccountConfig, ConfigWatch};
 use crate::principal::{AccountPrincipal, LOCAL_ISSUER, Principal, TokenKind};
 use crate::store::Store;
 
@@ -29,6 +31,8 @@ const RENEW_WITHIN: Duration = Duration::from_secs(5 * 60);
 pub struct Tokens {
     keys: Arc<TokenKeys>,
     store: Arc<dyn Store>,
+    accounts: Arc<Accounts>,
+    revocations: Arc<Revocations>,
     sso: Arc<SsoSessions>,
     projects: Arc<ProjectTokens>,
     config: Arc<ConfigWatch>,
@@ -44,6 +48,8 @@ impl Tokens {
     pub fn new(
         keys: Arc<TokenKeys>,
         store: Arc<dyn Store>,
+        accounts: Arc<Accounts>,
+        revocations: Arc<Revocations>,
         sso: Arc<SsoSessions>,
         projects: Arc<ProjectTokens>,
         config: Arc<ConfigWatch>,
@@ -51,6 +57,8 @@ impl Tokens {
         Self {
             keys,
             store,
+            accounts,
+            revocations,
             sso,
             projects,
             config,
@@ -86,17 +94,12 @@ impl Tokens {
             .accounts
             .get(name)
             .ok_or_else(|| format!("account {name} does not exist"))?;
-        // The account's record and the id's revocation, read together.
-        let keys = vec![AccountRecord::store_key(name), revocations::key(&claims.jti)];
-        let read = self
-            .store
-            .get_many(keys)
-            .await
-            .map_err(|e| format!("cannot check the token now: {e}"))?;
-        let (record, _) = accounts::parse_record(name, read[0].as_ref())
-            .map_err(|e| format!("cannot check the token now: {e}"))?;
-        check_account(&accounts::merge(config, &record), kind, &claims)?;
-        if revocations::is_revocation(read[1].as_ref()) {
+        let (record, revoked) = match (self.accounts.held(name), self.revocations.held(&claims.jti)) {
+            (Some(record), Some(revoked)) => (record, revoked),
+            _ => self.read(name, &claims.jti).await?,
+        };
+        check_account(config, &record, kind, &claims)?;
+        if revoked {
             return Err("token is revoked, please log in again".to_owned());
         }
         let principal = AccountPrincipal {
@@ -110,6 +113,19 @@ impl Tokens {
             .then(|| self.renewal(&claims, name, now))
             .flatten();
         Ok((Principal::Account(principal), renewed))
+    }
+
+    /// The account's record and whether the token id is revoked, read together from the store.
+    async fn read(&self, name: &str, jti: &str) -> Result<(Arc<AccountRecord>, bool), String> {
+        let keys = vec![AccountRecord::store_key(name), revocations::key(jti)];
+        let read = self
+            .store
+            .get_many(keys)
+            .await
+            .map_err(|e| format!("cannot check the token now: {e}"))?;
+        let (record, _) = accounts::parse_record(name, read[0].as_ref())
+            .map_err(|e| format!("cannot check the token now: {e}"))?;
+        Ok((Arc::new(record), revocations::is_revocation(read[1].as_ref())))
     }
 
     /// A new login token for account `name`.
@@ -140,8 +156,14 @@ impl Tokens {
     }
 }
 
-/// Whether `account` still accepts a verified token of `kind` with these claims.
-fn check_account(account: &Account, kind: TokenKind, claims: &Claims) -> Result<(), String> {
+/// Whether the account (its configuration and stored record) still accepts a verified token of
+/// `kind` with these claims.
+fn check_account(
+    account: &AccountConfig,
+    record: &AccountRecord,
+    kind: TokenKind,
+    claims: &Claims,
+) -> Result<(), String> {
     let name = &account.name;
     if !account.enabled {
         return Err(format!("account {name} is disabled"));
@@ -162,20 +184,17 @@ fn check_account(account: &Account, kind: TokenKind, claims: &Claims) -> Result<
         return Err("token has no expiry".to_owned());
     }
     if kind == TokenKind::ApiKey
-        && account
-            .tokens
-            .get(&claims.jti)
-            .is_none_or(|t| t.iat != claims.iat)
+        && accounts::api_key(account, record, &claims.jti).is_none_or(|t| t.iat != claims.iat)
     {
         return Err(format!("account {name} has no API key with id {}", claims.jti));
     }
-    if account
+    if record
         .password_mtime_ms
         .is_some_and(|m| claims.issued_at_ms() < m)
     {
         return Err("account password has changed since token issued".to_owned());
     }
-    if account
+    if record
         .revoked_before_ms
         .is_some_and(|m| claims.issued_at_ms() < m)
     {
