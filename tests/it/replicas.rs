@@ -224,10 +224,18 @@ const ALICE_PASSWORD: &str = "alice-pw-1";
 const ADMIN_PASSWORD: &str = "admin-pw-1";
 
 /// A config dir with `admin` and `alice` (login), passwords from `argocd-secret`, no server
-/// key (the replicas share the generated one through etcd); `alice_enabled` as given.
+/// key (the replicas share the generated one through etcd); `alice_enabled` as given. The
+/// hashes are the same in every config dir and every rewrite, as when replicas mount one
+/// `argocd-secret`: a new hash would be a password change, which refuses older tokens by
+/// itself.
 fn write_config(dir: &std::path::Path, alice_enabled: bool) {
-    let admin = bcrypt::hash(ADMIN_PASSWORD, 4).unwrap();
-    let alice = bcrypt::hash(ALICE_PASSWORD, 4).unwrap();
+    static HASHES: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    let (admin, alice) = HASHES.get_or_init(|| {
+        (
+            bcrypt::hash(ADMIN_PASSWORD, 4).unwrap(),
+            bcrypt::hash(ALICE_PASSWORD, 4).unwrap(),
+        )
+    });
     let cm = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-cm\ndata:\n  accounts.alice: login\n  \
          accounts.alice.enabled: \"{alice_enabled}\"\n"
