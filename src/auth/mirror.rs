@@ -10,9 +10,12 @@ use std::sync::{Arc, PoisonError, RwLock};
 use crate::store::Revision;
 
 pub struct Mirror<T> {
-    /// By id, each record with the revision that wrote it; `None` when the store is shared.
-    held: Option<RwLock<HashMap<String, (Revision, Arc<T>)>>>,
+    /// `None` when the store is shared.
+    held: Option<RwLock<Held<T>>>,
 }
+
+/// By id, each record with the revision of the commit that wrote it.
+type Held<T> = HashMap<String, (Revision, Arc<T>)>;
 
 impl<T> Mirror<T> {
     /// A mirror holding `records` (`(id, mod revision, record)`, all the store has of this kind,
