@@ -188,7 +188,7 @@ const UPDATE_ATTEMPTS: usize = 16;
 pub struct Accounts {
     store: Arc<dyn Store>,
     config: Arc<ConfigWatch>,
-    /// The records by account name (on an exclusive store).
+    /// The records by account name.
     mirror: Mirror<AccountRecord>,
 }
 
@@ -226,18 +226,13 @@ impl Accounts {
         config: Arc<ConfigWatch>,
         exclusive: bool,
     ) -> anyhow::Result<Self> {
-        let mirror = match exclusive {
-            true => {
-                let mut records = Vec::new();
-                for entry in store.list(PREFIX).await? {
-                    let name = entry.key[PREFIX.len()..].to_owned();
-                    let (record, _) = parse_record(&name, Some(&entry))?;
-                    records.push((name, entry.mod_revision, record));
-                }
-                Mirror::load(true, records)
-            }
-            false => Mirror::off(),
-        };
+        let mut records = Vec::new();
+        for entry in store.list(PREFIX).await? {
+            let name = entry.key[PREFIX.len()..].to_owned();
+            let (record, _) = parse_record(&name, Some(&entry))?;
+            records.push((name, entry.mod_revision, record));
+        }
+        let mirror = Mirror::load(exclusive, records);
         let accounts = Self {
             store,
             config,
@@ -272,6 +267,16 @@ impl Accounts {
     /// Record `name` from the mirror: `None` when the store must be read (it is shared).
     pub fn held(&self, name: &str) -> Option<Arc<AccountRecord>> {
         self.mirror.get(name).map(Option::unwrap_or_default)
+    }
+
+    /// Record `name` as last written or read here, for a shared store that cannot be reached.
+    pub fn last_known(&self, name: &str) -> Option<Arc<AccountRecord>> {
+        self.mirror.last_known(name)
+    }
+
+    /// A record of account `name` read from the store, at its mod revision.
+    pub fn note_read(&self, name: &str, revision: u64, record: &AccountRecord) {
+        self.mirror.note_written(name, revision, Some(record.clone()));
     }
 
     /// Every account of the configuration, as the store has them now.

@@ -2,7 +2,9 @@
 //! of (redb, see `store::Backend::is_exclusive`): a token check then answers from memory, with
 //! no store read. Nothing else changes: writes are the same conditional writes against the
 //! store, and each one that succeeds is noted here after its commit. On a shared store (etcd)
-//! a mirror is off and every check reads the store, where other replicas' writes are.
+//! [`Mirror::get`] answers nothing and every check reads the store, where other replicas'
+//! writes are; what the checks read is noted too, and [`Mirror::last_known`] answers from it
+//! only while the store cannot be reached.
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -10,8 +12,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 use crate::store::Revision;
 
 pub struct Mirror<T> {
-    /// `None` when the store is shared.
+    /// `None`: off (nothing is kept).
     held: Option<RwLock<Held<T>>>,
+    /// This process is the store's only writer: what is held is what the store has.
+    exclusive: bool,
 }
 
 /// By id, each record with the revision of the commit that wrote it.
@@ -19,31 +23,52 @@ type Held<T> = HashMap<String, (Revision, Arc<T>)>;
 
 impl<T> Mirror<T> {
     /// A mirror holding `records` (`(id, mod revision, record)`, all the store has of this kind,
-    /// read before this process writes any), or off when the store is not `exclusive`.
+    /// read before this process writes any); `exclusive`: this process is the store's only
+    /// writer.
     pub fn load(exclusive: bool, records: impl IntoIterator<Item = (String, Revision, T)>) -> Self {
-        let held = exclusive.then(|| {
-            let records = records
-                .into_iter()
-                .map(|(id, rev, record)| (id, (rev, Arc::new(record))))
-                .collect();
-            RwLock::new(records)
-        });
-        Self { held }
+        let records = records
+            .into_iter()
+            .map(|(id, rev, record)| (id, (rev, Arc::new(record))))
+            .collect();
+        Self {
+            held: Some(RwLock::new(records)),
+            exclusive,
+        }
     }
 
-    /// Off: every read goes to the store.
+    /// Off: every read goes to the store, and nothing is kept for an outage.
     pub fn off() -> Self {
-        Self { held: None }
+        Self {
+            held: None,
+            exclusive: false,
+        }
     }
 
-    /// Record `id`: `Some(None)` when there is none, `None` when the mirror is off (read the
-    /// store).
+    /// Record `id`: `Some(None)` when there is none, `None` when the store must be read (it is
+    /// shared, or the mirror is off).
     pub fn get(&self, id: &str) -> Option<Option<Arc<T>>> {
-        let held = self.held.as_ref()?.read().unwrap_or_else(PoisonError::into_inner);
-        Some(held.get(id).map(|(_, record)| Arc::clone(record)))
+        if !self.exclusive {
+            return None;
+        }
+        Some(self.last_known(id))
     }
 
-    /// After a successful commit at `revision`: record `id` is now `written` (`None`: deleted).
+    /// Record `id` as this process last wrote or read it; for a shared store that cannot be
+    /// reached.
+    pub fn last_known(&self, id: &str) -> Option<Arc<T>> {
+        let held = self.held.as_ref()?.read().unwrap_or_else(PoisonError::into_inner);
+        held.get(id).map(|(_, record)| Arc::clone(record))
+    }
+
+    /// Forgets the records `keep` refuses (what has expired).
+    pub fn retain(&self, keep: impl Fn(&T) -> bool) {
+        let Some(held) = &self.held else { return };
+        let mut held = held.write().unwrap_or_else(PoisonError::into_inner);
+        held.retain(|_, (_, record)| keep(record));
+    }
+
+    /// After a successful commit at `revision`: record `id` is now `written` (`None`: deleted);
+    /// also after a read of a shared store, with the record's mod revision.
     /// Of two writes noted in another order than they were committed, the later commit stays.
     /// A delete noted before an older write's note would let that write back in: no kind here
     /// deletes a record whose write may still be in flight (a session ends through its token,
@@ -82,10 +107,13 @@ mod tests {
     }
 
     #[test]
-    fn off_answers_nothing_and_keeps_nothing() {
+    fn on_a_shared_store_only_the_last_known_record_is_answered() {
         let m = Mirror::load(false, [("a".to_owned(), 1, 1)]);
         m.note_written("b", 2, Some(2));
         assert_eq!(m.get("a"), None);
-        assert_eq!(Mirror::<i32>::off().get("b"), None);
+        assert_eq!(m.last_known("b").as_deref(), Some(&2));
+        let off = Mirror::<i32>::off();
+        off.note_written("b", 2, Some(2));
+        assert_eq!((off.get("b"), off.last_known("b")), (None, None));
     }
 }

@@ -32,7 +32,7 @@ pub struct Revocations {
     config: Arc<ConfigWatch>,
     /// Revocations held at the last purge (a metric only; never consulted).
     held: AtomicUsize,
-    /// Token id → when its revocation may be forgotten (on an exclusive store).
+    /// Token id → when its revocation may be forgotten.
     mirror: Mirror<Option<i64>>,
 }
 
@@ -62,16 +62,14 @@ impl Revocations {
             mirror: Mirror::off(),
         };
         revocations.purge().await?;
-        if exclusive {
-            let held = revocations.store.list(PREFIX).await?.into_iter().map(|e| {
-                // A record that does not read is still a revocation, never forgotten.
-                let exp = serde_json::from_slice::<Revoked>(&e.value)
-                    .ok()
-                    .and_then(|r| r.exp);
-                (e.key[PREFIX.len()..].to_owned(), e.mod_revision, exp)
-            });
-            revocations.mirror = Mirror::load(true, held);
-        }
+        // A record that does not read is still a revocation, never forgotten.
+        let held = revocations
+            .store
+            .list(PREFIX)
+            .await?
+            .into_iter()
+            .map(|e| (e.key[PREFIX.len()..].to_owned(), e.mod_revision, expiry(&e)));
+        revocations.mirror = Mirror::load(exclusive, held);
         Ok(revocations)
     }
 
@@ -87,6 +85,18 @@ impl Revocations {
     /// (it is shared).
     pub fn held(&self, jti: &str) -> Option<bool> {
         self.mirror.get(jti).map(|held| held.is_some())
+    }
+
+    /// Whether token id `jti` was revoked as last written or read here, for a shared store that
+    /// cannot be reached.
+    pub fn last_known(&self, jti: &str) -> bool {
+        self.mirror.last_known(jti).is_some()
+    }
+
+    /// Token id `jti`'s revocation record as read from the store.
+    pub fn note_read(&self, jti: &str, entry: &Entry) {
+        self.mirror
+            .note_written(jti, entry.mod_revision, Some(expiry(entry)));
     }
 
     /// Revokes token id `jti` of a token expiring at `exp` until then. Durable before it
@@ -154,6 +164,8 @@ impl Revocations {
         for (key, revision) in &purged {
             self.mirror.note_written(&key[PREFIX.len()..], *revision, None);
         }
+        // Also those another replica purged.
+        self.mirror.retain(|exp| exp.is_none_or(|x| x >= now));
         self.held.store(held - purged.len(), Ordering::Relaxed);
         Ok(purged.len())
     }
@@ -166,6 +178,13 @@ impl Revocations {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// When a stored revocation may be forgotten; never for a record that does not read.
+fn expiry(entry: &Entry) -> Option<i64> {
+    serde_json::from_slice::<Revoked>(&entry.value)
+        .ok()
+        .and_then(|r| r.exp)
 }
 
 /// Whether a held revocation lasting until `held` already covers one until `wanted`.

@@ -62,6 +62,8 @@ impl SsoSessions {
             mirror: Mirror::off(),
         };
         sessions.purge().await?;
+        // Only on an exclusive store: on a shared one, no session is answered while it cannot
+        // be reached.
         if exclusive {
             // What does not read is left out, as [`Self::get`] does.
             let held = sessions.store.list(PREFIX).await?.into_iter().filter_map(|e| {

@@ -6,12 +6,16 @@
 //! the token id's revocation, the SSO session) from the store, in one read: another replica's
 //! logout, password change or disablement is in force at the next request, with no cache to go
 //! stale. On a store this process alone writes (redb), the same records come from the mirrors
-//! of its own writes ([`super::mirror`]), with no store read.
+//! of its own writes ([`super::mirror`]), with no store read. While etcd cannot be reached, a
+//! check answers from the records as this replica last wrote or read them (as the registry's
+//! reads answer from its view): nobody can write a logout or a password change meanwhile, and
+//! what another replica wrote just before and this one never read is missed, as the
+//! registry's reads miss it.
 //!
 //! A login token in its last 5 minutes (or last half, if shorter) is renewed: the renewed
 //! token keeps the session's id, so revoking the session (logout) revokes it too.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use super::accounts::{self, AccountRecord, Accounts};
@@ -23,10 +27,15 @@ use super::sso_sessions::{self, SsoSessions};
 use crate::clock::now_ms;
 use crate::config::{AccountConfig, ConfigWatch};
 use crate::principal::{AccountPrincipal, LOCAL_ISSUER, Principal, TokenKind};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// A login token is renewed when less than this (or half its lifetime) is left.
 const RENEW_WITHIN: Duration = Duration::from_secs(5 * 60);
+/// How long a check waits for a shared store before it answers from the last read: longer than
+/// an etcd election, short enough that a request still gets its answer when etcd is down.
+const READ_WAIT: Duration = Duration::from_secs(4);
+/// After a read failed, checks answer from the last read without asking for this long.
+const OUTAGE_PAUSE: Duration = Duration::from_secs(2);
 
 pub struct Tokens {
     keys: Arc<TokenKeys>,
@@ -36,6 +45,8 @@ pub struct Tokens {
     sso: Arc<SsoSessions>,
     projects: Arc<ProjectTokens>,
     config: Arc<ConfigWatch>,
+    /// When a read of the shared store last failed.
+    failed_at: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -62,6 +73,7 @@ impl Tokens {
             sso,
             projects,
             config,
+            failed_at: Mutex::default(),
         }
     }
 
@@ -115,17 +127,42 @@ impl Tokens {
         Ok((Principal::Account(principal), renewed))
     }
 
-    /// The account's record and whether the token id is revoked, read together from the store.
+    /// The account's record and whether the token id is revoked, read together from the store;
+    /// while the store cannot be reached, as last read for this token.
     async fn read(&self, name: &str, jti: &str) -> Result<(Arc<AccountRecord>, bool), String> {
+        let failed_at = || self.failed_at.lock().unwrap_or_else(PoisonError::into_inner);
+        // While the store cannot be reached: the account's record and the id's revocation as
+        // this replica last wrote or read them.
+        let last_known = |why: &str| match self.accounts.last_known(name) {
+            Some(record) => Ok((record, self.revocations.last_known(jti))),
+            None => Err(format!("cannot check the token now: {why}")),
+        };
+        if failed_at().is_some_and(|at| at.elapsed() < OUTAGE_PAUSE) {
+            return last_known("the store did not answer just before");
+        }
         let keys = vec![AccountRecord::store_key(name), revocations::key(jti)];
-        let read = self
-            .store
-            .get_many(keys)
-            .await
-            .map_err(|e| format!("cannot check the token now: {e}"))?;
+        let read = match tokio::time::timeout(READ_WAIT, self.store.get_many(keys)).await {
+            Ok(Ok(read)) => read,
+            failed @ (Ok(Err(StoreError::Unavailable(_))) | Err(_)) => {
+                *failed_at() = Some(tokio::time::Instant::now());
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("the store did not answer within {READ_WAIT:?}"),
+                };
+                return last_known(&why);
+            }
+            Ok(Err(e)) => return Err(format!("cannot check the token now: {e}")),
+        };
         let (record, _) = accounts::parse_record(name, read[0].as_ref())
             .map_err(|e| format!("cannot check the token now: {e}"))?;
-        Ok((Arc::new(record), revocations::is_revocation(read[1].as_ref())))
+        if let Some(entry) = &read[0] {
+            self.accounts.note_read(name, entry.mod_revision, &record);
+        }
+        let revoked = revocations::is_revocation(read[1].as_ref());
+        if let Some(entry) = &read[1] {
+            self.revocations.note_read(jti, entry);
+        }
+        Ok((Arc::new(record), revoked))
     }
 
     /// A new login token for account `name`.
