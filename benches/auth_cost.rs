@@ -2,7 +2,8 @@
 //! `Authenticator::identify` on the headers of a request with a valid bearer
 //! token, against the same request with no token.
 //!
-//! `cargo run --release --example auth_cost [ITERATIONS]`
+//! `cargo run --release --example auth_cost [ITERATIONS]`; with `TIPHYS_ETCD_ENDPOINTS` set
+//! (comma-separated) the store is that etcd (under a fresh prefix) instead of a redb file.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -15,7 +16,13 @@ use tiphys::auth::Channel;
 async fn main() -> anyhow::Result<()> {
     let iterations: u32 = std::env::args().nth(1).map_or(Ok(200_000), |s| s.parse())?;
     let dir = std::env::temp_dir().join(format!("tiphys-auth-cost-{}", std::process::id()));
-    let app = Arc::new(App::open(Options::new(&dir)).await?);
+    let mut options = Options::new(&dir);
+    if let Ok(endpoints) = std::env::var("TIPHYS_ETCD_ENDPOINTS") {
+        let mut etcd = tiphys::store::EtcdOptions::new(endpoints.split(',').map(str::to_owned).collect());
+        etcd.prefix = format!("/tiphys-auth-cost-{}/", std::process::id());
+        options.store = tiphys::store::Backend::Etcd(etcd);
+    }
+    let app = Arc::new(App::open(options).await?);
     app.auth.logins.ensure_initial_admin().await?;
     let token = app.auth.tokens.issue_login("admin");
     let auth = &app.auth.authenticator;

@@ -409,12 +409,19 @@ async fn merge_user_info_groups(current: &Current, url: &str, access: &str, clai
 /// `{{logoutRedirectURL}}` filled in, URL-encoded), or to the provider's
 /// `end_session_endpoint`, for an SSO session; to the dashboard otherwise.
 pub async fn logout(State(state): State<Arc<App>>, Who(caller, auth): Who, Scope(scope): Scope) -> Response {
-    let id_token = caller
-        .principal
-        .sso()
-        .and_then(|s| s.session.as_deref())
-        .and_then(|sid| state.auth.sso_sessions.get(sid))
-        .map(|s| s.id_token.clone());
+    let sid = caller.principal.sso().and_then(|s| s.session.as_deref());
+    let id_token = match sid {
+        // A session that cannot be read now still ends; only the provider's logout is skipped.
+        Some(sid) => state
+            .auth
+            .sso_sessions
+            .get(sid)
+            .await
+            .ok()
+            .flatten()
+            .map(|s| s.id_token.clone()),
+        None => None,
+    };
     if let Err(err) = state.auth.end_session(&caller).await {
         return err.into_response();
     }

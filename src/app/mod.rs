@@ -76,7 +76,7 @@ impl App {
     pub async fn open(options: Options) -> anyhow::Result<Self> {
         let config = ConfigWatch::new(options.config_dir.clone())?;
         let store: Arc<dyn Store> = options.store.open().await?;
-        let registry = Registry::open(Arc::clone(&store)).await?;
+        let registry = Arc::new(Registry::open(Arc::clone(&store)).await?);
         registry.follow();
         projects::ensure_default_project(&registry, &options.namespace)
             .await
@@ -91,6 +91,7 @@ impl App {
             Arc::clone(&config),
             AuthOptions {
                 data_dir: options.store.is_exclusive().then(|| options.data_dir.clone()),
+                exclusive: options.store.is_exclusive(),
                 limits: options.login_limits,
                 // Project role tokens are checked against the projects they name.
                 projects: Arc::clone(&projects) as _,

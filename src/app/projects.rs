@@ -127,6 +127,9 @@ pub async fn ensure_default_project(registry: &Registry, namespace: &str) -> Res
             "clusterResourceWhitelist": [{"group": "*", "kind": "*"}]
         }
     });
-    registry.apply(vec![Change::Create { key, value }]).await?;
-    Ok(())
+    match registry.apply(vec![Change::Create { key, value }]).await {
+        // Another replica starting at once on the same store created it first.
+        Ok(_) | Err(RegistryError::AlreadyExists(_)) => Ok(()),
+        Err(e) => Err(e),
+    }
 }

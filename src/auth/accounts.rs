@@ -11,14 +11,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use arc_swap::{ArcSwap, Guard};
 use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex;
 
+use super::mirror::Mirror;
 use crate::clock::now_ms;
-use crate::config::{AccountConfig, ConfigWatch, Settings, TokenRecord};
+use crate::config::{AccountConfig, ConfigWatch, TokenRecord};
 use crate::error::AppError;
-use crate::store::{self, Expect, Store};
+use crate::store::{self, Entry, Expect, Op, Store, StoreError};
 
 /// Store key prefix of account records.
 pub const PREFIX: &str = "accounts/";
@@ -144,65 +143,53 @@ impl Account {
     }
 }
 
-/// Every account, as of one configuration and one set of records.
-#[derive(Clone, Debug, Default)]
-pub struct AccountBook {
-    accounts: BTreeMap<String, Account>,
-}
-
-impl AccountBook {
-    pub fn build(settings: &Settings, records: &BTreeMap<String, AccountRecord>) -> Self {
-        let empty = AccountRecord::default();
-        let accounts = settings
-            .accounts
-            .values()
-            .map(|config| {
-                let record = records.get(&config.name).unwrap_or(&empty);
-                let mut tokens: BTreeMap<String, TokenRecord> = config
-                    .tokens
-                    .iter()
-                    .filter(|t| !record.deleted_tokens.contains(&t.id))
-                    .map(|t| (t.id.clone(), t.clone()))
-                    .collect();
-                tokens.extend(record.tokens.iter().map(|t| (t.id.clone(), t.clone())));
-                let account = Account {
-                    name: config.name.clone(),
-                    enabled: config.enabled,
-                    login: config.login,
-                    api_key: config.api_key,
-                    password_hash: record.password_hash.as_deref().map(Arc::from),
-                    password_mtime_ms: record.password_mtime_ms,
-                    tokens,
-                    revoked_before_ms: record.revoked_before_ms,
-                };
-                (config.name.clone(), account)
-            })
-            .collect();
-        Self { accounts }
-    }
-
-    pub fn get(&self, name: &str) -> Option<&Account> {
-        self.accounts.get(name)
-    }
-
-    pub fn all(&self) -> impl Iterator<Item = &Account> {
-        self.accounts.values()
-    }
-
-    /// True when no enabled account can log in with a password.
-    pub fn logins_disabled(&self) -> bool {
-        !self.accounts.values().any(|a| a.enabled && a.login)
+/// An account of the configuration with what the store records for it.
+pub fn merge(config: &AccountConfig, record: &AccountRecord) -> Account {
+    let mut tokens: BTreeMap<String, TokenRecord> = config
+        .tokens
+        .iter()
+        .filter(|t| !record.deleted_tokens.contains(&t.id))
+        .map(|t| (t.id.clone(), t.clone()))
+        .collect();
+    tokens.extend(record.tokens.iter().map(|t| (t.id.clone(), t.clone())));
+    Account {
+        name: config.name.clone(),
+        enabled: config.enabled,
+        login: config.login,
+        api_key: config.api_key,
+        password_hash: record.password_hash.as_deref().map(Arc::from),
+        password_mtime_ms: record.password_mtime_ms,
+        tokens,
+        revoked_before_ms: record.revoked_before_ms,
     }
 }
 
-/// The accounts in force: the configuration merged with the records in the store. Every change
-/// of a record is written to the store, then published as a new [`AccountBook`].
+/// API key `id` of an account as [`merge`] would list it, without merging.
+pub fn api_key<'a>(
+    config: &'a AccountConfig,
+    record: &'a AccountRecord,
+    id: &str,
+) -> Option<&'a TokenRecord> {
+    record.tokens.iter().rfind(|t| t.id == id).or_else(|| {
+        config
+            .tokens
+            .iter()
+            .rfind(|t| t.id == id && !record.deleted_tokens.contains(id))
+    })
+}
+
+/// Changes of one record lost to another writer (another replica) before giving up.
+const UPDATE_ATTEMPTS: usize = 16;
+
+/// The accounts in force: the configuration merged with the records in the store. Every
+/// change is a conditional write of the record as the store has it (retried on a conflict), so
+/// replicas sharing a store never lose each other's changes; a read asks the store, or the
+/// mirror of what this process wrote when it is the store's only writer.
 pub struct Accounts {
     store: Arc<dyn Store>,
     config: Arc<ConfigWatch>,
-    /// The store's records; the lock serialises every change.
-    records: Mutex<BTreeMap<String, AccountRecord>>,
-    book: ArcSwap<AccountBook>,
+    /// The records by account name.
+    mirror: Mirror<AccountRecord>,
 }
 
 impl std::fmt::Debug for Accounts {
@@ -211,111 +198,205 @@ impl std::fmt::Debug for Accounts {
     }
 }
 
+/// A stored record of account `name`, and its mod revision (`None`: no record).
+pub fn parse_record(name: &str, entry: Option<&Entry>) -> Result<(AccountRecord, Option<u64>), StoreError> {
+    match entry {
+        None => Ok((AccountRecord::default(), None)),
+        Some(entry) => serde_json::from_slice(&entry.value)
+            .map(|r| (r, Some(entry.mod_revision)))
+            .map_err(|e| {
+                StoreError::Corrupt(format!("the stored record of account {name} does not read: {e}"))
+            }),
+    }
+}
+
+fn expect(rev: Option<u64>) -> Expect {
+    rev.map_or(Expect::Absent, Expect::ModRevision)
+}
+
+fn internal(e: impl Into<anyhow::Error>) -> AppError {
+    AppError::Internal(e.into())
+}
+
 impl Accounts {
-    /// Loads the records and adopts the configuration's passwords.
-    pub async fn open(store: Arc<dyn Store>, config: Arc<ConfigWatch>) -> anyhow::Result<Self> {
-        let mut records = BTreeMap::new();
+    /// Adopts the configuration's passwords. `exclusive`: this process is the store's only
+    /// writer, and reads answer from what it wrote.
+    pub async fn open(
+        store: Arc<dyn Store>,
+        config: Arc<ConfigWatch>,
+        exclusive: bool,
+    ) -> anyhow::Result<Self> {
+        let mut records = Vec::new();
         for entry in store.list(PREFIX).await? {
-            let name = entry.key.trim_start_matches(PREFIX).to_owned();
-            records.insert(name, serde_json::from_slice(&entry.value)?);
+            let name = entry.key[PREFIX.len()..].to_owned();
+            let (record, _) = parse_record(&name, Some(&entry))?;
+            records.push((name, entry.mod_revision, record));
         }
+        let mirror = Mirror::load(exclusive, records);
         let accounts = Self {
-            book: ArcSwap::from_pointee(AccountBook::build(&config.current(), &records)),
-            records: Mutex::new(records),
             store,
             config,
+            mirror,
         };
         accounts.reload().await?;
         Ok(accounts)
     }
 
-    /// The accounts as of now, without copying them (a token check on every request).
-    pub fn book(&self) -> Guard<Arc<AccountBook>> {
-        self.book.load()
+    /// Account `name` as the store has it now.
+    pub async fn get(&self, name: &str) -> Result<Option<Account>, AppError> {
+        let settings = self.config.current();
+        let Some(config) = settings.accounts.get(name) else {
+            return Ok(None);
+        };
+        let record = self.record(name).await.map_err(internal)?;
+        Ok(Some(merge(config, &record)))
     }
 
-    pub fn get(&self, name: &str) -> Option<Account> {
-        self.book.load().get(name).cloned()
+    /// The stored record of account `name` (empty when there is none): from the mirror, else
+    /// from the store.
+    pub async fn record(&self, name: &str) -> Result<Arc<AccountRecord>, StoreError> {
+        match self.mirror.get(name) {
+            Some(held) => Ok(held.unwrap_or_default()),
+            None => {
+                let entry = self.store.get(&AccountRecord::store_key(name)).await?;
+                Ok(Arc::new(parse_record(name, entry.as_ref())?.0))
+            }
+        }
     }
 
-    pub fn all(&self) -> Vec<Account> {
-        self.book.load().all().cloned().collect()
+    /// Record `name` from the mirror: `None` when the store must be read (it is shared).
+    pub fn held(&self, name: &str) -> Option<Arc<AccountRecord>> {
+        self.mirror.get(name).map(Option::unwrap_or_default)
     }
 
+    /// Record `name` as last written or read here, for a shared store that cannot be reached.
+    pub fn last_known(&self, name: &str) -> Option<Arc<AccountRecord>> {
+        self.mirror.last_known(name)
+    }
+
+    /// A record of account `name` read from the store, at its mod revision.
+    pub fn note_read(&self, name: &str, revision: u64, record: &AccountRecord) {
+        self.mirror.note_written(name, revision, Some(record.clone()));
+    }
+
+    /// Every account of the configuration, as the store has them now.
+    pub async fn all(&self) -> Result<Vec<Account>, AppError> {
+        let settings = self.config.current();
+        let records = self.records().await.map_err(internal)?;
+        let empty = (AccountRecord::default(), None);
+        Ok(settings
+            .accounts
+            .values()
+            .map(|c| merge(c, &records.get(&c.name).unwrap_or(&empty).0))
+            .collect())
+    }
+
+    /// True when no enabled account can log in with a password (the configuration decides).
     pub fn logins_disabled(&self) -> bool {
-        self.book.load().logins_disabled()
+        !self.config.peek().accounts.values().any(|a| a.enabled && a.login)
     }
 
     /// Whether account `name`'s password is the generated initial one.
-    pub async fn has_initial_password(&self, name: &str) -> bool {
-        self.records.lock().await.get(name).is_some_and(|r| r.initial)
+    pub async fn has_initial_password(&self, name: &str) -> Result<bool, StoreError> {
+        Ok(self.record(name).await?.initial)
+    }
+
+    async fn records(&self) -> Result<BTreeMap<String, (AccountRecord, Option<u64>)>, StoreError> {
+        let mut records = BTreeMap::new();
+        for entry in self.store.list(PREFIX).await? {
+            let name = entry.key[PREFIX.len()..].to_owned();
+            let record = parse_record(&name, Some(&entry))?;
+            records.insert(name, record);
+        }
+        Ok(records)
     }
 
     /// Takes the current configuration into effect: adopts changed passwords from
-    /// `argocd-secret`, forgets accounts removed from it, then publishes.
+    /// `argocd-secret`, notes lost access, forgets accounts removed from it. Replicas
+    /// reloading the same configuration at once agree: the second finds the first's record.
     pub async fn reload(&self) -> anyhow::Result<()> {
         let settings = self.config.current();
         let now = now_ms();
-        let mut records = self.records.lock().await;
-        let mut ops = Vec::new();
-        for config in settings.accounts.values() {
-            let record = records.entry(config.name.clone()).or_default();
-            let adopted = record.adopt_secret(config, now);
-            if adopted {
-                tracing::info!(account = %config.name, "password taken from argocd-secret (newer than the one in force)");
-            }
-            if adopted | record.note_access(config, now) {
-                ops.push(store::put_json(
-                    &AccountRecord::store_key(&config.name),
-                    &*record,
-                    Expect::Any,
-                )?);
-            }
+        let records = self.records().await?;
+        let mut names: BTreeSet<&String> = settings.accounts.keys().collect();
+        names.extend(records.keys());
+        for name in names {
+            let config = settings.accounts.get(name.as_str());
+            let mut logged = false;
+            self.update(name, |record| {
+                match config {
+                    Some(config) => {
+                        let adopted = record.adopt_secret(config, now);
+                        if adopted && !logged {
+                            logged = true;
+                            tracing::info!(account = %name, "password taken from argocd-secret (newer than the one in force)");
+                        }
+                        record.note_access(config, now);
+                    }
+                    // An account removed from the configuration loses what the server kept
+                    // for it, so a later account of the same name starts clean.
+                    None if !record.is_forgotten() => {
+                        *record = AccountRecord::forgotten(now);
+                        if !logged {
+                            logged = true;
+                            tracing::info!(account = %name, "account removed from the configuration: its password and API keys are forgotten");
+                        }
+                    }
+                    None => {}
+                }
+                Ok(())
+            })
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot update the record of account {name}: {e}"))?;
         }
-        // An account removed from the configuration loses what the server kept for it, so
-        // a later account of the same name starts clean.
-        for (name, record) in records.iter_mut() {
-            if !settings.accounts.contains_key(name) && !record.is_forgotten() {
-                *record = AccountRecord::forgotten(now);
-                tracing::info!(account = %name, "account removed from the configuration: its password and API keys are forgotten");
-                ops.push(store::put_json(
-                    &AccountRecord::store_key(name),
-                    &*record,
-                    Expect::Any,
-                )?);
-            }
-        }
-        if !ops.is_empty() {
-            self.store.commit(ops).await?;
-        }
-        self.book.store(Arc::new(AccountBook::build(&settings, &records)));
         Ok(())
     }
 
-    /// Changes the record of account `name` durably, then publishes the new state (nothing is
-    /// written when `change` leaves it as it was).
+    /// Changes the record of account `name` durably (nothing is written when `change` leaves
+    /// it as it was). `change` sees the record as stored and may run again if another writer
+    /// changed it meanwhile.
     pub async fn update<T>(
         &self,
         name: &str,
-        change: impl FnOnce(&mut AccountRecord) -> Result<T, AppError>,
+        mut change: impl FnMut(&mut AccountRecord) -> Result<T, AppError>,
     ) -> Result<T, AppError> {
-        let mut records = self.records.lock().await;
-        let before = records.get(name).cloned();
-        let mut record = before.clone().unwrap_or_default();
-        let out = change(&mut record)?;
-        if before.as_ref() == Some(&record) {
-            return Ok(out);
-        }
-        let op = store::put_json(&AccountRecord::store_key(name), &record, Expect::Any)
-            .map_err(|e| AppError::Internal(e.into()))?;
-        self.store
-            .commit(vec![op])
+        self.update_with(name, |record| Ok((change(record)?, Vec::new())))
             .await
-            .map_err(|e| AppError::Internal(e.into()))?;
-        records.insert(name.to_owned(), record);
-        self.book
-            .store(Arc::new(AccountBook::build(&self.config.current(), &records)));
-        Ok(out)
+    }
+
+    /// [`Self::update`] whose `change` also names other writes to commit with the record's.
+    pub async fn update_with<T>(
+        &self,
+        name: &str,
+        mut change: impl FnMut(&mut AccountRecord) -> Result<(T, Vec<Op>), AppError>,
+    ) -> Result<T, AppError> {
+        let key = AccountRecord::store_key(name);
+        for _ in 0..UPDATE_ATTEMPTS {
+            let entry = self.store.get(&key).await.map_err(internal)?;
+            let (before, rev) = parse_record(name, entry.as_ref()).map_err(internal)?;
+            let mut record = before.clone();
+            let (out, mut ops) = change(&mut record)?;
+            if record == before && ops.is_empty() {
+                return Ok(out);
+            }
+            let written = record != before;
+            if written {
+                ops.push(store::put_json(&key, &record, expect(rev)).map_err(internal)?);
+            }
+            match self.store.commit(ops).await {
+                Ok(revision) => {
+                    if written {
+                        self.mirror.note_written(name, revision, Some(record));
+                    }
+                    return Ok(out);
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(internal(e)),
+            }
+        }
+        Err(AppError::Unavailable(format!(
+            "the record of account {name} kept changing ({UPDATE_ATTEMPTS} attempts): try again"
+        )))
     }
 }
 

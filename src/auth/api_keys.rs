@@ -46,6 +46,7 @@ impl ApiKeys {
         let taken = self
             .accounts
             .get(name)
+            .await?
             .is_some_and(|a| a.tokens.contains_key(&id));
         self.accounts
             .update(name, |r| {
@@ -55,7 +56,7 @@ impl ApiKeys {
                         "account '{name}' already has or had a token with id '{id}'; choose another id"
                     )));
                 }
-                r.tokens.push(record);
+                r.tokens.push(record.clone());
                 Ok(())
             })
             .await?;
@@ -72,7 +73,11 @@ impl ApiKeys {
 
     /// Deletes API key `id` of account `name`; its token stops working at once.
     pub async fn delete(&self, name: &str, id: &str) -> Result<(), AppError> {
-        let known = self.accounts.get(name).is_some_and(|a| a.tokens.contains_key(id));
+        let known = self
+            .accounts
+            .get(name)
+            .await?
+            .is_some_and(|a| a.tokens.contains_key(id));
         if !known {
             return Err(AppError::NotFound(format!(
                 "token with id '{id}' of account '{name}' not found"

@@ -96,7 +96,7 @@ impl Authenticator {
             (Some(oidc), Ok(false)) if oidc.enabled() => {
                 oidc.verify_bearer(token).await.map(|p| (Principal::Sso(p), None))
             }
-            _ => self.tokens.authenticate(token),
+            _ => self.tokens.authenticate(token).await,
         }
     }
 

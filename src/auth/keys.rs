@@ -18,7 +18,7 @@ use super::jwt::{self, Claims};
 use crate::config::Settings;
 use crate::principal::LOCAL_ISSUER;
 use crate::seal::SealKey;
-use crate::store::{self, Expect, Store};
+use crate::store::{self, Expect, Store, StoreError};
 
 /// Where the generated key is kept.
 const SERVER_KEY: &str = "server/secretkey";
@@ -58,16 +58,25 @@ impl std::fmt::Debug for TokenKeys {
 }
 
 impl TokenKeys {
-    /// Reads the generated key from the store, making it on the first start.
+    /// Reads the generated key from the store, making it on the first start. Replicas starting
+    /// at once on one store agree: the first write wins (`Expect::Absent`), the others find it.
+    /// The key is written once and never changed, so this process's copy cannot go stale.
     pub async fn open(store: &dyn Store, settings: &Settings) -> anyhow::Result<Self> {
         let generated = match store::get_json::<String>(store, SERVER_KEY).await? {
             Some((key, _)) => key,
             None => {
                 let key = base64::engine::general_purpose::STANDARD.encode(crate::random::bytes(32));
-                store
+                match store
                     .commit(vec![store::put_json(SERVER_KEY, &key, Expect::Absent)?])
-                    .await?;
-                key
+                    .await
+                {
+                    Ok(_) => key,
+                    Err(StoreError::Conflict { .. }) => store::get_json::<String>(store, SERVER_KEY)
+                        .await?
+                        .map(|(key, _)| key)
+                        .ok_or_else(|| anyhow::anyhow!("the server key was written and then deleted"))?,
+                    Err(e) => return Err(e.into()),
+                }
             }
         };
         let keys = Self {

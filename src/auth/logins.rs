@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 
 use super::accounts::Accounts;
 use super::password::{PasswordPool, PoolError};
-use super::throttle::{Attempt, Failures, LoginGuard, ThrottlePolicy};
+use super::throttle::{LoginGuard, Refused, ThrottlePolicy};
 use super::tokens::Tokens;
 use crate::clock::now_ms;
 use crate::config::ConfigWatch;
@@ -113,7 +113,7 @@ impl std::fmt::Debug for Logins {
 }
 
 impl Logins {
-    /// Starts the bcrypt threads and loads the failed-login state that still counts.
+    /// Starts the bcrypt threads and drops the failed-login records that no longer count.
     pub async fn open(
         store: Arc<dyn Store>,
         config: Arc<ConfigWatch>,
@@ -122,15 +122,11 @@ impl Logins {
         data_dir: Option<PathBuf>,
         limits: LoginLimits,
     ) -> anyhow::Result<Self> {
-        let now = now_ms();
-        let probe = LoginGuard::new(limits.throttle.clone(), [], now);
-        let failures = store::load_live(store.as_ref(), LoginGuard::STORE_PREFIX, |f: &Failures| {
-            !probe.is_stale(f, now)
-        })
-        .await?;
+        let guard = LoginGuard::new(limits.throttle, Arc::clone(&store));
+        guard.purge(now_ms()).await?;
         Ok(Self {
             pool: PasswordPool::start(limits.hash_threads, limits.max_concurrent)?,
-            guard: LoginGuard::new(limits.throttle, failures, now),
+            guard,
             slots: Semaphore::new(limits.max_concurrent),
             store,
             config,
@@ -151,7 +147,7 @@ impl Logins {
         };
         counter.fetch_add(1, Ordering::Relaxed);
         checked?;
-        let account = self.accounts.get(username).ok_or(LoginError::Invalid)?;
+        let account = self.accounts.get(username).await?.ok_or(LoginError::Invalid)?;
         // Only someone who knows the password learns why they cannot log in.
         if !account.enabled {
             return Err(AppError::Unauthenticated(format!("Account {username} is disabled")).into());
@@ -178,23 +174,39 @@ impl Logins {
             .slots
             .try_acquire()
             .map_err(|_| LoginError::Throttled(Duration::from_secs(1)))?;
-        let account = self.accounts.get(username);
-        let attempt = self
-            .guard
-            .admit(username, ip, account.is_some(), now_ms())
-            .await
-            .map_err(|t| LoginError::Throttled(t.retry_after))?;
+        let account = self.accounts.get(username).await?;
+        let attempt = match self.guard.admit(username, ip, account.is_some(), now_ms()).await {
+            Ok(attempt) => attempt,
+            Err(Refused::Throttled(t)) => return Err(LoginError::Throttled(t.retry_after)),
+            Err(Refused::Store(e)) => {
+                return Err(AppError::Unavailable(format!("logins cannot be checked now: {e}")).into());
+            }
+        };
         if !attempt.pause.is_zero() {
             tokio::time::sleep(attempt.pause).await;
         }
         let hash = account.as_ref().and_then(|a| a.password_hash.as_deref());
         let matched = match self.pool.verify(password, hash).await {
             Ok(m) => m,
-            Err(PoolError::Busy) => return Err(LoginError::Throttled(Duration::from_secs(1))),
-            Err(PoolError::Failed(e)) => return Err(AppError::Internal(anyhow::anyhow!(e)).into()),
+            Err(PoolError::Busy) => {
+                self.guard.release(attempt).await;
+                return Err(LoginError::Throttled(Duration::from_secs(1)));
+            }
+            Err(PoolError::Failed(e)) => {
+                self.guard.release(attempt).await;
+                return Err(AppError::Internal(anyhow::anyhow!(e)).into());
+            }
         };
         if !matched {
-            let delay = self.record_failure(&attempt).await;
+            // Durable before the answer: a crash must not reset the count.
+            let delay = match self.guard.failed(&attempt, now_ms()).await {
+                Ok(delay) => delay,
+                Err(err) => {
+                    tracing::error!(error = %err, "cannot persist failed-login state");
+                    FAILURE_FLOOR
+                }
+            };
+            self.guard.release(attempt).await;
             drop(slot);
             // Every failure takes at least FAILURE_FLOOR plus a random part, whatever the
             // stored hash's cost: timing tells nothing about whether the username exists.
@@ -202,28 +214,25 @@ impl Logins {
             tokio::time::sleep_until(started + delay.max(FAILURE_FLOOR) + jitter).await;
             return Err(LoginError::Invalid);
         }
-        let ops = self.guard.succeeded(&attempt);
-        if !ops.is_empty()
-            && let Err(err) = self.store.commit(ops).await
-        {
+        if let Err(err) = self.guard.succeeded(&attempt).await {
             tracing::error!(error = %err, "cannot record a successful login");
         }
+        self.guard.release(attempt).await;
         Ok(())
     }
 
-    /// Records a failure durably; returns how long to hold the answer back.
-    async fn record_failure(&self, attempt: &Attempt) -> Duration {
-        let (delay, ops) = self.guard.failed(attempt, now_ms());
-        // Durable before the answer: a crash must not reset the count.
-        if let Err(err) = self.store.commit(ops).await {
-            tracing::error!(error = %err, "cannot persist failed-login state");
-        }
-        delay
+    /// Failed-login records held (a metric: counted at each purge, plus this process's since).
+    pub fn failure_entries(&self) -> usize {
+        self.guard.held()
     }
 
-    /// Failed-login records held (a metric).
-    pub fn failure_entries(&self) -> usize {
-        self.guard.len()
+    /// Forgets failed logins past their window.
+    pub async fn purge(&self) -> Result<(), AppError> {
+        self.guard
+            .purge(now_ms())
+            .await
+            .map(|_| ())
+            .map_err(|e| AppError::Internal(e.into()))
     }
 
     /// Hashes and sets account `name`'s password; tokens issued before now stop working.
@@ -237,16 +246,21 @@ impl Logins {
         })?;
         let was_initial = self
             .accounts
-            .update(name, |record| {
+            .update_with(name, |record| {
                 let was_initial = record.initial;
-                record.password_hash = Some(hash);
+                record.password_hash = Some(hash.clone());
                 record.password_mtime_ms = Some(now_ms());
                 record.initial = false;
-                Ok(was_initial)
+                // The generated password goes with the record that made it the one in force.
+                let forget = was_initial.then(|| Op::Delete {
+                    key: INITIAL_PASSWORD_KEY.to_owned(),
+                    expect: Expect::Any,
+                });
+                Ok((was_initial, forget.into_iter().collect()))
             })
             .await?;
         if was_initial {
-            self.forget_initial_password().await;
+            self.remove_initial_password_file();
         }
         Ok(())
     }
@@ -254,40 +268,39 @@ impl Logins {
     /// On the first start, gives the admin account a random password and writes it where
     /// `tiphys admin initial-password` finds it. The server runs this beside serving (bcrypt
     /// takes a while): until it is done the admin account has no password, which nobody
-    /// could know yet anyway.
+    /// could know yet anyway. Replicas starting at once on one store agree on one password:
+    /// the record is written only if still without one (a conditional write), with the store
+    /// key of the password in the same commit.
     pub async fn ensure_initial_admin(&self) -> anyhow::Result<()> {
-        if !self.needs_initial_admin() {
+        if !self.needs_initial_admin().await? {
             return Ok(());
         }
         let password = crate::random::token(20);
         let hash = self.pool.hash(&password).await?;
+        // With a data dir the password is kept only in its file, never in the store (SEC-28); a
+        // shared store (etcd) has no other place for it yet.
+        let keep = match self.data_dir {
+            None => Some(store::put_json(INITIAL_PASSWORD_KEY, &password, Expect::Any)?),
+            Some(_) => None,
+        };
         let set = self
             .accounts
-            .update("admin", |record| {
-                // The configuration may have set a password while bcrypt ran.
+            .update_with("admin", |record| {
+                // The configuration, or another replica, may have set a password meanwhile.
                 if record.password_hash.is_some() {
-                    return Ok(false);
+                    return Ok((false, Vec::new()));
                 }
-                record.password_hash = Some(hash);
+                record.password_hash = Some(hash.clone());
                 record.password_mtime_ms = Some(now_ms());
                 record.initial = true;
-                Ok(true)
+                Ok((true, keep.iter().cloned().collect()))
             })
             .await?;
         if !set {
             return Ok(());
         }
-        // Written only once the password is in force. With a data dir, only there (mode 0600),
-        // never in the store (SEC-28); a shared store (etcd) has no other place for it yet.
-        if self.data_dir.is_none() {
-            self.store
-                .commit(vec![store::put_json(
-                    INITIAL_PASSWORD_KEY,
-                    &password,
-                    Expect::Any,
-                )?])
-                .await?;
-        }
+        // Written only once the password is in force. With a data dir, only there (mode 0600);
+        // the store keeps it (in the record's commit above) only without one (SEC-28).
         let again = match &self.data_dir {
             Some(dir) => {
                 crate::fsutil::write_private(&dir.join(INITIAL_PASSWORD_FILE), password.as_bytes())?;
@@ -302,20 +315,23 @@ impl Logins {
         Ok(())
     }
 
-    fn needs_initial_admin(&self) -> bool {
-        self.config.peek().admin_enabled
+    async fn needs_initial_admin(&self) -> anyhow::Result<bool> {
+        Ok(self.config.peek().admin_enabled
             && self
                 .accounts
                 .get("admin")
-                .is_none_or(|a| a.password_hash.is_none())
+                .await?
+                .is_none_or(|a| a.password_hash.is_none()))
     }
 
     /// At start and after a configuration reload: the generated password's file goes once the
     /// admin password in force is another (set through the API or adopted from
     /// `argocd-secret`), or admin is gone.
     pub async fn after_reload(&self) {
-        if !self.accounts.has_initial_password("admin").await {
-            self.forget_initial_password().await;
+        match self.accounts.has_initial_password("admin").await {
+            Ok(true) => {}
+            Ok(false) => self.forget_initial_password().await,
+            Err(err) => tracing::error!(error = %err, "cannot read the admin account's record"),
         }
     }
 

@@ -9,6 +9,7 @@
 //!   the first start's admin password, password changes;
 //! - [`api_keys`], [`project_tokens`], [`sso_sessions`]: the other kinds of local token;
 //! - [`revocations`]: logged-out token ids;
+//! - [`mirror`]: on a store this process alone writes, what it wrote, for checks without a read;
 //! - [`cookie`]: Argo CD's session cookie format.
 //!
 //! [`Auth`] opens them together over one store.
@@ -20,6 +21,7 @@ pub mod cookie;
 pub mod jwt;
 pub mod keys;
 pub mod logins;
+pub mod mirror;
 pub mod password;
 pub mod project_tokens;
 pub mod revocations;
@@ -60,6 +62,10 @@ pub struct AuthOptions {
     /// only this server opens (a running server locks redb, so the CLI reads the file); with
     /// a shared store (etcd) `None`: the CLI reads the store.
     pub data_dir: Option<PathBuf>,
+    /// This process is the store's only writer (redb, `store::Backend::is_exclusive`): token
+    /// checks answer from the mirrors of its own writes ([`mirror`]) instead of reading the
+    /// store. `false` on a shared store (etcd), where other replicas write too.
+    pub exclusive: bool,
     pub limits: LoginLimits,
     /// Where presented project-role tokens are checked (the AppProjects).
     pub projects: Arc<dyn ProjectTokenSource>,
@@ -75,12 +81,20 @@ impl Auth {
         options: AuthOptions,
     ) -> anyhow::Result<Self> {
         let keys = Arc::new(keys::TokenKeys::open(store.as_ref(), &config.current()).await?);
-        let accounts = Arc::new(accounts::Accounts::open(Arc::clone(&store), Arc::clone(&config)).await?);
-        let revocations =
-            Arc::new(revocations::Revocations::open(Arc::clone(&store), Arc::clone(&config)).await?);
+        let exclusive = options.exclusive;
+        let accounts =
+            Arc::new(accounts::Accounts::open(Arc::clone(&store), Arc::clone(&config), exclusive).await?);
+        let revocations = Arc::new(
+            revocations::Revocations::open(Arc::clone(&store), Arc::clone(&config), exclusive).await?,
+        );
         let sso_sessions = Arc::new(
-            sso_sessions::SsoSessions::open(Arc::clone(&store), Arc::clone(&config), Arc::clone(&keys))
-                .await?,
+            sso_sessions::SsoSessions::open(
+                Arc::clone(&store),
+                Arc::clone(&config),
+                Arc::clone(&keys),
+                exclusive,
+            )
+            .await?,
         );
         let project_tokens = Arc::new(project_tokens::ProjectTokens::new(
             Arc::clone(&keys),
@@ -89,6 +103,7 @@ impl Auth {
         ));
         let tokens = Arc::new(tokens::Tokens::new(
             Arc::clone(&keys),
+            Arc::clone(&store),
             Arc::clone(&accounts),
             Arc::clone(&revocations),
             Arc::clone(&sso_sessions),
@@ -137,10 +152,12 @@ impl Auth {
         self.keys.sealing_key(purpose, id)
     }
 
-    /// Forgets what has expired: SSO sessions, and revocations of tokens expired anyway.
+    /// Forgets what has expired: SSO sessions, revocations of tokens expired anyway, failed
+    /// logins past their window.
     pub async fn purge_expired(&self) -> Result<(), AppError> {
         self.sso_sessions.purge().await?;
         self.revocations.purge().await?;
+        self.logins.purge().await?;
         Ok(())
     }
 

@@ -86,7 +86,12 @@ impl ProjectTokens {
     }
 
     /// The caller of a verified token whose subject is `proj:<project>:<role>`. Never renewed.
-    pub fn authenticate(&self, project: &str, role: &str, claims: &Claims) -> Result<Principal, String> {
+    pub async fn authenticate(
+        &self,
+        project: &str,
+        role: &str,
+        claims: &Claims,
+    ) -> Result<Principal, String> {
         if project.is_empty() || role.is_empty() {
             return Err("token subject is invalid".to_owned());
         }
@@ -99,7 +104,13 @@ impl ProjectTokens {
                 exp: claims.exp,
             },
         )?;
-        if !claims.jti.is_empty() && self.revocations.is_revoked(&claims.jti) {
+        if !claims.jti.is_empty()
+            && self
+                .revocations
+                .is_revoked(&claims.jti)
+                .await
+                .map_err(|e| format!("cannot check the token now: {e}"))?
+        {
             return Err("token is revoked".to_owned());
         }
         Ok(Principal::Project(ProjectPrincipal::new(

@@ -2,20 +2,23 @@
 //! naming the session (`sub: sso:<id>`, `jti: <id>`), however many groups the user has; the
 //! verified ID token's claims stay on the server, in the store, so a session survives a
 //! restart. A session ends at the ID token's expiry (or after `users.session.duration`, if
-//! sooner), at logout, or when its provider is no longer the one configured.
+//! sooner), at logout, or when its provider is no longer the one configured. On a shared store
+//! each check reads the session's record, so a logout on one replica ends the session on every
+//! replica at its next request; on a store this process alone writes, the mirror of its own
+//! writes answers.
 
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::jwt::Claims;
 use super::keys::TokenKeys;
+use super::mirror::Mirror;
 use crate::clock::now_s;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
 use crate::principal::{LOCAL_ISSUER, Principal, SsoPrincipal};
-use crate::store::{self, Expect, Op, Store};
+use crate::store::{self, Expect, Op, Store, StoreError};
 
 /// Sessions in the store, by session id.
 const PREFIX: &str = "sso/";
@@ -39,28 +42,37 @@ pub struct SsoSessions {
     store: Arc<dyn Store>,
     config: Arc<ConfigWatch>,
     keys: Arc<TokenKeys>,
-    sessions: RwLock<HashMap<String, Arc<SsoSession>>>,
+    /// The sessions by id (on an exclusive store).
+    mirror: Mirror<SsoSession>,
 }
 
 impl SsoSessions {
-    /// Loads the sessions that have not expired.
+    /// Forgets the sessions that have expired. `exclusive`: this process is the store's only
+    /// writer, and checks answer from what it wrote.
     pub async fn open(
         store: Arc<dyn Store>,
         config: Arc<ConfigWatch>,
         keys: Arc<TokenKeys>,
+        exclusive: bool,
     ) -> anyhow::Result<Self> {
-        let now = now_s();
-        let sessions = store::load_live(store.as_ref(), PREFIX, |s: &SsoSession| s.exp >= now)
-            .await?
-            .into_iter()
-            .map(|(key, session)| (key[PREFIX.len()..].to_owned(), Arc::new(session)))
-            .collect();
-        Ok(Self {
+        let mut sessions = Self {
             store,
             config,
             keys,
-            sessions: RwLock::new(sessions),
-        })
+            mirror: Mirror::off(),
+        };
+        sessions.purge().await?;
+        // Only on an exclusive store: on a shared one, no session is answered while it cannot
+        // be reached.
+        if exclusive {
+            // What does not read is left out, as [`Self::get`] does.
+            let held = sessions.store.list(PREFIX).await?.into_iter().filter_map(|e| {
+                let session = serde_json::from_slice::<SsoSession>(&e.value).ok()?;
+                Some((e.key[PREFIX.len()..].to_owned(), e.mod_revision, session))
+            });
+            sessions.mirror = Mirror::load(true, held);
+        }
+        Ok(sessions)
     }
 
     /// Starts a session for a verified ID token; returns the small token that names it (the
@@ -86,13 +98,12 @@ impl SsoSessions {
         };
         let op = store::put_json(&format!("{PREFIX}{sid}"), &session, Expect::Absent)
             .map_err(|e| AppError::Internal(e.into()))?;
-        self.store
+        let revision = self
+            .store
             .commit(vec![op])
             .await
             .map_err(|e| AppError::Internal(e.into()))?;
-        if let Ok(mut sessions) = self.sessions.write() {
-            sessions.insert(sid.clone(), Arc::new(session));
-        }
+        self.mirror.note_written(&sid, revision, Some(session));
         Ok(self.keys.sign(&Claims {
             iss: LOCAL_ISSUER.to_owned(),
             sub: format!("{SUBJECT_PREFIX}{sid}"),
@@ -104,15 +115,24 @@ impl SsoSessions {
         }))
     }
 
-    /// Session `sid`, while it lasts.
-    pub fn get(&self, sid: &str) -> Option<Arc<SsoSession>> {
-        self.sessions.read().ok()?.get(sid).cloned()
+    /// Session `sid`, while it lasts (a record that does not read is no session).
+    pub async fn get(&self, sid: &str) -> Result<Option<Arc<SsoSession>>, StoreError> {
+        if let Some(held) = self.mirror.get(sid) {
+            return Ok(held);
+        }
+        match store::get_json::<SsoSession>(self.store.as_ref(), &format!("{PREFIX}{sid}")).await {
+            Ok(found) => Ok(found.map(|(s, _)| Arc::new(s))),
+            Err(StoreError::Corrupt(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The caller of a verified session token: valid while its session is.
-    pub fn authenticate(&self, sid: &str, now: i64) -> Result<Principal, String> {
+    pub async fn authenticate(&self, sid: &str, now: i64) -> Result<Principal, String> {
         let session = self
             .get(sid)
+            .await
+            .map_err(|e| format!("cannot check the session now: {e}"))?
             .ok_or_else(|| "the single sign-on session has ended, please log in again".to_owned())?;
         if now >= session.exp {
             return Err("token is expired".to_owned());
@@ -136,35 +156,47 @@ impl SsoSessions {
         )))
     }
 
-    /// Ends session `sid` at once (logout). Durable before it returns.
+    /// Ends session `sid` at once (logout). Durable before it returns. A session id is never
+    /// reused, so deleting whatever is there loses nothing.
     pub async fn end(&self, sid: &str) -> Result<(), AppError> {
         let op = Op::Delete {
             key: format!("{PREFIX}{sid}"),
             expect: Expect::Any,
         };
-        self.store
+        let revision = self
+            .store
             .commit(vec![op])
             .await
             .map_err(|e| AppError::Internal(e.into()))?;
-        if let Ok(mut sessions) = self.sessions.write() {
-            sessions.remove(sid);
-        }
+        self.mirror.note_written(sid, revision, None);
         Ok(())
     }
 
-    /// Forgets sessions that have expired.
+    /// Forgets sessions that have expired (and records that do not read).
     pub async fn purge(&self) -> Result<(), AppError> {
         let now = now_s();
-        let gone: Vec<String> = match self.sessions.read() {
-            Ok(m) => m
-                .iter()
-                .filter(|(_, s)| s.exp < now)
-                .map(|(sid, _)| sid.clone())
-                .collect(),
-            Err(_) => return Ok(()),
-        };
-        for sid in gone {
-            self.end(&sid).await?;
+        let entries = self
+            .store
+            .list(PREFIX)
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?;
+        let gone = entries
+            .into_iter()
+            .filter(|e| {
+                serde_json::from_slice::<SsoSession>(&e.value)
+                    .ok()
+                    .is_none_or(|s| s.exp < now)
+            })
+            .map(|e| Op::Delete {
+                key: e.key,
+                expect: Expect::ModRevision(e.mod_revision),
+            })
+            .collect();
+        let purged = super::revocations::delete_in_batches(self.store.as_ref(), gone)
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?;
+        for (key, revision) in &purged {
+            self.mirror.note_written(&key[PREFIX.len()..], *revision, None);
         }
         Ok(())
     }

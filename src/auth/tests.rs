@@ -1,6 +1,7 @@
 //! The kinds of local token together, through [`Auth`] as the server opens it.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use super::jwt::Claims;
 use super::*;
 use crate::clock::now_s;
 use crate::principal::{LOCAL_ISSUER, Principal};
-use crate::store::FileStore;
+use crate::store::{Entry, FileStore, Op, Revision, StoreError};
 
 /// Project tokens listed by id; everything else refused.
 #[derive(Default)]
@@ -33,6 +34,7 @@ async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Ar
         config,
         AuthOptions {
             data_dir: Some(dir.to_path_buf()),
+            exclusive: true,
             limits: LoginLimits::default(),
             projects,
             oidc: None,
@@ -63,12 +65,13 @@ async fn project_tokens_are_accepted_only_while_their_role_lists_them() {
     assert!(
         auth.tokens
             .authenticate(&issued.token)
+            .await
             .unwrap_err()
             .contains("not a token")
     );
 
     listed.0.lock().unwrap().insert("t1".into());
-    let (principal, renewed) = auth.tokens.authenticate(&issued.token).unwrap();
+    let (principal, renewed) = auth.tokens.authenticate(&issued.token).await.unwrap();
     assert!(renewed.is_none(), "project tokens are never renewed");
     let Principal::Project(p) = principal else {
         panic!("not a project principal: {principal:?}")
@@ -86,7 +89,7 @@ async fn project_tokens_are_accepted_only_while_their_role_lists_them() {
 
     // Revoked by leaving the role's list.
     listed.0.lock().unwrap().clear();
-    assert!(auth.tokens.authenticate(&issued.token).is_err());
+    assert!(auth.tokens.authenticate(&issued.token).await.is_err());
 
     // A random id when none is given, and no expiry for zero.
     let other = auth.project_tokens.issue("p1", "ci", None, Duration::ZERO);
@@ -126,24 +129,24 @@ async fn sso_sessions_end_when_their_provider_is_no_longer_configured() {
     let config = oidc_config(&cfg, Some("https://idp"));
     let auth = open_with(&dir.path().join("store"), Arc::clone(&config), Arc::default()).await;
     let token = start(&auth, "https://idp").await;
-    assert!(auth.tokens.authenticate(&token).is_ok());
+    assert!(auth.tokens.authenticate(&token).await.is_ok());
     // A session from some other issuer is refused under this configuration.
     let foreign = start(&auth, "https://other").await;
     let gone = "the single sign-on session's provider is no longer configured, please log in again";
-    assert_eq!(auth.tokens.authenticate(&foreign).unwrap_err(), gone);
+    assert_eq!(auth.tokens.authenticate(&foreign).await.unwrap_err(), gone);
 
     // The admin switches provider.
     write_oidc(&cfg, Some("https://idp2"));
     assert!(config.poll_once().unwrap());
-    assert_eq!(auth.tokens.authenticate(&token).unwrap_err(), gone);
+    assert_eq!(auth.tokens.authenticate(&token).await.unwrap_err(), gone);
     // Switching back: the session is valid again (it was not ended).
     write_oidc(&cfg, Some("https://idp"));
     assert!(config.poll_once().unwrap());
-    assert!(auth.tokens.authenticate(&token).is_ok());
+    assert!(auth.tokens.authenticate(&token).await.is_ok());
     // SSO turned off.
     write_oidc(&cfg, None);
     assert!(config.poll_once().unwrap());
-    assert_eq!(auth.tokens.authenticate(&token).unwrap_err(), gone);
+    assert_eq!(auth.tokens.authenticate(&token).await.unwrap_err(), gone);
 }
 
 #[tokio::test]
@@ -163,7 +166,7 @@ async fn sso_sessions_name_their_server_side_state_and_end_at_logout() {
         .await
         .unwrap();
     assert!(token.len() < 300, "the cookie token stays small: {}", token.len());
-    let (principal, renewed) = auth.tokens.authenticate(&token).unwrap();
+    let (principal, renewed) = auth.tokens.authenticate(&token).await.unwrap();
     assert!(renewed.is_none());
     let Principal::Sso(sso) = &principal else {
         panic!("not an SSO principal: {principal:?}")
@@ -174,21 +177,25 @@ async fn sso_sessions_name_their_server_side_state_and_end_at_logout() {
     );
     assert_eq!(sso.expires_at, Some(now + 600));
     let sid = sso.session.clone().unwrap();
-    assert_eq!(auth.sso_sessions.get(&sid).unwrap().id_token, "id.token.here");
+    assert_eq!(
+        auth.sso_sessions.get(&sid).await.unwrap().unwrap().id_token,
+        "id.token.here"
+    );
 
     // The session survives a restart of the server.
     drop(auth);
     let auth = open_with(&store, oidc_config(&cfg, Some("https://idp")), Arc::default()).await;
-    assert!(auth.tokens.authenticate(&token).is_ok());
+    assert!(auth.tokens.authenticate(&token).await.is_ok());
     auth.sso_sessions.end(&sid).await.unwrap();
     assert_eq!(
-        auth.tokens.authenticate(&token).unwrap_err(),
+        auth.tokens.authenticate(&token).await.unwrap_err(),
         "the single sign-on session has ended, please log in again"
     );
     // An account named `sso` keeps its own login tokens.
     let err = auth
         .tokens
         .authenticate(&auth.tokens.issue_login("sso"))
+        .await
         .unwrap_err();
     assert_eq!(err, "account sso does not exist");
 }
@@ -209,13 +216,14 @@ async fn malformed_project_subjects_are_refused() {
         })
     };
     for sub in ["proj:p1", "proj:p1:ci:extra", "proj:", "proj:p1:"] {
-        let err = auth.tokens.authenticate(&sign(sub, None)).unwrap_err();
+        let err = auth.tokens.authenticate(&sign(sub, None)).await.unwrap_err();
         assert_eq!(err, "token subject is invalid", "{sub}");
     }
     // `proj:login` is the login token of an account named `proj`, not a project token.
     let err = auth
         .tokens
         .authenticate(&sign("proj:login", Some(now_s() + 60)))
+        .await
         .unwrap_err();
     assert_eq!(err, "account proj does not exist");
 }
@@ -225,7 +233,7 @@ async fn logout_revokes_a_login_token_across_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let auth = open(dir.path(), Arc::default()).await;
     let token = auth.tokens.issue_login("admin");
-    let (principal, _) = auth.tokens.authenticate(&token).unwrap();
+    let (principal, _) = auth.tokens.authenticate(&token).await.unwrap();
     let caller = crate::principal::Caller {
         principal,
         credentials: crate::principal::Credentials::Valid(Arc::from(token.as_str())),
@@ -233,11 +241,116 @@ async fn logout_revokes_a_login_token_across_a_restart() {
     };
     auth.end_session(&caller).await.unwrap();
     assert_eq!(
-        auth.tokens.authenticate(&token).unwrap_err(),
+        auth.tokens.authenticate(&token).await.unwrap_err(),
         "token is revoked, please log in again"
     );
     assert_eq!(auth.revocations.len(), 1);
     drop(auth);
     let auth = open(dir.path(), Arc::default()).await;
-    assert!(auth.tokens.authenticate(&token).is_err());
+    assert!(auth.tokens.authenticate(&token).await.is_err());
+}
+
+/// A file store that counts its reads.
+struct Counted {
+    inner: FileStore,
+    reads: AtomicUsize,
+}
+
+impl Counted {
+    fn reads(&self) -> usize {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    fn read(&self) {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for Counted {
+    async fn get(&self, key: &str) -> Result<Option<Entry>, StoreError> {
+        self.read();
+        self.inner.get(key).await
+    }
+
+    async fn get_many(&self, keys: Vec<String>) -> Result<Vec<Option<Entry>>, StoreError> {
+        self.read();
+        self.inner.get_many(keys).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<Entry>, StoreError> {
+        self.read();
+        self.inner.list(prefix).await
+    }
+
+    async fn commit(&self, ops: Vec<Op>) -> Result<Revision, StoreError> {
+        self.inner.commit(ops).await
+    }
+
+    async fn revision(&self) -> Result<Revision, StoreError> {
+        self.inner.revision().await
+    }
+
+    async fn snapshot(&self, prefixes: &[&str]) -> Result<(Vec<Vec<Entry>>, Revision), StoreError> {
+        self.read();
+        self.inner.snapshot(prefixes).await
+    }
+}
+
+#[tokio::test]
+async fn token_checks_read_the_store_only_when_it_is_shared() {
+    for exclusive in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Counted {
+            inner: FileStore::open(dir.path()).unwrap(),
+            reads: Default::default(),
+        });
+        let auth = Auth::open(
+            Arc::clone(&store) as _,
+            ConfigWatch::new(None).unwrap(),
+            AuthOptions {
+                data_dir: Some(dir.path().to_path_buf()),
+                exclusive,
+                limits: LoginLimits::default(),
+                projects: Arc::<Listed>::default(),
+                oidc: None,
+            },
+        )
+        .await
+        .unwrap();
+        let token = auth.tokens.issue_login("admin");
+        let before = store.reads();
+        auth.tokens.authenticate(&token).await.unwrap();
+        assert_eq!(
+            store.reads() - before,
+            usize::from(!exclusive),
+            "exclusive {exclusive}: one read per check on a shared store, none on an exclusive one"
+        );
+
+        // Either way, a password change and a logout are in force at the next check.
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        auth.logins
+            .set_password("admin", "another-password-1")
+            .await
+            .unwrap();
+        assert_eq!(
+            auth.tokens.authenticate(&token).await.unwrap_err(),
+            "account password has changed since token issued",
+            "exclusive {exclusive}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let fresh = auth.tokens.issue_login("admin");
+        let (principal, _) = auth.tokens.authenticate(&fresh).await.unwrap();
+        let caller = crate::principal::Caller {
+            principal,
+            credentials: crate::principal::Credentials::Valid(Arc::from(fresh.as_str())),
+            ..crate::principal::Caller::anonymous(std::net::IpAddr::from([127, 0, 0, 1]))
+        };
+        auth.end_session(&caller).await.unwrap();
+        assert_eq!(
+            auth.tokens.authenticate(&fresh).await.unwrap_err(),
+            "token is revoked, please log in again",
+            "exclusive {exclusive}"
+        );
+    }
 }

@@ -15,28 +15,40 @@
 //! - Throttled attempts are answered at once with a distinct error (429 /
 //!   RESOURCE_EXHAUSTED with `Retry-After`) and never reach bcrypt.
 //!
-//! Memory is bounded: each table holds at most `capacity` entries. When one
-//! is full, expired entries go first, then the oldest entries that do not
-//! belong to a real account, so failures for made-up usernames can never
-//! evict the state of a real account within its window. Every change is
-//! written to the store before the answer is sent, so a crash resets nothing.
+//! Every count, lock and "attempt in progress" mark is a record in the store, read at each
+//! attempt and changed with conditional writes (retried, bounded, on a conflict), so the
+//! limits hold across replicas sharing a store: 5 failures of one pair spread over two
+//! replicas lock that pair on both. Nothing of it lives in one process's memory, and every
+//! change is written before the answer is sent, so a crash resets nothing.
+//!
+//! The store is bounded like the tables it replaced: [`LoginGuard::purge`] (every
+//! `capacity / 10` failures a process records, and periodically) drops expired records and,
+//! past `capacity` records of one kind, the oldest that do not belong to a real account, so
+//! failures for made-up usernames can never evict the state of a real account within its
+//! window.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::store::{Expect, Op};
+use super::revocations::delete_in_batches;
+use crate::store::{self, Entry, Expect, Op, Revision, Store, StoreError};
 
 const PREFIX: &str = "loginfail/";
+/// "An attempt of this pair is in progress", until this long after it began at the latest (a
+/// replica that died mid-attempt leaves its mark behind).
+const LEASE_MS: i64 = 15_000;
+/// Conflicting writers of one attempt's records before giving up.
+const ATTEMPTS: usize = 16;
 
 #[derive(Clone, Debug)]
 pub struct ThrottlePolicy {
     pub max_failures: u32,
     pub window: Duration,
-    /// Entries per table.
+    /// Records per kind (pairs, addresses, usernames) kept past a purge.
     pub capacity: usize,
 }
 
@@ -61,44 +73,42 @@ pub struct Failures {
     pub protected: bool,
 }
 
+/// An attempt of one pair is in progress until `until` (unix ms).
+#[derive(Serialize, Deserialize)]
+struct Busy {
+    until: i64,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 enum Key {
     Pair(String, IpAddr),
     Address(IpAddr),
     User(String),
+    /// The mark of a pair's attempt in progress.
+    Busy(String, IpAddr),
+}
+
+fn enc(s: &str) -> String {
+    percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
 }
 
 impl Key {
     fn store_key(&self) -> String {
-        let enc = |s: &str| {
-            percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
-        };
         match self {
             Self::Pair(u, ip) => format!("{PREFIX}pair/{}/{ip}", enc(u)),
             Self::Address(ip) => format!("{PREFIX}addr/{ip}"),
             Self::User(u) => format!("{PREFIX}user/{}", enc(u)),
+            Self::Busy(u, ip) => format!("{PREFIX}busy/{}/{ip}", enc(u)),
         }
     }
+}
 
-    fn parse(store_key: &str) -> Option<Self> {
-        let dec = |s: &str| {
-            percent_encoding::percent_decode_str(s)
-                .decode_utf8()
-                .ok()
-                .map(|c| c.into_owned())
-        };
-        let rest = store_key.strip_prefix(PREFIX)?;
-        let (kind, rest) = rest.split_once('/')?;
-        match kind {
-            "pair" => {
-                let (u, ip) = rest.split_once('/')?;
-                Some(Self::Pair(dec(u)?, ip.parse().ok()?))
-            }
-            "addr" => Some(Self::Address(rest.parse().ok()?)),
-            "user" => Some(Self::User(dec(rest)?)),
-            _ => None,
-        }
-    }
+/// The kind of a stored record: `pair`, `addr`, `user` or `busy`.
+fn kind_of(store_key: &str) -> &str {
+    store_key
+        .strip_prefix(PREFIX)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or("")
 }
 
 /// Why an attempt is not even tried.
@@ -107,86 +117,83 @@ pub struct Throttled {
     pub retry_after: Duration,
 }
 
-/// A login attempt admitted by the guard. Hold it until the answer is sent.
+/// Why an attempt was not admitted.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error("throttled for {:?}", .0.retry_after)]
+    Throttled(Throttled),
+    #[error("cannot read the failed-login state: {0}")]
+    Store(#[from] StoreError),
+}
+
+/// A login attempt admitted by the guard. Hand it back to [`LoginGuard::release`] once the
+/// answer is decided; dropped otherwise, its mark is removed in the background.
 pub struct Attempt {
     user: String,
     ip: IpAddr,
     known: bool,
     /// Pause before checking the password (username under attack).
     pub pause: Duration,
-    _pair: PairLease,
+    lease: Lease,
 }
 
-/// Marks a (username, address) pair busy while its attempt runs.
-struct PairLease {
-    busy: Arc<Mutex<std::collections::HashSet<(String, IpAddr)>>>,
-    key: (String, IpAddr),
+/// The mark of this attempt in the store, and the revision it was written at.
+struct Lease {
+    store: Arc<dyn Store>,
+    key: String,
+    rev: Revision,
+    released: bool,
 }
 
-impl Drop for PairLease {
+impl Lease {
+    fn delete(&self) -> Op {
+        Op::Delete {
+            key: self.key.clone(),
+            // Another attempt that took over an expired mark keeps its own.
+            expect: Expect::ModRevision(self.rev),
+        }
+    }
+}
+
+impl Drop for Lease {
     fn drop(&mut self) {
-        if let Ok(mut busy) = self.busy.lock() {
-            busy.remove(&self.key);
+        if self.released {
+            return;
+        }
+        let (store, op) = (Arc::clone(&self.store), self.delete());
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = store.commit(vec![op]).await;
+            });
         }
     }
 }
 
 pub struct LoginGuard {
     policy: ThrottlePolicy,
-    tables: Mutex<Tables>,
-    busy: Arc<Mutex<std::collections::HashSet<(String, IpAddr)>>>,
-}
-
-#[derive(Default)]
-struct Tables {
-    pairs: HashMap<Key, Failures>,
-    addresses: HashMap<Key, Failures>,
-    users: HashMap<Key, Failures>,
-}
-
-impl Tables {
-    fn table(&mut self, key: &Key) -> &mut HashMap<Key, Failures> {
-        match key {
-            Key::Pair(..) => &mut self.pairs,
-            Key::Address(_) => &mut self.addresses,
-            Key::User(_) => &mut self.users,
-        }
-    }
+    store: Arc<dyn Store>,
+    /// Failures this process recorded since it last purged: when to purge next.
+    since_purge: AtomicUsize,
+    /// Records held: counted at each purge, plus those this process created since (a metric
+    /// only; never consulted).
+    held: AtomicUsize,
 }
 
 impl LoginGuard {
-    /// A guard holding the persisted state (`entries` from the store under `loginfail/`).
-    pub fn new(
-        policy: ThrottlePolicy,
-        entries: impl IntoIterator<Item = (String, Failures)>,
-        now_ms: i64,
-    ) -> Self {
-        let guard = Self {
+    /// A guard over the records under `loginfail/` in `store`.
+    pub fn new(policy: ThrottlePolicy, store: Arc<dyn Store>) -> Self {
+        Self {
             policy,
-            tables: Mutex::new(Tables::default()),
-            busy: Arc::default(),
-        };
-        if let Ok(mut tables) = guard.tables.lock() {
-            for (store_key, failures) in entries {
-                if let Some(key) = Key::parse(&store_key)
-                    && !guard.expired(&failures, now_ms)
-                {
-                    tables.table(&key).insert(key, failures);
-                }
-            }
+            store,
+            since_purge: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
         }
-        guard
     }
 
     pub const STORE_PREFIX: &'static str = PREFIX;
 
     fn window_ms(&self) -> i64 {
         i64::try_from(self.policy.window.as_millis()).unwrap_or(i64::MAX)
-    }
-
-    /// Whether a stored entry no longer matters (to drop it from the store at startup).
-    pub fn is_stale(&self, f: &Failures, now_ms: i64) -> bool {
-        self.expired(f, now_ms)
     }
 
     fn expired(&self, f: &Failures, now_ms: i64) -> bool {
@@ -206,158 +213,227 @@ impl LoginGuard {
 
     /// Admits an attempt for `user` from `ip`, or says how long to wait.
     /// `known`: `user` is a real account (its state is protected from eviction).
-    pub async fn admit(
-        &self,
-        user: &str,
-        ip: IpAddr,
-        known: bool,
-        now_ms: i64,
-    ) -> Result<Attempt, Throttled> {
+    pub async fn admit(&self, user: &str, ip: IpAddr, known: bool, now_ms: i64) -> Result<Attempt, Refused> {
         let ip = scope(ip);
-        let pause = {
-            let tables = self.tables.lock().map_err(|_| busy())?;
-            let pair = tables.pairs.get(&Key::Pair(user.to_owned(), ip));
-            let addr = tables.addresses.get(&Key::Address(ip));
-            let wide = self.policy.max_failures.saturating_mul(4);
-            if let Some(wait) = self
-                .locked_for(pair, self.policy.max_failures, now_ms)
-                .or_else(|| self.locked_for(addr, wide, now_ms))
-            {
-                return Err(Throttled { retry_after: wait });
+        let busy_key = Key::Busy(user.to_owned(), ip).store_key();
+        let keys = vec![
+            Key::Pair(user.to_owned(), ip).store_key(),
+            Key::Address(ip).store_key(),
+            Key::User(user.to_owned()).store_key(),
+            busy_key.clone(),
+        ];
+        let read = self.store.get_many(keys).await?;
+        let failures = |i: usize| read[i].as_ref().and_then(parse_failures);
+        let wide = self.policy.max_failures.saturating_mul(4);
+        if let Some(wait) = self
+            .locked_for(failures(0).as_ref(), self.policy.max_failures, now_ms)
+            .or_else(|| self.locked_for(failures(1).as_ref(), wide, now_ms))
+        {
+            return Err(Refused::Throttled(Throttled { retry_after: wait }));
+        }
+        let pause = match failures(2) {
+            Some(f) if !self.expired(&f, now_ms) && f.count >= wide => {
+                let over = (f.count - wide).min(8);
+                Duration::from_millis(100 << over).min(Duration::from_secs(3))
             }
-            match tables.users.get(&Key::User(user.to_owned())) {
-                Some(f) if !self.expired(f, now_ms) && f.count >= wide => {
-                    let over = (f.count - wide).min(8);
-                    Duration::from_millis(100 << over).min(Duration::from_secs(3))
-                }
-                _ => Duration::ZERO,
-            }
+            _ => Duration::ZERO,
         };
-        let lease = {
-            let mut busy = self.busy.lock().map_err(|_| busy())?;
-            let key = (user.to_owned(), ip);
-            if !busy.insert(key.clone()) {
-                // One attempt at a time per pair: parallel guessing gains nothing.
-                return Err(busy_with(Duration::from_secs(1)));
+        // One attempt at a time per pair, on every replica: parallel guessing gains nothing.
+        let expect = match &read[3] {
+            Some(entry) => {
+                let busy = serde_json::from_slice::<Busy>(&entry.value).ok();
+                if busy.is_some_and(|b| b.until > now_ms) {
+                    return Err(Refused::Throttled(busy_for(Duration::from_secs(1))));
+                }
+                Expect::ModRevision(entry.mod_revision)
             }
-            PairLease {
-                busy: Arc::clone(&self.busy),
-                key,
+            None => Expect::Absent,
+        };
+        let mark = Busy {
+            until: now_ms.saturating_add(LEASE_MS),
+        };
+        let rev = match self
+            .store
+            .commit(vec![store::put_json(&busy_key, &mark, expect)?])
+            .await
+        {
+            Ok(rev) => rev,
+            Err(StoreError::Conflict { .. }) => {
+                return Err(Refused::Throttled(busy_for(Duration::from_secs(1))));
             }
+            Err(e) => return Err(e.into()),
         };
         Ok(Attempt {
             user: user.to_owned(),
             ip,
             known,
             pause,
-            _pair: lease,
+            lease: Lease {
+                store: Arc::clone(&self.store),
+                key: busy_key,
+                rev,
+                released: false,
+            },
         })
     }
 
-    /// Records a failed attempt. Returns how long to hold the answer back and
-    /// the store operations that make the new state durable.
-    pub fn failed(&self, attempt: &Attempt, now_ms: i64) -> (Duration, Vec<Op>) {
-        let Ok(mut tables) = self.tables.lock() else {
-            return (Duration::ZERO, Vec::new());
-        };
-        let mut ops = Vec::new();
+    /// Records a failed attempt durably; returns how long to hold the answer back.
+    pub async fn failed(&self, attempt: &Attempt, now_ms: i64) -> Result<Duration, StoreError> {
         let keys = [
             (Key::Pair(attempt.user.clone(), attempt.ip), attempt.known),
             (Key::Address(attempt.ip), false),
             (Key::User(attempt.user.clone()), attempt.known),
         ];
-        let mut pair_count = 0;
-        for (key, protected) in keys {
-            let window = self.window_ms();
-            let table = tables.table(&key);
-            let entry = table.entry(key.clone()).or_insert(Failures {
-                count: 0,
-                first: now_ms,
-                last: now_ms,
-                protected,
-            });
-            if now_ms.saturating_sub(entry.first) >= window {
-                *entry = Failures {
+        let store_keys: Vec<String> = keys.iter().map(|(k, _)| k.store_key()).collect();
+        let mut pair_count = None;
+        for _ in 0..ATTEMPTS {
+            let read = self.store.get_many(store_keys.clone()).await?;
+            let mut ops = Vec::new();
+            let mut counts = Vec::new();
+            for ((key, protected), entry) in keys.iter().zip(&read) {
+                let fresh = Failures {
                     count: 0,
                     first: now_ms,
                     last: now_ms,
-                    protected,
+                    protected: *protected,
                 };
+                let mut f = match entry.as_ref().and_then(parse_failures) {
+                    Some(f) if now_ms.saturating_sub(f.first) < self.window_ms() => f,
+                    _ => fresh,
+                };
+                f.count = f.count.saturating_add(1);
+                f.last = now_ms;
+                counts.push(f.count);
+                let expect = entry
+                    .as_ref()
+                    .map_or(Expect::Absent, |e| Expect::ModRevision(e.mod_revision));
+                ops.push(store::put_json(&key.store_key(), &f, expect)?);
             }
-            entry.count = entry.count.saturating_add(1);
-            entry.last = now_ms;
-            if matches!(key, Key::Pair(..)) {
-                pair_count = entry.count;
-            }
-            if let Ok(op) = crate::store::put_json(&key.store_key(), &*entry, Expect::Any) {
-                ops.push(op);
-            }
-            for evicted in self.evict(table, now_ms) {
-                ops.push(Op::Delete {
-                    key: evicted.store_key(),
-                    expect: Expect::Any,
-                });
+            let created = ops.iter().filter(|op| op.expect() == Expect::Absent).count();
+            match self.store.commit(ops).await {
+                Ok(_) => {
+                    self.held.fetch_add(created, Ordering::Relaxed);
+                    pair_count = counts.first().copied();
+                    break;
+                }
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
             }
         }
-        let delay = Duration::from_millis(200u64 << pair_count.saturating_sub(1).min(5));
-        (delay, ops)
+        let Some(pair_count) = pair_count else {
+            return Err(StoreError::Unavailable(format!(
+                "the failed-login records kept changing ({ATTEMPTS} attempts)"
+            )));
+        };
+        let every = (self.policy.capacity / 10).max(1);
+        if self.since_purge.fetch_add(1, Ordering::Relaxed) + 1 >= every {
+            self.since_purge.store(0, Ordering::Relaxed);
+            if let Err(err) = self.purge(now_ms).await {
+                tracing::warn!(error = %err, "cannot purge failed-login records");
+            }
+        }
+        Ok(Duration::from_millis(
+            200u64 << pair_count.saturating_sub(1).min(5),
+        ))
     }
 
     /// Records a successful login: the pair's failures are forgotten.
-    pub fn succeeded(&self, attempt: &Attempt) -> Vec<Op> {
-        let key = Key::Pair(attempt.user.clone(), attempt.ip);
-        let removed = self
-            .tables
-            .lock()
-            .is_ok_and(|mut t| t.pairs.remove(&key).is_some());
-        if removed {
-            vec![Op::Delete {
-                key: key.store_key(),
-                expect: Expect::Any,
-            }]
-        } else {
-            Vec::new()
+    pub async fn succeeded(&self, attempt: &Attempt) -> Result<(), StoreError> {
+        let key = Key::Pair(attempt.user.clone(), attempt.ip).store_key();
+        for _ in 0..ATTEMPTS {
+            let Some(entry) = self.store.get(&key).await? else {
+                return Ok(());
+            };
+            let op = Op::Delete {
+                key: key.clone(),
+                expect: Expect::ModRevision(entry.mod_revision),
+            };
+            match self.store.commit(vec![op]).await {
+                Ok(_) => return Ok(()),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "the failed-login record {key} kept changing"
+        )))
+    }
+
+    /// Ends the attempt: its pair may be tried again.
+    pub async fn release(&self, mut attempt: Attempt) {
+        attempt.lease.released = true;
+        match self.store.commit(vec![attempt.lease.delete()]).await {
+            Ok(_) | Err(StoreError::Conflict { .. }) => {}
+            Err(err) => tracing::warn!(error = %err, "cannot clear a login attempt's mark"),
         }
     }
 
-    /// Frees room in a full table: expired entries, then the oldest
-    /// unprotected ones, down to 90% so that the sort is paid rarely.
-    fn evict(&self, table: &mut HashMap<Key, Failures>, now_ms: i64) -> Vec<Key> {
-        if table.len() <= self.policy.capacity {
-            return Vec::new();
+    /// Drops expired records and marks and, past `capacity` records of one kind, the oldest
+    /// that are not a real account's, down to 90% (so that the work is paid rarely). Deletes
+    /// are conditional: a record updated meanwhile stays. Returns how many went.
+    pub async fn purge(&self, now_ms: i64) -> Result<usize, StoreError> {
+        let entries = self.store.list(PREFIX).await?;
+        let total = entries.len();
+        let mut gone: Vec<&Entry> = Vec::new();
+        let mut live: [Vec<(&Entry, Failures)>; 3] = Default::default();
+        for entry in &entries {
+            let table = match kind_of(&entry.key) {
+                "pair" => 0,
+                "addr" => 1,
+                "user" => 2,
+                "busy" => {
+                    let busy = serde_json::from_slice::<Busy>(&entry.value).ok();
+                    if busy.is_none_or(|b| b.until <= now_ms) {
+                        gone.push(entry);
+                    }
+                    continue;
+                }
+                _ => {
+                    gone.push(entry);
+                    continue;
+                }
+            };
+            match parse_failures(entry) {
+                Some(f) if !self.expired(&f, now_ms) => live[table].push((entry, f)),
+                _ => gone.push(entry),
+            }
         }
         let target = self.policy.capacity - self.policy.capacity / 10;
-        let mut gone: Vec<Key> = table
-            .iter()
-            .filter(|(_, f)| self.expired(f, now_ms))
-            .map(|(k, _)| k.clone())
+        for table in &mut live {
+            if table.len() <= self.policy.capacity {
+                continue;
+            }
+            let excess = table.len() - target;
+            table.retain(|(_, f)| !f.protected);
+            table.sort_by_key(|(_, f)| f.last);
+            gone.extend(table.iter().take(excess).map(|(e, _)| *e));
+        }
+        let deletes = gone
+            .into_iter()
+            .map(|e| Op::Delete {
+                key: e.key.clone(),
+                expect: Expect::ModRevision(e.mod_revision),
+            })
             .collect();
-        let excess = table.len().saturating_sub(gone.len()).saturating_sub(target);
-        if excess > 0 {
-            let mut unprotected: Vec<(&Key, &Failures)> = table
-                .iter()
-                .filter(|(_, f)| !f.protected && !self.expired(f, now_ms))
-                .collect();
-            unprotected.sort_by_key(|(_, f)| f.last);
-            gone.extend(unprotected.into_iter().take(excess).map(|(k, _)| k.clone()));
-        }
-        for key in &gone {
-            table.remove(key);
-        }
-        gone
+        let deleted = delete_in_batches(self.store.as_ref(), deletes).await?.len();
+        self.held.store(total - deleted, Ordering::Relaxed);
+        Ok(deleted)
     }
 
-    /// Entries held in memory (for tests and a metric).
-    pub fn len(&self) -> usize {
-        self.tables
-            .lock()
-            .map(|t| t.pairs.len() + t.addresses.len() + t.users.len())
-            .unwrap_or(0)
+    /// Failure records in the store now, marks of attempts in progress left out (for tests).
+    pub async fn records(&self) -> Result<usize, StoreError> {
+        let entries = self.store.list(PREFIX).await?;
+        Ok(entries.iter().filter(|e| kind_of(&e.key) != "busy").count())
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// Records held (a metric: see the field).
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
     }
+}
+
+fn parse_failures(entry: &Entry) -> Option<Failures> {
+    serde_json::from_slice(&entry.value).ok()
 }
 
 /// The address a limit applies to: IPv4 as is (IPv4-mapped IPv6 too), IPv6
@@ -366,139 +442,177 @@ fn scope(ip: IpAddr) -> IpAddr {
     crate::principal::client_scope(ip)
 }
 
-fn busy() -> Throttled {
-    busy_with(Duration::from_secs(1))
-}
-
-fn busy_with(retry_after: Duration) -> Throttled {
+fn busy_for(retry_after: Duration) -> Throttled {
     Throttled { retry_after }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::FileStore;
 
     const IP_A: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
     const IP_B: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 3));
 
-    fn guard(capacity: usize) -> LoginGuard {
+    /// A guard on a fresh store; the directory lives as long as the guard's test.
+    fn guard(capacity: usize) -> (LoginGuard, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+        (on(store, capacity), dir)
+    }
+
+    fn on(store: Arc<dyn Store>, capacity: usize) -> LoginGuard {
         LoginGuard::new(
             ThrottlePolicy {
                 capacity,
                 ..ThrottlePolicy::default()
             },
-            [],
-            0,
+            store,
         )
     }
 
-    async fn fail(
-        g: &LoginGuard,
-        user: &str,
-        ip: IpAddr,
-        known: bool,
-        now: i64,
-    ) -> Result<Vec<Op>, Throttled> {
-        let a = g.admit(user, ip, known, now).await?;
-        Ok(g.failed(&a, now).1)
+    async fn admit(g: &LoginGuard, user: &str, ip: IpAddr, now: i64) -> Result<Attempt, Throttled> {
+        match g.admit(user, ip, true, now).await {
+            Ok(a) => Ok(a),
+            Err(Refused::Throttled(t)) => Err(t),
+            Err(Refused::Store(e)) => panic!("{e}"),
+        }
+    }
+
+    async fn fail(g: &LoginGuard, user: &str, ip: IpAddr, known: bool, now: i64) -> Result<(), Throttled> {
+        let a = match g.admit(user, ip, known, now).await {
+            Ok(a) => a,
+            Err(Refused::Throttled(t)) => return Err(t),
+            Err(Refused::Store(e)) => panic!("{e}"),
+        };
+        g.failed(&a, now).await.unwrap();
+        g.release(a).await;
+        Ok(())
     }
 
     #[tokio::test]
     async fn five_failures_lock_the_pair_but_not_another_address() {
-        let g = guard(100);
+        let (g, _dir) = guard(100);
         for i in 0..5 {
             fail(&g, "admin", IP_A, true, i).await.unwrap();
         }
-        let locked = g.admit("admin", IP_A, true, 10).await.err().unwrap();
+        let locked = admit(&g, "admin", IP_A, 10).await.err().unwrap();
         assert!(locked.retry_after > Duration::from_secs(299));
-        assert!(g.admit("admin", IP_B, true, 10).await.is_ok());
+        assert!(admit(&g, "admin", IP_B, 10).await.is_ok());
         // The lock lifts once the window has passed since the last failure.
-        assert!(g.admit("admin", IP_A, true, 4 + 300_000).await.is_ok());
+        assert!(admit(&g, "admin", IP_A, 4 + 300_000).await.is_ok());
     }
 
     #[tokio::test]
     async fn ipv6_addresses_of_one_64_share_limits() {
-        let g = guard(100);
+        let (g, _dir) = guard(100);
         for i in 0..5u16 {
             let ip = IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 0, 0, 0, i));
             fail(&g, "admin", ip, true, i64::from(i)).await.unwrap();
         }
         let other = IpAddr::V6(std::net::Ipv6Addr::new(0x2001, 0xdb8, 0, 1, 9, 9, 9, 9));
-        assert!(g.admit("admin", other, true, 10).await.is_err());
+        assert!(admit(&g, "admin", other, 10).await.is_err());
     }
 
     #[tokio::test]
     async fn parallel_attempts_from_one_pair_are_refused() {
-        let g = guard(100);
-        let first = g.admit("admin", IP_A, true, 0).await.unwrap();
-        assert!(g.admit("admin", IP_A, true, 0).await.is_err());
-        drop(first);
-        assert!(g.admit("admin", IP_A, true, 0).await.is_ok());
+        let (g, _dir) = guard(100);
+        let first = admit(&g, "admin", IP_A, 0).await.unwrap();
+        assert!(admit(&g, "admin", IP_A, 0).await.is_err());
+        g.release(first).await;
+        assert!(admit(&g, "admin", IP_A, 0).await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_mark_left_by_a_dead_attempt_expires() {
+        let (g, _dir) = guard(100);
+        let first = admit(&g, "admin", IP_A, 0).await.unwrap();
+        std::mem::forget(first);
+        assert!(admit(&g, "admin", IP_A, LEASE_MS - 1).await.is_err());
+        assert!(admit(&g, "admin", IP_A, LEASE_MS).await.is_ok());
     }
 
     #[tokio::test]
     async fn spraying_usernames_from_one_address_locks_the_address() {
-        let g = guard(100);
+        let (g, _dir) = guard(100);
         for i in 0..20 {
             fail(&g, &format!("fake{i}"), IP_A, false, i).await.unwrap();
         }
-        assert!(g.admit("admin", IP_A, true, 30).await.is_err());
-        assert!(g.admit("admin", IP_B, true, 30).await.is_ok());
+        assert!(admit(&g, "admin", IP_A, 30).await.is_err());
+        assert!(admit(&g, "admin", IP_B, 30).await.is_ok());
     }
 
     #[tokio::test]
     async fn failures_grow_the_delay() {
-        let g = guard(100);
-        let a = g.admit("u", IP_A, true, 0).await.unwrap();
-        let (d1, _) = g.failed(&a, 0);
-        let (d2, _) = g.failed(&a, 1);
+        let (g, _dir) = guard(100);
+        let a = admit(&g, "u", IP_A, 0).await.unwrap();
+        let d1 = g.failed(&a, 0).await.unwrap();
+        let d2 = g.failed(&a, 1).await.unwrap();
         assert!(d2 > d1);
     }
 
     #[tokio::test]
     async fn many_addresses_slow_a_username_but_never_lock_it() {
-        let g = guard(1000);
+        let (g, _dir) = guard(1000);
         for i in 0..40u8 {
             let ip = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 1, i));
             fail(&g, "admin", ip, true, i64::from(i)).await.unwrap();
         }
-        let a = g.admit("admin", IP_B, true, 100).await.unwrap();
+        let a = admit(&g, "admin", IP_B, 100).await.unwrap();
         assert!(a.pause > Duration::ZERO);
     }
 
-    /// SEC-09: a flood of made-up usernames cannot evict a real account's lock.
+    /// SEC-09: a flood of made-up usernames cannot evict a real account's lock, and the store
+    /// stays bounded (at a smaller capacity than the default: each failure is a durable write).
     #[tokio::test]
     async fn sec_09_flood_of_fake_users_keeps_real_lock_and_bounded_memory() {
-        let g = guard(1000);
+        let capacity = 40;
+        let (g, _dir) = guard(capacity);
         for i in 0..5 {
             fail(&g, "alice", IP_A, true, i).await.unwrap();
         }
-        for i in 0..50_000u32 {
-            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x7f00_0000 + 10 + (i % 60_000)));
+        for i in 0..(5 * capacity as u32) {
+            let ip = IpAddr::V4(std::net::Ipv4Addr::from(0x7f00_0000 + 10 + i));
             let _ = fail(&g, &format!("ghost-{i}"), ip, false, 10).await;
         }
-        assert!(g.len() <= 3 * 1000 + 3, "memory must stay bounded: {}", g.len());
+        let held = g.records().await.unwrap();
+        assert!(held <= 3 * capacity + 3, "the store must stay bounded: {held}");
         assert!(
-            g.admit("alice", IP_A, true, 20).await.is_err(),
+            admit(&g, "alice", IP_A, 20).await.is_err(),
             "the real lock survived"
         );
     }
 
     #[tokio::test]
-    async fn state_round_trips_through_store_entries() {
-        let g = guard(100);
-        let mut ops = Vec::new();
-        for i in 0..5 {
-            ops = fail(&g, "admin", IP_A, true, i).await.unwrap();
+    async fn another_guard_on_the_same_store_sees_the_lock() {
+        let (g, dir) = guard(100);
+        for i in 0..3 {
+            fail(&g, "admin", IP_A, true, i).await.unwrap();
         }
-        let entries: Vec<(String, Failures)> = ops
-            .into_iter()
-            .filter_map(|op| match op {
-                Op::Put { key, value, .. } => Some((key, serde_json::from_slice(&value).unwrap())),
-                Op::Delete { .. } => None,
-            })
-            .collect();
-        let restored = LoginGuard::new(ThrottlePolicy::default(), entries, 10);
-        assert!(restored.admit("admin", IP_A, true, 10).await.is_err());
+        // A second replica on the same records (here: the same store) counts on.
+        let store = Arc::clone(&g.store);
+        let other = on(store, 100);
+        for i in 3..5 {
+            fail(&other, "admin", IP_A, true, i).await.unwrap();
+        }
+        assert!(admit(&g, "admin", IP_A, 10).await.is_err());
+        assert!(admit(&other, "admin", IP_A, 10).await.is_err());
+        assert!(admit(&g, "admin", IP_B, 10).await.is_ok());
+        drop(dir);
+    }
+
+    #[tokio::test]
+    async fn a_success_forgets_the_pair_and_purge_drops_expired_records() {
+        let (g, _dir) = guard(100);
+        for i in 0..4 {
+            fail(&g, "admin", IP_A, true, i).await.unwrap();
+        }
+        let a = admit(&g, "admin", IP_A, 10).await.unwrap();
+        g.succeeded(&a).await.unwrap();
+        g.release(a).await;
+        // The address and username records stay; the pair starts over.
+        assert_eq!(g.records().await.unwrap(), 2);
+        assert_eq!(g.purge(10 + 300_000).await.unwrap(), 2);
+        assert_eq!(g.records().await.unwrap(), 0);
     }
 }

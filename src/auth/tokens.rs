@@ -2,32 +2,51 @@
 //! API keys, SSO dashboard sessions, project roles), dispatched by subject, and the login
 //! tokens it issues and renews.
 //!
+//! On a shared store (etcd) every check reads what can change elsewhere (the account's record,
+//! the token id's revocation, the SSO session) from the store, in one read: another replica's
+//! logout, password change or disablement is in force at the next request, with no cache to go
+//! stale. On a store this process alone writes (redb), the same records come from the mirrors
+//! of its own writes ([`super::mirror`]), with no store read. While etcd cannot be reached, a
+//! check answers from the records as this replica last wrote or read them (as the registry's
+//! reads answer from its view): nobody can write a logout or a password change meanwhile, and
+//! what another replica wrote just before and this one never read is missed, as the
+//! registry's reads miss it.
+//!
 //! A login token in its last 5 minutes (or last half, if shorter) is renewed: the renewed
 //! token keeps the session's id, so revoking the session (logout) revokes it too.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use super::accounts::{Account, Accounts};
+use super::accounts::{self, AccountRecord, Accounts};
 use super::jwt::Claims;
 use super::keys::TokenKeys;
 use super::project_tokens::ProjectTokens;
-use super::revocations::Revocations;
+use super::revocations::{self, Revocations};
 use super::sso_sessions::{self, SsoSessions};
 use crate::clock::now_ms;
-use crate::config::ConfigWatch;
+use crate::config::{AccountConfig, ConfigWatch};
 use crate::principal::{AccountPrincipal, LOCAL_ISSUER, Principal, TokenKind};
+use crate::store::{Store, StoreError};
 
 /// A login token is renewed when less than this (or half its lifetime) is left.
 const RENEW_WITHIN: Duration = Duration::from_secs(5 * 60);
+/// How long a check waits for a shared store before it answers from the last read: longer than
+/// an etcd election, short enough that a request still gets its answer when etcd is down.
+const READ_WAIT: Duration = Duration::from_secs(4);
+/// After a read failed, checks answer from the last read without asking for this long.
+const OUTAGE_PAUSE: Duration = Duration::from_secs(2);
 
 pub struct Tokens {
     keys: Arc<TokenKeys>,
+    store: Arc<dyn Store>,
     accounts: Arc<Accounts>,
     revocations: Arc<Revocations>,
     sso: Arc<SsoSessions>,
     projects: Arc<ProjectTokens>,
     config: Arc<ConfigWatch>,
+    /// When a read of the shared store last failed.
+    failed_at: Mutex<Option<tokio::time::Instant>>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -39,6 +58,7 @@ impl std::fmt::Debug for Tokens {
 impl Tokens {
     pub fn new(
         keys: Arc<TokenKeys>,
+        store: Arc<dyn Store>,
         accounts: Arc<Accounts>,
         revocations: Arc<Revocations>,
         sso: Arc<SsoSessions>,
@@ -47,29 +67,32 @@ impl Tokens {
     ) -> Self {
         Self {
             keys,
+            store,
             accounts,
             revocations,
             sso,
             projects,
             config,
+            failed_at: Mutex::default(),
         }
     }
 
     /// Checks a token of this server's. Returns the caller and, for a login token close to
     /// its expiry, a fresh token to hand back to the client; else why the token is refused.
-    pub fn authenticate(&self, token: &str) -> Result<(Principal, Option<String>), String> {
+    pub async fn authenticate(&self, token: &str) -> Result<(Principal, Option<String>), String> {
         let now = now_ms();
         let claims = self.keys.verify(token, now / 1000)?;
         if let Some(sid) = claims.sub.strip_prefix(sso_sessions::SUBJECT_PREFIX)
             && !sid.is_empty()
             && sid == claims.jti
         {
-            return self.sso.authenticate(sid, now / 1000).map(|p| (p, None));
+            return self.sso.authenticate(sid, now / 1000).await.map(|p| (p, None));
         }
         if let Some((project, role)) = crate::rbac::project::project_subject(&claims.sub) {
             return self
                 .projects
                 .authenticate(project, role, &claims)
+                .await
                 .map(|p| (p, None));
         }
         let (name, kind) = match claims.sub.split_once(':') {
@@ -78,12 +101,17 @@ impl Tokens {
             Some(_) => return Err("token subject is invalid".to_owned()),
             None => (claims.sub.as_str(), TokenKind::ApiKey),
         };
-        let book = self.accounts.book();
-        let account = book
+        let settings = self.config.current();
+        let config = settings
+            .accounts
             .get(name)
             .ok_or_else(|| format!("account {name} does not exist"))?;
-        check_account(account, kind, &claims)?;
-        if self.revocations.is_revoked(&claims.jti) {
+        let (record, revoked) = match (self.accounts.held(name), self.revocations.held(&claims.jti)) {
+            (Some(record), Some(revoked)) => (record, revoked),
+            _ => self.read(name, &claims.jti).await?,
+        };
+        check_account(config, &record, kind, &claims)?;
+        if revoked {
             return Err("token is revoked, please log in again".to_owned());
         }
         let principal = AccountPrincipal {
@@ -97,6 +125,44 @@ impl Tokens {
             .then(|| self.renewal(&claims, name, now))
             .flatten();
         Ok((Principal::Account(principal), renewed))
+    }
+
+    /// The account's record and whether the token id is revoked, read together from the store;
+    /// while the store cannot be reached, as last read for this token.
+    async fn read(&self, name: &str, jti: &str) -> Result<(Arc<AccountRecord>, bool), String> {
+        let failed_at = || self.failed_at.lock().unwrap_or_else(PoisonError::into_inner);
+        // While the store cannot be reached: the account's record and the id's revocation as
+        // this replica last wrote or read them.
+        let last_known = |why: &str| match self.accounts.last_known(name) {
+            Some(record) => Ok((record, self.revocations.last_known(jti))),
+            None => Err(format!("cannot check the token now: {why}")),
+        };
+        if failed_at().is_some_and(|at| at.elapsed() < OUTAGE_PAUSE) {
+            return last_known("the store did not answer just before");
+        }
+        let keys = vec![AccountRecord::store_key(name), revocations::key(jti)];
+        let read = match tokio::time::timeout(READ_WAIT, self.store.get_many(keys)).await {
+            Ok(Ok(read)) => read,
+            failed @ (Ok(Err(StoreError::Unavailable(_))) | Err(_)) => {
+                *failed_at() = Some(tokio::time::Instant::now());
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("the store did not answer within {READ_WAIT:?}"),
+                };
+                return last_known(&why);
+            }
+            Ok(Err(e)) => return Err(format!("cannot check the token now: {e}")),
+        };
+        let (record, _) = accounts::parse_record(name, read[0].as_ref())
+            .map_err(|e| format!("cannot check the token now: {e}"))?;
+        if let Some(entry) = &read[0] {
+            self.accounts.note_read(name, entry.mod_revision, &record);
+        }
+        let revoked = revocations::is_revocation(read[1].as_ref());
+        if let Some(entry) = &read[1] {
+            self.revocations.note_read(jti, entry);
+        }
+        Ok((Arc::new(record), revoked))
     }
 
     /// A new login token for account `name`.
@@ -127,8 +193,14 @@ impl Tokens {
     }
 }
 
-/// Whether `account` still accepts a verified token of `kind` with these claims.
-fn check_account(account: &Account, kind: TokenKind, claims: &Claims) -> Result<(), String> {
+/// Whether the account (its configuration and stored record) still accepts a verified token of
+/// `kind` with these claims.
+fn check_account(
+    account: &AccountConfig,
+    record: &AccountRecord,
+    kind: TokenKind,
+    claims: &Claims,
+) -> Result<(), String> {
     let name = &account.name;
     if !account.enabled {
         return Err(format!("account {name} is disabled"));
@@ -149,20 +221,17 @@ fn check_account(account: &Account, kind: TokenKind, claims: &Claims) -> Result<
         return Err("token has no expiry".to_owned());
     }
     if kind == TokenKind::ApiKey
-        && account
-            .tokens
-            .get(&claims.jti)
-            .is_none_or(|t| t.iat != claims.iat)
+        && accounts::api_key(account, record, &claims.jti).is_none_or(|t| t.iat != claims.iat)
     {
         return Err(format!("account {name} has no API key with id {}", claims.jti));
     }
-    if account
+    if record
         .password_mtime_ms
         .is_some_and(|m| claims.issued_at_ms() < m)
     {
         return Err("account password has changed since token issued".to_owned());
     }
-    if account
+    if record
         .revoked_before_ms
         .is_some_and(|m| claims.issued_at_ms() < m)
     {

@@ -122,9 +122,10 @@ fn own_account(principal: &Principal) -> Result<&str, AppError> {
     }
 }
 
-fn find(accounts: &Accounts, name: &str) -> Result<Account, AppError> {
+async fn find(accounts: &Accounts, name: &str) -> Result<Account, AppError> {
     accounts
         .get(name)
+        .await?
         .ok_or_else(|| AppError::NotFound(format!("account '{name}' does not exist")))
 }
 
@@ -172,6 +173,7 @@ pub async fn list_accounts(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
         .auth
         .accounts
         .all()
+        .await?
         .iter()
         .filter(|a| may(&ctx.app.rbac, principal, "get", &a.name))
         .map(AccountView::from)
@@ -183,7 +185,7 @@ pub async fn list_accounts(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
 pub async fn get_account(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     ensure(&ctx.app.rbac, principal, "get", &req.name)?;
-    Reply::json(AccountView::from(&find(&ctx.app.auth.accounts, &req.name)?))
+    Reply::json(AccountView::from(&find(&ctx.app.auth.accounts, &req.name).await?))
 }
 
 /// `UpdatePassword`: `{}`.
@@ -205,7 +207,7 @@ pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, App
         req.name
     };
     ensure(rbac, principal, "update", &name)?;
-    find(&auth.accounts, &name)?;
+    find(&auth.accounts, &name).await?;
     if req.current_password.is_empty() {
         return Err(AppError::InvalidArgument(
             "current password is required".to_owned(),
@@ -253,7 +255,7 @@ pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError>
         req.name
     };
     ensure(rbac, principal, "update", &name)?;
-    let account = find(&auth.accounts, &name)?;
+    let account = find(&auth.accounts, &name).await?;
     if !account.api_key {
         return Err(AppError::InvalidArgument(format!(
             "account '{name}' does not have apiKey capability"
@@ -285,7 +287,7 @@ pub async fn delete_token(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppErr
         &req.name
     };
     ensure(rbac, principal, "update", name)?;
-    find(&auth.accounts, name)?;
+    find(&auth.accounts, name).await?;
     auth.api_keys.delete(name, &req.id).await?;
     tracing::info!(target: "audit", account = %name, token = %req.id, by = %principal.subject(), "API key deleted");
     Ok(Reply::empty())

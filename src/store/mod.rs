@@ -35,16 +35,7 @@ impl Backend {
                     .map_err(|e| StoreError::Unavailable(format!("cannot open the store: {e}")))??;
                 Arc::new(store)
             }
-            Backend::Etcd(options) => {
-                // The registry follows etcd; the auth state does not yet (issue "Several
-                // replicas on etcd").
-                tracing::warn!(
-                    "store on etcd: applications, projects, clusters and repositories are shared by \
-                     every replica on this prefix; logins, sessions and revocations are not yet, so \
-                     run one replica per prefix unless clients stick to one replica"
-                );
-                Arc::new(EtcdStore::connect(options.clone()).await?)
-            }
+            Backend::Etcd(options) => Arc::new(EtcdStore::connect(options.clone()).await?),
         })
     }
 

@@ -219,3 +219,180 @@ fn wait_initial_password(args: &[&str]) -> String {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+const ALICE_PASSWORD: &str = "alice-pw-1";
+const ADMIN_PASSWORD: &str = "admin-pw-1";
+
+/// A config dir with `admin` and `alice` (login), passwords from `argocd-secret`, no server
+/// key (the replicas share the generated one through etcd); `alice_enabled` as given. The
+/// hashes are the same in every config dir and every rewrite, as when replicas mount one
+/// `argocd-secret`: a new hash would be a password change, which refuses older tokens by
+/// itself.
+fn write_config(dir: &std::path::Path, alice_enabled: bool) {
+    static HASHES: std::sync::OnceLock<(String, String)> = std::sync::OnceLock::new();
+    let (admin, alice) = HASHES.get_or_init(|| {
+        (
+            bcrypt::hash(ADMIN_PASSWORD, 4).unwrap(),
+            bcrypt::hash(ALICE_PASSWORD, 4).unwrap(),
+        )
+    });
+    let cm = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-cm\ndata:\n  accounts.alice: login\n  \
+         accounts.alice.enabled: \"{alice_enabled}\"\n"
+    );
+    let secret = format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: argocd-secret\nstringData:\n  admin.password: '{admin}'\n  \
+         accounts.alice.password: '{alice}'\n"
+    );
+    let rbac = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-rbac-cm\ndata:\n  policy.default: role:readonly\n";
+    // Written aside and renamed: the server never reads a half-written file.
+    for (name, text) in [
+        ("argocd-cm.yaml", cm),
+        ("argocd-secret.yaml", secret),
+        ("argocd-rbac-cm.yaml", rbac.to_owned()),
+    ] {
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, dir.join(name)).unwrap();
+    }
+}
+
+/// Two replicas A and B on one prefix, each with its own config dir (both enabling alice).
+struct Pair {
+    _cluster: EtcdCluster,
+    a: TestServer,
+    b: TestServer,
+    config_a: tempfile::TempDir,
+    config_b: tempfile::TempDir,
+}
+
+fn pair(prefix: &str, extra: &[&str]) -> Pair {
+    let cluster = EtcdCluster::start(3);
+    let config_a = tempfile::tempdir().unwrap();
+    let config_b = tempfile::tempdir().unwrap();
+    write_config(config_a.path(), true);
+    write_config(config_b.path(), true);
+    let start = |config: &tempfile::TempDir| {
+        let mut args = vec!["--config-dir", config.path().to_str().unwrap()];
+        args.extend_from_slice(extra);
+        replica(&cluster, prefix, &args)
+    };
+    let a = start(&config_a);
+    let b = start(&config_b);
+    Pair {
+        _cluster: cluster,
+        a,
+        b,
+        config_a,
+        config_b,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn logout_password_change_and_disablement_on_b_refuse_the_token_on_a_at_once() {
+    let p = pair("/it-tokens/", &[]);
+    let (a, b) = (p.a.addr(), p.b.addr());
+
+    // A login on A is good on B, and a logout on B ends it on A at its next request.
+    let token = token_of(&login(a, "alice", ALICE_PASSWORD, &[]).await);
+    assert!(accepted(b, &token).await, "a token issued by A works on B");
+    let r = call(b, "DELETE", "/api/v1/session", Some(&token), &[], None).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(!accepted(a, &token).await, "logged out on B, refused on A");
+    assert!(!accepted(b, &token).await);
+
+    // A password change on B refuses the older tokens on A; the new password works on A.
+    let old = token_of(&login(a, "alice", ALICE_PASSWORD, &[]).await);
+    let other = token_of(&login(b, "alice", ALICE_PASSWORD, &[]).await);
+    assert!(accepted(a, &old).await && accepted(a, &other).await);
+    // Tokens carry milliseconds: the change must come after their issue.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let change = json!({"name": "alice", "currentPassword": ALICE_PASSWORD, "newPassword": "alice-pw-2"});
+    let r = call(
+        b,
+        "PUT",
+        "/api/v1/account/password",
+        Some(&other),
+        &[],
+        Some(&change),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        !accepted(a, &old).await,
+        "password changed on B, old token refused on A"
+    );
+    assert!(!accepted(a, &other).await);
+    assert_eq!(login(a, "alice", ALICE_PASSWORD, &[]).await.status, 401);
+    let fresh = token_of(&login(a, "alice", "alice-pw-2", &[]).await);
+    assert!(accepted(b, &fresh).await);
+
+    // alice disabled in B's configuration: once B has taken it in, A refuses her token.
+    write_config(p.config_b.path(), false);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while accepted(b, &fresh).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "B did not take the new configuration in"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(!accepted(a, &fresh).await, "disabled on B, refused on A at once");
+    // A's own configuration still enables alice: a new login there is A's to allow.
+    assert!(p.config_a.path().join("argocd-cm.yaml").exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn failed_logins_spread_over_two_replicas_lock_the_pair_on_both() {
+    let p = pair("/it-throttle/", &["--trusted-proxies", "127.0.0.0/8"]);
+    let (a, b) = (p.a.addr(), p.b.addr());
+    let attacker = [("x-forwarded-for", "198.51.100.7")];
+    let bystander = [("x-forwarded-for", "198.51.100.8")];
+    for (i, replica) in [a, b, a, b, a].into_iter().enumerate() {
+        let r = login(replica, "alice", "wrong", &attacker).await;
+        assert_eq!(r.status, 401, "failure {i}: {r:?}");
+    }
+    // The sixth attempt is refused before the password is checked, on both replicas, even
+    // with the right password.
+    for replica in [b, a] {
+        let r = login(replica, "alice", ALICE_PASSWORD, &attacker).await;
+        assert_eq!(r.status, 429, "the pair is locked on every replica: {r:?}");
+    }
+    // Another address is not affected, on either replica.
+    token_of(&login(a, "alice", ALICE_PASSWORD, &bystander).await);
+    token_of(&login(b, "alice", ALICE_PASSWORD, &bystander).await);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn replicas_starting_at_once_agree_on_one_server_key_and_admin_password() {
+    let cluster = EtcdCluster::start(3);
+    let flags = etcd_flags(&cluster, "/it-start/");
+    let (a, b) = std::thread::scope(|s| {
+        let one = || {
+            s.spawn(|| {
+                let mut args: Vec<&str> = vec!["--insecure"];
+                args.extend(flags.iter().map(String::as_str));
+                TestServer::start(&args)
+            })
+        };
+        let (a, b) = (one(), one());
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    let mut args = vec!["admin", "initial-password"];
+    args.extend(flags.iter().map(String::as_str));
+    let password = wait_initial_password(&args);
+    // Both may have hashed a password; one record won, and both replicas check against it.
+    let from_a = token_of(&login(a.addr(), "admin", &password, &[]).await);
+    let from_b = token_of(&login(b.addr(), "admin", &password, &[]).await);
+    assert!(
+        accepted(b.addr(), &from_a).await,
+        "a token signed on A verifies on B"
+    );
+    assert!(
+        accepted(a.addr(), &from_b).await,
+        "a token signed on B verifies on A"
+    );
+    let keys = cluster.etcdctl(&["get", "--prefix", "--keys-only", "/it-start/server/"]);
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    assert_eq!(keys.matches("/it-start/server/secretkey").count(), 1, "{keys}");
+}
