@@ -76,7 +76,7 @@ impl App {
     pub async fn open(options: Options) -> anyhow::Result<Self> {
         let config = ConfigWatch::new(options.config_dir.clone())?;
         let store: Arc<dyn Store> = options.store.open().await?;
-        let registry = Arc::new(Registry::open(Arc::clone(&store)).await?);
+        let registry = Registry::open(Arc::clone(&store)).await?;
         registry.follow();
         projects::ensure_default_project(&registry, &options.namespace)
             .await
