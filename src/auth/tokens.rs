@@ -23,6 +23,7 @@ use super::jwt::Claims;
 use super::keys::TokenKeys;
 use super::project_tokens::ProjectTokens;
 use super::revocations::{self, Revocations};
+use super::shared_read::SharedReads;
 use super::sso_sessions::{self, SsoSessions};
 use crate::clock::now_ms;
 use crate::config::{AccountConfig, ConfigWatch};
@@ -47,6 +48,8 @@ pub struct Tokens {
     config: Arc<ConfigWatch>,
     /// When a read of the shared store last failed.
     failed_at: Mutex<Option<tokio::time::Instant>>,
+    /// Checks of one token at once (its watches at one event) share store reads.
+    reads: SharedReads<Result<(Arc<AccountRecord>, bool), String>>,
 }
 
 impl std::fmt::Debug for Tokens {
@@ -74,6 +77,7 @@ impl Tokens {
             projects,
             config,
             failed_at: Mutex::default(),
+            reads: SharedReads::default(),
         }
     }
 
@@ -108,7 +112,10 @@ impl Tokens {
             .ok_or_else(|| format!("account {name} does not exist"))?;
         let (record, revoked) = match (self.accounts.held(name), self.revocations.held(&claims.jti)) {
             (Some(record), Some(revoked)) => (record, revoked),
-            _ => self.read(name, &claims.jti).await?,
+            _ => {
+                let key = format!("{name}\n{}", claims.jti);
+                self.reads.get(&key, || self.read(name, &claims.jti)).await?
+            }
         };
         check_account(config, &record, kind, &claims)?;
         if revoked {
