@@ -17,9 +17,11 @@
 #[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 #[path = "../tests/support/etcd_cluster.rs"]
 mod etcd_cluster;
+#[allow(dead_code)]
+mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -27,30 +29,18 @@ use std::time::{Duration, Instant};
 use anyhow::{Context as _, bail};
 use bytes::Bytes;
 use http_body_util::{BodyExt as _, Full};
-use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 
 use self::etcd_cluster::EtcdCluster;
+use self::support::{Http1, Server, http1};
 
 const PASSWORD: &str = "bench-password-1";
-
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn start(bin: &Path, work: &Path, n: usize, endpoints: &str, prefix: &str) -> anyhow::Result<Server> {
     let dir = work.join(format!("replica-{n}"));
     std::fs::create_dir_all(&dir)?;
-    let ready = dir.join("ready");
-    let child = Command::new(bin)
+    let mut command = Command::new(bin);
+    command
         .args(["server", "--insecure", "--address", "127.0.0.1", "--port", "0"])
         .args(["--metrics-address", "127.0.0.1", "--metrics-port", "0"])
         .arg("--data-dir")
@@ -58,30 +48,10 @@ fn start(bin: &Path, work: &Path, n: usize, endpoints: &str, prefix: &str) -> an
         .arg("--config-dir")
         .arg(work.join("config"))
         .args(["--etcd-endpoints", endpoints, "--etcd-prefix", prefix])
-        .arg("--ready-file")
-        .arg(&ready)
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join("server.log"))?)
-        .spawn()
-        .context("cannot start the server")?;
-    let mut server = Server {
-        child,
-        addr: String::new(),
-    };
-    for _ in 0..1200 {
-        if let Ok(text) = std::fs::read_to_string(&ready)
-            && let Ok(v) = serde_json::from_str::<Value>(&text)
-        {
-            server.addr = format!("127.0.0.1:{}", v["port"]);
-            return Ok(server);
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    bail!(
-        "a replica did not become ready; see {}",
-        dir.join("server.log").display()
-    )
+        .env("RUST_LOG", "error");
+    let ready = dir.join("ready");
+    let log = dir.join("server.log");
+    Ok(support::start(command, &ready, &log, Duration::from_secs(30))?.0)
 }
 
 fn write_config(work: &Path) -> anyhow::Result<()> {
@@ -109,16 +79,6 @@ fn app(i: usize, round: usize) -> Value {
                  "source": {"repoURL": "https://git.example.test/org/apps.git", "path": format!("apps/{i}/{round}"),
                             "targetRevision": "HEAD", "helm": {"values": values}}}
     })
-}
-
-type Http1 = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-async fn http1(addr: &str) -> anyhow::Result<Http1> {
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    Ok(sender)
 }
 
 async fn send(

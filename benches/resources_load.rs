@@ -22,7 +22,7 @@
 //! Every process started here is stopped by its PID.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +40,11 @@ use tiphys::store::{EtcdOptions, EtcdStore, FileStore, Store};
 #[path = "../tests/support/etcd_cluster.rs"]
 mod etcd_cluster;
 
+#[allow(dead_code)]
+mod support;
+
+use self::support::{Http1, Server, http1};
+
 /// The etcd prefix of the runs with `RESOURCES_ETCD=1`.
 const ETCD_PREFIX: &str = "/bench/";
 
@@ -47,24 +52,9 @@ const FIELDS: &str = "metadata.resourceVersion,items.metadata.name,items.metadat
 const PASSWORD: &str = "bench-password-1";
 const LIST_RUNS: usize = 20;
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts a server on `work`'s data dir, or on etcd at `etcd` (then with its own data dir:
 /// `replica` tells them apart).
 fn start(bin: &Path, work: &Path, etcd: Option<&str>, replica: usize) -> anyhow::Result<(Server, Instant)> {
-    let ready = work.join(format!("ready-{replica}"));
-    let _ = std::fs::remove_file(&ready);
-    let spawned = Instant::now();
     let mut command = Command::new(bin);
     command
         .args(["server", "--insecure", "--address", "127.0.0.1", "--port", "0"])
@@ -76,37 +66,18 @@ fn start(bin: &Path, work: &Path, etcd: Option<&str>, replica: usize) -> anyhow:
             .args(["--etcd-endpoints", endpoints, "--etcd-prefix", ETCD_PREFIX]),
         None => command.arg("--data-dir").arg(work.join("data")),
     };
-    let child = command
+    command
         .arg("--config-dir")
         .arg(work.join("config"))
-        .arg("--ready-file")
-        .arg(&ready)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(work.join(format!("server-{replica}.log")))?)
-        .spawn()
-        .context("cannot start the server")?;
-    let mut server = Server {
-        child,
-        addr: String::new(),
-    };
-    for _ in 0..400 {
-        if let Ok(text) = std::fs::read_to_string(&ready)
-            && let Ok(v) = serde_json::from_str::<Value>(&text)
-        {
-            server.addr = format!("127.0.0.1:{}", v["port"]);
-            println!(
-                "  (server ready {:.0} ms after spawn)",
-                spawned.elapsed().as_secs_f64() * 1e3
-            );
-            return Ok((server, spawned));
-        }
-        std::thread::sleep(Duration::from_millis(25));
-    }
-    bail!(
-        "the server did not become ready; see {}",
-        work.join("server.log").display()
-    )
+        .env("RUST_LOG", "warn");
+    let ready = work.join(format!("ready-{replica}"));
+    let log = work.join(format!("server-{replica}.log"));
+    let (server, spawned) = support::start(command, &ready, &log, Duration::from_secs(10))?;
+    println!(
+        "  (server ready {:.0} ms after spawn)",
+        spawned.elapsed().as_secs_f64() * 1e3
+    );
+    Ok((server, spawned))
 }
 
 fn app(i: usize) -> Value {
@@ -203,16 +174,6 @@ fn write_config(work: &Path) -> anyhow::Result<()> {
         )?,
     )?;
     Ok(())
-}
-
-type Http1 = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
-
-async fn http1(addr: &str) -> anyhow::Result<Http1> {
-    let stream = tokio::net::TcpStream::connect(addr).await?;
-    stream.set_nodelay(true)?;
-    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-    tokio::spawn(conn);
-    Ok(sender)
 }
 
 async fn login(addr: &str) -> anyhow::Result<String> {
