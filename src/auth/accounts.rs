@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::mirror::Mirror;
 use crate::clock::now_ms;
-use crate::config::{AccountConfig, ConfigWatch, TokenRecord};
+use crate::config::{AccountConfig, ConfigWatch, Settings, TokenRecord};
 use crate::error::AppError;
 use crate::store::{self, Entry, Expect, Op, Store, StoreError};
 
@@ -238,7 +238,7 @@ impl Accounts {
             config,
             mirror,
         };
-        accounts.reload().await?;
+        accounts.reload(&accounts.config.current()).await?;
         Ok(accounts)
     }
 
@@ -314,8 +314,7 @@ impl Accounts {
     /// Takes the current configuration into effect: adopts changed passwords from
     /// `argocd-secret`, notes lost access, forgets accounts removed from it. Replicas
     /// reloading the same configuration at once agree: the second finds the first's record.
-    pub async fn reload(&self) -> anyhow::Result<()> {
-        let settings = self.config.current();
+    pub async fn reload(&self, settings: &Settings) -> anyhow::Result<()> {
         let now = now_ms();
         let records = self.records().await?;
         let mut names: BTreeSet<&String> = settings.accounts.keys().collect();

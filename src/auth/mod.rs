@@ -36,7 +36,7 @@ use std::sync::Arc;
 pub use self::authenticator::{Authenticator, Channel, Identified};
 pub use self::logins::{LoginError, LoginLimits};
 pub use self::project_tokens::{ProjectTokenClaims, ProjectTokenSource};
-use crate::config::ConfigWatch;
+use crate::config::{ConfigWatch, Settings};
 use crate::error::AppError;
 use crate::oidc::Oidc;
 pub use crate::principal::Carrier;
@@ -54,7 +54,6 @@ pub struct Auth {
     pub logins: logins::Logins,
     pub api_keys: api_keys::ApiKeys,
     pub authenticator: Authenticator,
-    config: Arc<ConfigWatch>,
 }
 
 /// What [`Auth::open`] needs besides the store and the configuration.
@@ -123,7 +122,7 @@ impl Auth {
         // The password may have changed while the server was down.
         logins.after_reload().await;
         let api_keys = api_keys::ApiKeys::new(Arc::clone(&keys), Arc::clone(&accounts));
-        let authenticator = Authenticator::new(Arc::clone(&tokens), Arc::clone(&config), options.oidc);
+        let authenticator = Authenticator::new(Arc::clone(&tokens), config, options.oidc);
         Ok(Self {
             keys,
             accounts,
@@ -134,15 +133,16 @@ impl Auth {
             logins,
             api_keys,
             authenticator,
-            config,
         })
     }
 
-    /// Takes a new configuration into effect: the signing key, passwords from the secret,
-    /// accounts added or removed.
-    pub async fn reload_config(&self) -> anyhow::Result<()> {
-        self.keys.reload(&self.config.current());
-        self.accounts.reload().await?;
+    /// Readies authentication for a new configuration, before it takes effect: the signing
+    /// key, passwords from the secret, accounts added, removed or losing access. The
+    /// accounts' records are written first, so that once any replica refuses a token for
+    /// the new configuration, every replica does.
+    pub async fn prepare_config(&self, next: &Settings) -> anyhow::Result<()> {
+        self.keys.reload(next);
+        self.accounts.reload(next).await?;
         self.logins.after_reload().await;
         Ok(())
     }

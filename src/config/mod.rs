@@ -162,9 +162,20 @@ impl ConfigWatch {
         self.policy_errors.load(Ordering::Relaxed)
     }
 
-    /// Re-reads the config dir; returns whether new settings took effect. On a
-    /// bad config the last good one stays, and the error is counted and logged
-    /// once per distinct bad content. Blocking (file reads and a short sleep).
+    /// Re-reads the config dir and puts changed settings into effect; returns
+    /// whether it did. See [`Self::read_change`].
+    pub fn poll_once(&self) -> Result<bool, ConfigError> {
+        let Some(settings) = self.read_change()? else {
+            return Ok(false);
+        };
+        self.publish(Arc::new(settings));
+        Ok(true)
+    }
+
+    /// Re-reads the config dir; returns the new settings, not yet in effect, when they
+    /// differ from those in force. On a bad config the last good one stays, and the error
+    /// is counted and logged once per distinct bad content. Blocking (file reads and a
+    /// short sleep).
     ///
     /// Change detection compares the full bytes rather than sizes and mtimes:
     /// the files are tiny, reading them is cheap, and it is exact (no mtime
@@ -173,17 +184,17 @@ impl ConfigWatch {
     /// agrees, so a file caught half-written (an editor truncating, then
     /// writing) is never applied, not even briefly: an empty argocd-cm would
     /// mean defaults such as an enabled admin.
-    pub fn poll_once(&self) -> Result<bool, ConfigError> {
-        let Some(dir) = &self.dir else { return Ok(false) };
+    pub fn read_change(&self) -> Result<Option<Settings>, ConfigError> {
+        let Some(dir) = &self.dir else { return Ok(None) };
         let mut last_seen = self.last_seen.lock().unwrap_or_else(PoisonError::into_inner);
         let first = read_inputs(dir);
         if first == *last_seen {
-            return Ok(false);
+            return Ok(None);
         }
         std::thread::sleep(SETTLE);
         let read = read_inputs(dir);
         if read != first {
-            return Ok(false); // still being written: the next poll looks again
+            return Ok(None); // still being written: the next poll looks again
         }
         *last_seen = read.clone();
         let current = self.current.load();
@@ -196,15 +207,12 @@ impl ConfigWatch {
                     && settings.secret == current.secret
                 {
                     tracing::info!(dir = %dir.display(), "configuration re-read; nothing changed");
-                    return Ok(false);
+                    return Ok(None);
                 }
                 if !Arc::ptr_eq(&settings.policy, &current.policy) {
                     log_policy(&settings);
                 }
-                self.current.store(Arc::new(settings));
-                self.generation.send_modify(|g| *g += 1);
-                tracing::info!(dir = %dir.display(), generation = *self.generation.borrow(), "configuration reloaded");
-                Ok(true)
+                Ok(Some(settings))
             }
             Err(err) => {
                 self.reload_errors.fetch_add(1, Ordering::Relaxed);
@@ -220,8 +228,22 @@ impl ConfigWatch {
         }
     }
 
+    /// Puts settings from [`Self::read_change`] into effect.
+    pub fn publish(&self, settings: Arc<Settings>) {
+        self.current.store(settings);
+        self.generation.send_modify(|g| *g += 1);
+        tracing::info!(generation = *self.generation.borrow(), "configuration reloaded");
+    }
+
     /// Polls every [`POLL_INTERVAL`] until `cancel`; nothing to do without a config dir.
-    pub fn spawn_watcher(self: &Arc<Self>, cancel: CancellationToken) {
+    /// `prepare` runs with each changed configuration before it takes effect, so that what
+    /// it writes for other replicas (an account's lost access) is there before this
+    /// replica acts on the change.
+    pub fn spawn_watcher<F, Fut>(self: &Arc<Self>, cancel: CancellationToken, prepare: F)
+    where
+        F: Fn(Arc<Settings>) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send,
+    {
         if self.dir.is_none() {
             return;
         }
@@ -235,11 +257,18 @@ impl ConfigWatch {
                     _ = ticker.tick() => {}
                 }
                 let watch = Arc::clone(&this);
-                // poll_once reads files and sleeps: keep that off the async workers.
+                // read_change reads files and sleeps: keep that off the async workers.
                 // Its own errors are already counted and logged.
-                if let Err(err) = tokio::task::spawn_blocking(move || watch.poll_once()).await {
-                    tracing::error!(error = %err, "configuration poll failed");
-                }
+                let next = match tokio::task::spawn_blocking(move || watch.read_change()).await {
+                    Ok(Ok(Some(next))) => Arc::new(next),
+                    Ok(_) => continue,
+                    Err(err) => {
+                        tracing::error!(error = %err, "configuration poll failed");
+                        continue;
+                    }
+                };
+                prepare(Arc::clone(&next)).await;
+                this.publish(next);
             }
         });
     }
@@ -436,7 +465,7 @@ mod tests {
         let watch = ConfigWatch::new(Some(dir.path().to_path_buf())).unwrap();
         let mut generation = watch.subscribe();
         let cancel = CancellationToken::new();
-        watch.spawn_watcher(cancel.clone());
+        watch.spawn_watcher(cancel.clone(), |_| async {});
         write(&path, &CM.replace("1h", "3h"));
         tokio::time::timeout(Duration::from_secs(2), generation.changed())
             .await

@@ -126,12 +126,18 @@ impl Server {
         if let Some((resolver, source, policy)) = self.reloader {
             tls::spawn_reloader(resolver, source, Arc::clone(policy.provider()), internal.clone());
         }
-        self.config_watch.spawn_watcher(internal.clone());
-        tokio::spawn(follow_config(
-            Arc::clone(&self.state),
-            self.config_watch.subscribe(),
-            internal.clone(),
-        ));
+        let app = Arc::clone(&self.state);
+        self.config_watch.spawn_watcher(internal.clone(), move |next| {
+            let app = Arc::clone(&app);
+            async move {
+                if let Err(err) = app.auth.prepare_config(&next).await {
+                    tracing::error!(
+                        error = format!("{err:#}"),
+                        "cannot apply the new configuration to accounts"
+                    );
+                }
+            }
+        });
         tokio::spawn(purge_expired(Arc::clone(&self.state), internal.clone()));
         tokio::spawn(serve_metrics(
             self.metrics_listener,
@@ -200,28 +206,6 @@ async fn bind(addr: SocketAddr, flags: &str) -> anyhow::Result<TcpListener> {
         };
         anyhow::anyhow!("cannot listen on {addr} ({flags}): {err}{hint}")
     })
-}
-
-/// Applies each new configuration to authentication (passwords from the
-/// secret, accounts, the server key).
-async fn follow_config(
-    app: Arc<App>,
-    mut changes: tokio::sync::watch::Receiver<u64>,
-    cancel: CancellationToken,
-) {
-    loop {
-        tokio::select! {
-            () = cancel.cancelled() => return,
-            changed = changes.changed() => {
-                if changed.is_err() {
-                    return;
-                }
-                if let Err(err) = app.auth.reload_config().await {
-                    tracing::error!(error = format!("{err:#}"), "cannot apply the new configuration to accounts");
-                }
-            }
-        }
-    }
 }
 
 /// Revocations are kept only until the revoked token would have expired, SSO sessions
