@@ -107,7 +107,9 @@ async fn seed(work: &Path, apps: usize, etcd: Option<&str>) -> anyhow::Result<us
         }
         None => (Arc::new(FileStore::open(&work.join("data"))?), 500),
     };
-    let registry = Registry::open(store).await?;
+    // The keys a server on this store starts with (no applications are sealed, but be exact).
+    let keys = tiphys::app::secrets_keys(&*store, &tiphys::config::Settings::default(), None).await?;
+    let registry = Registry::open(store, Arc::new(keys)).await?;
     let mut bytes = 0;
     for start in (0..apps).step_by(batch) {
         let changes = (start..(start + batch).min(apps))

@@ -5,7 +5,7 @@
 
 pub mod projects;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -13,7 +13,7 @@ use crate::auth::{Auth, AuthOptions, LoginLimits};
 use crate::config::ConfigWatch;
 use crate::oidc::Oidc;
 use crate::rbac::Rbac;
-use crate::registry::Registry;
+use crate::registry::{Registry, SecretsKeys};
 use crate::store::{Backend, Store};
 
 /// What opening the state needs: where things are and how they are named.
@@ -32,6 +32,8 @@ pub struct Options {
     /// The UI's base href: the path of session cookies.
     pub basehref: String,
     pub login_limits: LoginLimits,
+    /// `--secrets-key-file`: the keys sealing credentials at rest (else the server key's).
+    pub secrets_key_file: Option<PathBuf>,
 }
 
 impl Options {
@@ -46,6 +48,7 @@ impl Options {
             url: None,
             basehref: "/".to_owned(),
             login_limits: LoginLimits::default(),
+            secrets_key_file: None,
         }
     }
 }
@@ -70,13 +73,49 @@ pub struct App {
     serving: AtomicBool,
 }
 
+/// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
+/// the server key in force under `settings` (which seals when no file is given).
+pub async fn secrets_keys(
+    store: &dyn Store,
+    settings: &crate::config::Settings,
+    file: Option<&Path>,
+) -> anyhow::Result<SecretsKeys> {
+    let file_keys = match file {
+        Some(path) => SecretsKeys::read_file(path).map_err(|e| anyhow::anyhow!(e))?,
+        None => Vec::new(),
+    };
+    let generated = crate::auth::keys::generated_key(store).await?;
+    let server_key = crate::auth::keys::server_key(settings, &generated);
+    Ok(SecretsKeys::new(file_keys, server_key.as_bytes()))
+}
+
 impl App {
     /// Opens the store (the data dir's file, one server per data dir, or etcd, shared by
     /// replicas) and everything that lives on it. Every error names what is wrong.
     pub async fn open(options: Options) -> anyhow::Result<Self> {
         let config = ConfigWatch::new(options.config_dir.clone())?;
         let store: Arc<dyn Store> = options.store.open().await?;
-        let registry = Registry::open(Arc::clone(&store)).await?;
+        let keys = secrets_keys(&*store, &config.current(), options.secrets_key_file.as_deref()).await?;
+        if options.secrets_key_file.is_none()
+            && !options.store.is_exclusive()
+            && config.current().server_secret_key.is_none()
+        {
+            tracing::warn!(
+                "credentials at rest are sealed under the generated server key, which etcd holds too: \
+                 give --secrets-key-file (or server.secretkey in argocd-secret) to keep them from etcd's readers"
+            );
+        }
+        let registry = Registry::open(Arc::clone(&store), Arc::new(keys)).await?;
+        let sealed = registry.sealed().await?;
+        if sealed.stale() > 0 {
+            tracing::warn!(
+                clear = sealed.clear,
+                other_key = sealed.other_key,
+                "{} stored records hold credentials in clear or sealed under an older key: run \
+                 `tiphys admin rotate-secrets-key` to seal them under the key in force",
+                sealed.stale()
+            );
+        }
         registry.follow();
         projects::ensure_default_project(&registry, &options.namespace)
             .await

@@ -57,31 +57,38 @@ impl std::fmt::Debug for TokenKeys {
     }
 }
 
+/// The generated server key, read from the store or made on the first start.
+pub async fn generated_key(store: &dyn Store) -> anyhow::Result<String> {
+    if let Some((key, _)) = store::get_json::<String>(store, SERVER_KEY).await? {
+        return Ok(key);
+    }
+    let key = base64::engine::general_purpose::STANDARD.encode(crate::random::bytes(32));
+    match store
+        .commit(vec![store::put_json(SERVER_KEY, &key, Expect::Absent)?])
+        .await
+    {
+        Ok(_) => Ok(key),
+        Err(StoreError::Conflict { .. }) => store::get_json::<String>(store, SERVER_KEY)
+            .await?
+            .map(|(key, _)| key)
+            .ok_or_else(|| anyhow::anyhow!("the server key was written and then deleted")),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The server key in force under `settings`: `server.secretkey`, else the generated one.
+pub fn server_key<'a>(settings: &'a Settings, generated: &'a str) -> &'a str {
+    settings.server_secret_key.as_deref().unwrap_or(generated)
+}
+
 impl TokenKeys {
     /// Reads the generated key from the store, making it on the first start. Replicas starting
     /// at once on one store agree: the first write wins (`Expect::Absent`), the others find it.
     /// The key is written once and never changed, so this process's copy cannot go stale.
     pub async fn open(store: &dyn Store, settings: &Settings) -> anyhow::Result<Self> {
-        let generated = match store::get_json::<String>(store, SERVER_KEY).await? {
-            Some((key, _)) => key,
-            None => {
-                let key = base64::engine::general_purpose::STANDARD.encode(crate::random::bytes(32));
-                match store
-                    .commit(vec![store::put_json(SERVER_KEY, &key, Expect::Absent)?])
-                    .await
-                {
-                    Ok(_) => key,
-                    Err(StoreError::Conflict { .. }) => store::get_json::<String>(store, SERVER_KEY)
-                        .await?
-                        .map(|(key, _)| key)
-                        .ok_or_else(|| anyhow::anyhow!("the server key was written and then deleted"))?,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        };
         let keys = Self {
             current: ArcSwap::from_pointee(Current::new(&[])),
-            generated,
+            generated: generated_key(store).await?,
         };
         keys.reload(settings);
         Ok(keys)
@@ -89,7 +96,7 @@ impl TokenKeys {
 
     /// Takes `server.secretkey` of new settings into effect.
     pub fn reload(&self, settings: &Settings) {
-        let key = settings.server_secret_key.as_deref().unwrap_or(&self.generated);
+        let key = server_key(settings, &self.generated);
         if self.current.load().key != key.as_bytes() {
             self.current.store(Arc::new(Current::new(key.as_bytes())));
         }

@@ -28,6 +28,10 @@ pub enum AdminCommand {
     /// Copy a stopped server's data dir store into etcd, for several replicas (--data-dir and
     /// --etcd-endpoints; a non-empty prefix is refused unless --replace).
     Migrate(super::migrate::MigrateArgs),
+    /// Seal the stored credentials of clusters, repositories and credential templates again
+    /// under the first key of --secrets-key-file (after a new key was put first), and seal
+    /// those an older version stored in clear.
+    RotateSecretsKey(super::rotate::RotateArgs),
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -57,6 +61,9 @@ pub async fn run(
         AdminCommand::InitialPassword(args) => initial_password(args, out).await.map(|()| ExitCode::SUCCESS),
         AdminCommand::Settings(SettingsCommand::Rbac(command)) => super::rbac::run(command, out),
         AdminCommand::Migrate(args) => super::migrate::run(args, out).await.map(|()| ExitCode::SUCCESS),
+        AdminCommand::RotateSecretsKey(args) => {
+            super::rotate::run(args, out).await.map(|()| ExitCode::SUCCESS)
+        }
         AdminCommand::Export(args) => {
             let config = super::config::path(config)?;
             super::export::run(&config, args, out)

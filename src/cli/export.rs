@@ -19,7 +19,7 @@ use super::conn::ClientOpts;
 use super::exit;
 use super::manifest;
 use super::secrets::{self, CREDENTIALS_OMITTED, ToSecret};
-use crate::registry::{Kind, Registry};
+use crate::registry::Kind;
 use crate::store::{Backend, FileStore, Store, StoreError, file::FILE_NAME};
 
 #[derive(clap::Args, Debug)]
@@ -36,6 +36,10 @@ pub struct ExportArgs {
     /// server is stopped: a running server holds an exclusive lock on its data directory.
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// With --data-dir or --etcd-endpoints: the servers' --config-dir, for argocd-secret's
+    /// server.secretkey when it sealed the stored credentials.
+    #[arg(long, env = "TIPHYS_CONFIG_DIR", value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
     /// With --etcd-endpoints the store in etcd is read directly (servers may keep running).
     #[command(flatten)]
     pub store: crate::server::store_args::StoreArgs,
@@ -68,9 +72,15 @@ pub async fn run(config: &Path, args: ExportArgs, out: &mut dyn Write) -> anyhow
             };
             let store = backend.open().await.context("cannot open the store")?;
             let endpoints = args.store.etcd_endpoints.join(",");
-            (from(store).await?, format!("etcd {endpoints} prefix {prefix}"))
+            (
+                from(store, &args).await?,
+                format!("etcd {endpoints} prefix {prefix}"),
+            )
         }
-        Some(dir) => (from_store(dir).await?, format!("data dir {}", dir.display())),
+        Some(dir) => (
+            from_store(dir, &args).await?,
+            format!("data dir {}", dir.display()),
+        ),
         None => {
             let client = Client::connect(config, &args.conn, None).await?;
             let server = client.target.opts.server.clone().unwrap_or_default();
@@ -104,7 +114,7 @@ async fn from_api(client: &Client) -> anyhow::Result<Contents> {
     })
 }
 
-async fn from_store(dir: &Path) -> anyhow::Result<Contents> {
+async fn from_store(dir: &Path, args: &ExportArgs) -> anyhow::Result<Contents> {
     let file = dir.join(FILE_NAME);
     if !file.is_file() {
         return Err(exit::invalid(format!(
@@ -124,11 +134,12 @@ async fn from_store(dir: &Path) -> anyhow::Result<Contents> {
             ),
             other => anyhow::Error::new(other).context("cannot open the store"),
         })?;
-    from(Arc::new(store)).await
+    from(Arc::new(store), args).await
 }
 
-async fn from(store: Arc<dyn Store>) -> anyhow::Result<Contents> {
-    let registry = Registry::open(store).await.context("cannot read the store")?;
+async fn from(store: Arc<dyn Store>, args: &ExportArgs) -> anyhow::Result<Contents> {
+    let key_file = args.store.secrets_key_file.as_deref();
+    let registry = super::rotate::open_registry(store, key_file, args.config_dir.as_deref()).await?;
     let all = |kind: Kind| -> Vec<Value> { registry.list(kind).1.iter().map(|d| d.value()).collect() };
     Ok(Contents {
         projects: all(Kind::AppProject),

@@ -24,6 +24,7 @@ mod proj_role;
 mod prompt;
 mod rbac;
 mod repo;
+mod rotate;
 mod secrets;
 pub mod sso;
 mod version;

@@ -75,7 +75,10 @@ impl Registry {
         for (store_key, entry) in records {
             let key =
                 Key::from_store_key(&store_key).ok_or_else(|| format!("unexpected key {store_key:?}"))?;
-            let doc = entry.map(load_doc).transpose().map_err(|e| e.to_string())?;
+            let doc = entry
+                .map(|entry| load_doc(entry, &self.keys))
+                .transpose()
+                .map_err(|e| e.to_string())?;
             let proto = doc.as_ref().and_then(|doc| {
                 let (rv, proto) = protos.remove(&key.proto_store_key())?;
                 (rv == doc.rv && proto.len() == doc.proto_len).then_some(proto)
@@ -117,7 +120,7 @@ impl Registry {
 
     /// [`Registry::reload`] with the writer lock held.
     pub(super) async fn reload_locked(&self) -> Result<(), RegistryError> {
-        let fresh = load::state(&*self.store).await?;
+        let fresh = load::state(&*self.store, &self.keys).await?;
         let mut state = self.write_state();
         let kinds: Vec<_> = fresh.docs.keys().chain(state.docs.keys()).copied().collect();
         let mut fresh = fresh;

@@ -51,6 +51,12 @@ impl Kind {
         matches!(self, Kind::Application | Kind::AppProject)
     }
 
+    /// Whether objects hold credentials (tokens, passwords, keys): their records are sealed
+    /// at rest (`sealing.rs`).
+    pub fn holds_credentials(self) -> bool {
+        matches!(self, Kind::Cluster | Kind::Repository | Kind::RepoCreds)
+    }
+
     fn from_segment(segment: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.segment() == segment)
     }

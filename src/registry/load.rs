@@ -9,13 +9,14 @@ use bytes::Bytes;
 
 use super::doc::{self, Doc, DocRef};
 use super::kind::{self, Key, Kind};
+use super::sealing::SecretsKeys;
 use super::watch::History;
 use super::{REVISION_KEY, RegistryError, State, record};
 use crate::schema::SchemaError;
 use crate::store::{Entry, Store, StoreError};
 
 /// Every object and the registry revision, read at one store revision.
-pub(super) async fn state(store: &dyn Store) -> Result<State, RegistryError> {
+pub(super) async fn state(store: &dyn Store, keys: &Arc<SecretsKeys>) -> Result<State, RegistryError> {
     let (lists, loaded_at) = store.snapshot(&[kind::PREFIX, REVISION_KEY]).await?;
     let mut lists = lists.into_iter();
     let entries = lists.next().unwrap_or_default();
@@ -29,7 +30,7 @@ pub(super) async fn state(store: &dyn Store) -> Result<State, RegistryError> {
         None => 0,
     };
     let mut docs: HashMap<Kind, BTreeMap<(String, String), DocRef>> = HashMap::new();
-    for doc in load_docs(entries).await? {
+    for doc in load_docs(entries, Arc::clone(keys)).await? {
         let key = doc.key.clone();
         docs.entry(key.kind)
             .or_default()
@@ -55,7 +56,7 @@ pub(super) fn counter_value(entry: &Entry) -> Result<u64, StoreError> {
 }
 
 /// Parses stored entries into documents, on every core (a restart reads every object).
-async fn load_docs(entries: Vec<Entry>) -> Result<Vec<DocRef>, RegistryError> {
+async fn load_docs(entries: Vec<Entry>, keys: Arc<SecretsKeys>) -> Result<Vec<DocRef>, RegistryError> {
     let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let per_thread = entries.len().div_ceil(threads).max(1);
     let mut chunks = Vec::new();
@@ -73,7 +74,13 @@ async fn load_docs(entries: Vec<Entry>) -> Result<Vec<DocRef>, RegistryError> {
             let handles: Vec<_> = chunks
                 .into_iter()
                 .map(|chunk| {
-                    scope.spawn(move || chunk.into_iter().map(load_doc).collect::<Result<Vec<_>, _>>())
+                    let keys = &keys;
+                    scope.spawn(move || {
+                        chunk
+                            .into_iter()
+                            .map(|entry| load_doc(entry, keys))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
                 })
                 .collect();
             handles
@@ -90,14 +97,24 @@ async fn load_docs(entries: Vec<Entry>) -> Result<Vec<DocRef>, RegistryError> {
     Ok(parsed.into_iter().flatten().collect())
 }
 
-pub(super) fn load_doc(entry: Entry) -> Result<DocRef, StoreError> {
+pub(super) fn load_doc(entry: Entry, keys: &SecretsKeys) -> Result<DocRef, StoreError> {
     let key = Key::from_store_key(&entry.key)
         .ok_or_else(|| StoreError::Corrupt(format!("unexpected key {:?}", entry.key)))?;
     let unreadable = || StoreError::Corrupt(format!("{key}: unreadable stored record"));
-    let (rv, proto_len, offset) = record::decode_record(&entry.value)
-        .map(|r| (r.rv, r.proto_len, r.json_offset))
-        .ok_or_else(unreadable)?;
-    let json = Bytes::from(entry.value).slice(offset..);
+    let (rv, proto_len, json) = match record::sealed_body(&entry.value) {
+        Some((rv, sealed)) => {
+            let plain = keys
+                .open(&entry.key, rv, sealed)
+                .map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))?;
+            let (proto_len, offset) = record::split_opened(&plain).ok_or_else(unreadable)?;
+            (rv, Some(proto_len), Bytes::from(plain).slice(offset..))
+        }
+        None => {
+            let record = record::decode_record(&entry.value).ok_or_else(unreadable)?;
+            let json = Bytes::from(entry.value).slice(record.json_offset..);
+            (record.rv, record.proto_len, json)
+        }
+    };
     let corrupt = |e: SchemaError| StoreError::Corrupt(format!("{key}: {e}"));
     let proto_len = match proto_len {
         Some(len) => len,

@@ -24,6 +24,8 @@ mod load;
 pub mod projects;
 mod proto;
 mod record;
+mod reseal;
+pub mod sealing;
 #[cfg(test)]
 mod tests;
 mod watch;
@@ -38,6 +40,8 @@ use serde_json::{Map, Value};
 
 pub use self::doc::{Doc, DocRef, Summary};
 pub use self::kind::{Key, Kind};
+pub use self::reseal::Sealed;
+pub use self::sealing::SecretsKeys;
 use self::watch::History;
 pub use self::watch::{Event, EventType, Subscription, WatchError};
 use crate::schema::{Schema, SchemaError};
@@ -64,6 +68,8 @@ pub struct Registry {
     /// This registry, for the commits that must finish even when their caller goes away.
     this: std::sync::Weak<Registry>,
     store: Arc<dyn Store>,
+    /// Seal and open the records of kinds that hold credentials.
+    keys: Arc<SecretsKeys>,
     /// Others write the store too (etcd): the view follows its changes, reads wait for it.
     shared: bool,
     /// Serializes this process's commits: each reads the view, commits, then publishes.
@@ -160,13 +166,14 @@ pub enum RegistryError {
 impl Registry {
     /// Loads every object from the store. On a shared store, [`Registry::follow`] then keeps
     /// the view current.
-    pub async fn open(store: Arc<dyn Store>) -> Result<Arc<Self>, RegistryError> {
-        let state = load::state(&*store).await?;
+    pub async fn open(store: Arc<dyn Store>, keys: Arc<SecretsKeys>) -> Result<Arc<Self>, RegistryError> {
+        let state = load::state(&*store, &keys).await?;
         let shared = store.feed(state.loaded_at + 1).is_some();
         let seen = tokio::sync::watch::Sender::new(state.counter_at.unwrap_or(0));
         Ok(Arc::new_cyclic(|this| Self {
             this: std::sync::Weak::clone(this),
             store,
+            keys,
             shared,
             writer: tokio::sync::Mutex::new(()),
             queue: Mutex::new(std::collections::VecDeque::new()),
@@ -403,6 +410,16 @@ impl Registry {
         for plan in &planned {
             let (record, proto) = (plan.key.store_key(), plan.key.proto_store_key());
             match &plan.new {
+                // Credentials are sealed, and their encoding (which holds them too) is not
+                // stored: a reply encodes the few such objects from the JSON.
+                Some(doc) if plan.key.kind.holds_credentials() => {
+                    let sealed =
+                        record::encode_sealed_record(plan.rv, plan.proto.len(), &doc.json, |plain| {
+                            self.keys.seal(&record, plan.rv, plain)
+                        });
+                    ops.push(put(record, sealed));
+                    ops.push(delete(proto));
+                }
                 Some(doc) => {
                     ops.push(put(
                         record,

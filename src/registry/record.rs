@@ -11,6 +11,9 @@
 /// The format byte of records that name their encoding's length. A JSON object never starts
 /// with it, so it tells the two layouts apart.
 const WITH_PROTO_LEN: u8 = 1;
+/// The format byte of sealed records (`sealing.rs`): the revision, this byte, then the
+/// [`WITH_PROTO_LEN`] layout's length and JSON, sealed. Their encoding is not stored.
+const SEALED: u8 = 2;
 
 /// A decoded object record.
 pub(crate) struct Record {
@@ -29,6 +32,35 @@ pub(crate) fn encode_record(rv: u64, proto_len: usize, json: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&u32::try_from(proto_len).unwrap_or(u32::MAX).to_le_bytes());
     out.extend_from_slice(json);
     out
+}
+
+/// A sealed record: `seal` turns the plaintext (length and JSON) into the sealed bytes.
+pub(crate) fn encode_sealed_record(
+    rv: u64,
+    proto_len: usize,
+    json: &[u8],
+    seal: impl FnOnce(&[u8]) -> Vec<u8>,
+) -> Vec<u8> {
+    let plain = encode_record(rv, proto_len, json);
+    let sealed = seal(&plain[9..]);
+    let mut out = Vec::with_capacity(9 + sealed.len());
+    out.extend_from_slice(&rv.to_le_bytes());
+    out.push(SEALED);
+    out.extend_from_slice(&sealed);
+    out
+}
+
+/// The revision and sealed bytes of a sealed record; `None` for the clear layouts.
+pub(crate) fn sealed_body(raw: &[u8]) -> Option<(u64, &[u8])> {
+    let (head, rest) = raw.split_at_checked(8)?;
+    let (format, body) = rest.split_first()?;
+    (*format == SEALED).then_some((u64::from_le_bytes(head.try_into().ok()?), body))
+}
+
+/// The length and JSON of an opened sealed record's plaintext.
+pub(crate) fn split_opened(plain: &[u8]) -> Option<(usize, usize)> {
+    let len = plain.get(..4)?;
+    Some((u32::from_le_bytes(len.try_into().ok()?) as usize, 4))
 }
 
 pub(crate) fn decode_record(raw: &[u8]) -> Option<Record> {

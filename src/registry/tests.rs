@@ -9,13 +9,20 @@ fn app(name: &str, project: &str) -> Value {
     json!({"metadata": {"name": name}, "spec": {"project": project, "source": {"repoURL": "https://r"}}})
 }
 
+fn test_keys() -> Arc<SecretsKeys> {
+    Arc::new(SecretsKeys::new(
+        Vec::new(),
+        b"the server key of the registry tests",
+    ))
+}
+
 fn key(name: &str) -> Key {
     Key::new(Kind::Application, "argocd", name)
 }
 
 async fn open(dir: &std::path::Path) -> Arc<Registry> {
     let store: Arc<dyn Store> = Arc::new(FileStore::open(dir).unwrap());
-    Registry::open(store).await.unwrap()
+    Registry::open(store, test_keys()).await.unwrap()
 }
 
 async fn create(reg: &Registry, name: &str) -> DocRef {
@@ -265,7 +272,7 @@ async fn the_history_is_bounded_in_bytes_too() {
 async fn encodings_are_stored_and_match_the_state_listed() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
-    let reg = Registry::open(Arc::clone(&store)).await.unwrap();
+    let reg = Registry::open(Arc::clone(&store), test_keys()).await.unwrap();
     let a = create(&reg, "a").await;
     let stored = store.get(&a.key.proto_store_key()).await.unwrap().unwrap();
     let expected = a.encode_proto().unwrap();
@@ -324,7 +331,7 @@ async fn records_of_the_first_layout_are_read() {
         ])
         .await
         .unwrap();
-    let reg = Registry::open(store).await.unwrap();
+    let reg = Registry::open(store, test_keys()).await.unwrap();
     let old = reg.get(&key("old")).unwrap();
     assert_eq!((old.rv, old.summary.project.as_str()), (3, "p"));
     let listed = reg.protos(&[Arc::clone(&old)]).await.unwrap();
@@ -336,7 +343,7 @@ async fn records_of_the_first_layout_are_read() {
 async fn concurrent_application_writes_share_commits_and_each_gets_its_own_answer() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
-    let reg = Registry::open(Arc::clone(&store)).await.unwrap();
+    let reg = Registry::open(Arc::clone(&store), test_keys()).await.unwrap();
     reg.apply(vec![Change::Create {
         key: key("taken"),
         value: app("taken", "default"),
@@ -426,4 +433,123 @@ async fn a_queued_application_write_checks_again_when_a_project_changed_since_it
     assert!(reg.get(&key("stale")).is_none(), "not written on the old check");
     assert!(matches!(current.await.unwrap(), combine::Outcome::Done(Ok(_))));
     assert!(reg.get(&key("current")).is_some());
+}
+
+fn cluster(token: &str) -> (Key, Value) {
+    let server = "https://10.0.0.1:6443";
+    let value = json!({"server": server, "name": "prod", "config": {"bearerToken": token}});
+    (Key::new(Kind::Cluster, "", server), value)
+}
+
+fn holds(raw: &[u8], needle: &str) -> bool {
+    raw.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test]
+async fn credentials_are_sealed_at_rest_and_open_only_with_a_key_of_the_ring() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let old_key = b"0123456789abcdef0123456789abcdef-old".to_vec();
+    let new_key = b"0123456789abcdef0123456789abcdef-new".to_vec();
+    let ring = |file: Vec<Vec<u8>>| Arc::new(SecretsKeys::new(file, b"server key"));
+
+    // A record an older version stored in clear (record and encoding) is read, then sealed.
+    let (key, value) = cluster("token-in-clear");
+    let legacy = Registry::open(Arc::clone(&store), ring(vec![])).await.unwrap();
+    let doc = legacy
+        .apply(vec![Change::Create {
+            key: key.clone(),
+            value,
+        }])
+        .await
+        .unwrap()[0]
+        .clone()
+        .unwrap();
+    drop(legacy);
+    let clear = record::encode_record(doc.rv, doc.proto_len, &doc.json);
+    let proto = record::encode_proto_entry(doc.rv, &doc.encode_proto().unwrap());
+    store
+        .commit(vec![
+            put(key.store_key(), clear),
+            put(key.proto_store_key(), proto),
+        ])
+        .await
+        .unwrap();
+
+    let reg = Registry::open(Arc::clone(&store), ring(vec![old_key.clone()]))
+        .await
+        .unwrap();
+    assert_eq!(
+        reg.get(&key).unwrap().value()["config"]["bearerToken"],
+        "token-in-clear"
+    );
+    let sealed = reg.sealed().await.unwrap();
+    assert_eq!((sealed.records, sealed.clear, sealed.other_key), (1, 1, 0));
+    assert_eq!(reg.reseal().await.unwrap(), 1);
+    assert_eq!(reg.sealed().await.unwrap().stale(), 0);
+    let raw = store.get(&key.store_key()).await.unwrap().unwrap().value;
+    assert!(!holds(&raw, "token-in-clear") && !holds(&raw, "bearerToken"));
+    assert!(
+        store.get(&key.proto_store_key()).await.unwrap().is_none(),
+        "no encoding in clear"
+    );
+
+    // Writes seal too; the gRPC encoding is made from the JSON.
+    let (_, value) = cluster("token-two");
+    let doc = reg
+        .apply(vec![Change::Update {
+            key: key.clone(),
+            value,
+            expect: None,
+        }])
+        .await
+        .unwrap()[0]
+        .clone()
+        .unwrap();
+    let raw = store.get(&key.store_key()).await.unwrap().unwrap().value;
+    assert!(!holds(&raw, "token-two"));
+    assert_eq!(
+        reg.protos(&[Arc::clone(&doc)]).await.unwrap()[0],
+        doc.encode_proto().unwrap()
+    );
+    drop(reg);
+
+    // Mid-rotation the old key still opens; after re-sealing the new one alone does.
+    let rotating = Registry::open(Arc::clone(&store), ring(vec![new_key.clone(), old_key.clone()]))
+        .await
+        .unwrap();
+    assert_eq!(rotating.sealed().await.unwrap().other_key, 1);
+    assert_eq!(rotating.reseal().await.unwrap(), 1);
+    drop(rotating);
+    let rotated = Registry::open(Arc::clone(&store), ring(vec![new_key]))
+        .await
+        .unwrap();
+    assert_eq!(
+        rotated.get(&key).unwrap().value()["config"]["bearerToken"],
+        "token-two"
+    );
+    drop(rotated);
+
+    // Without the key that sealed it, the registry does not open, and says which key it needs.
+    let err = Registry::open(Arc::clone(&store), ring(vec![old_key]))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("which this process does not hold"), "{err}");
+    assert!(err.contains("clusters"), "{err}");
+
+    // A sealed record moved to another object's key does not open either.
+    let raw = store.get(&key.store_key()).await.unwrap().unwrap().value;
+    let (other, _) = (Key::new(Kind::Cluster, "", "https://10.0.0.2:6443"), ());
+    store.commit(vec![put(other.store_key(), raw)]).await.unwrap();
+    let err = Registry::open(
+        store,
+        ring(vec![b"0123456789abcdef0123456789abcdef-new".to_vec()]),
+    )
+    .await
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(err.contains("do not open"), "{err}");
 }

@@ -151,6 +151,7 @@ pub struct ServerConfig {
     /// Media types a state-changing REST call may carry (lower case); empty: unchecked.
     pub api_content_types: Vec<String>,
     pub login_limits: LoginLimits,
+    pub secrets_key_file: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -164,6 +165,7 @@ impl ServerConfig {
             url: self.url.as_ref().map(|u| u.raw.clone()),
             basehref: self.basehref.clone(),
             login_limits: self.login_limits.clone(),
+            secrets_key_file: self.secrets_key_file.clone(),
         }
     }
 }
@@ -233,6 +235,7 @@ impl ServerArgs {
             .map_err(|e| ConfigError::Store(format!("{e:#}")))?;
         Ok(ServerConfig {
             store,
+            secrets_key_file: self.store.secrets_key_file.clone(),
             listen: SocketAddr::new(self.address, self.port),
             metrics_listen: SocketAddr::new(self.metrics_address, self.metrics_port),
             insecure: self.insecure,

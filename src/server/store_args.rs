@@ -48,6 +48,13 @@ pub struct StoreArgs {
     /// How long to wait for an etcd member to answer at start, and per new connection.
     #[arg(long, env = "TIPHYS_ETCD_DIAL_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
     pub etcd_dial_timeout: Duration,
+    /// Keys sealing the credentials of clusters, repositories and credential templates at rest,
+    /// one per line (at least 32 characters each, e.g. `openssl rand -base64 32`): the first
+    /// seals, all open, so a rotation lists the new key first and the old after it until
+    /// `tiphys admin rotate-secrets-key` has re-sealed everything [default: a key derived from
+    /// the server key].
+    #[arg(long, env = "TIPHYS_SECRETS_KEY_FILE", value_name = "FILE")]
+    pub secrets_key_file: Option<PathBuf>,
     /// The limit of one etcd call, retries across members included.
     #[arg(long, env = "TIPHYS_ETCD_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub etcd_request_timeout: Duration,

@@ -25,5 +25,6 @@ mod projects;
 mod replica_registry;
 mod replicas;
 mod repositories;
+mod secrets_at_rest;
 mod shutdown;
 mod tls;

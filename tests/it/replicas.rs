@@ -208,7 +208,7 @@ async fn a_server_on_etcd_serves_and_the_admin_commands_read_the_same_store() {
 }
 
 /// `admin initial-password` once the server has set it (bcrypt runs beside serving).
-fn wait_initial_password(args: &[&str]) -> String {
+pub fn wait_initial_password(args: &[&str]) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let (ok, out, err) = cli(args);
