@@ -168,7 +168,7 @@ impl Registry {
     /// the view current.
     pub async fn open(store: Arc<dyn Store>, keys: Arc<SecretsKeys>) -> Result<Arc<Self>, RegistryError> {
         let state = load::state(&*store, &keys).await?;
-        let shared = store.feed(state.loaded_at + 1).is_some();
+        let shared = store.is_shared();
         let seen = tokio::sync::watch::Sender::new(state.counter_at.unwrap_or(0));
         Ok(Arc::new_cyclic(|this| Self {
             this: std::sync::Weak::clone(this),

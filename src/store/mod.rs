@@ -116,6 +116,10 @@ pub trait Store: Send + Sync + 'static {
     fn feed(&self, _revision: Revision) -> Option<Box<dyn Feed>> {
         None
     }
+    /// Whether others may write the store too (then [`Store::feed`] gives their changes).
+    fn is_shared(&self) -> bool {
+        false
+    }
 }
 
 /// Every commit to a shared store, in revision order and without gaps (see [`Store::feed`]).

@@ -362,6 +362,10 @@ impl Store for EtcdStore {
         Some(Box::new(self.watch_from(from)))
     }
 
+    fn is_shared(&self) -> bool {
+        true
+    }
+
     /// One etcd transaction: compares for the preconditions, puts and deletes on success,
     /// reads of the compared keys on failure (to name the key that conflicted).
     ///
