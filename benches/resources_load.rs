@@ -108,7 +108,7 @@ async fn seed(work: &Path, apps: usize, etcd: Option<&str>) -> anyhow::Result<us
         None => (Arc::new(FileStore::open(&work.join("data"))?), 500),
     };
     // The keys a server on this store starts with (no applications are sealed, but be exact).
-    let keys = tiphys::app::secrets_keys(&*store, &tiphys::config::Settings::default(), None).await?;
+    let keys = tiphys::app::secrets_keys(&*store, &tiphys::config::Settings::default(), None, true).await?;
     let registry = Registry::open(store, Arc::new(keys)).await?;
     let mut bytes = 0;
     for start in (0..apps).step_by(batch) {

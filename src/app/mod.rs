@@ -74,19 +74,25 @@ pub struct App {
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
-/// the server key in force under `settings` (which seals when no file is given).
+/// the server key in force under `settings` (which seals when no file is given). A server
+/// generates its key on the first start (`may_generate`); a tool only reads it.
 pub async fn secrets_keys(
     store: &dyn Store,
     settings: &crate::config::Settings,
     file: Option<&Path>,
+    may_generate: bool,
 ) -> anyhow::Result<SecretsKeys> {
     let file_keys = match file {
         Some(path) => SecretsKeys::read_file(path).map_err(|e| anyhow::anyhow!(e))?,
         None => Vec::new(),
     };
-    let generated = crate::auth::keys::generated_key(store).await?;
-    let server_key = crate::auth::keys::server_key(settings, &generated);
-    Ok(SecretsKeys::new(file_keys, server_key.as_bytes()))
+    let generated = match settings.server_secret_key {
+        Some(_) => None,
+        None if may_generate => Some(crate::auth::keys::generated_key(store).await?),
+        None => crate::auth::keys::stored_generated_key(store).await?,
+    };
+    let server_key = settings.server_secret_key.as_deref().or(generated.as_deref());
+    Ok(SecretsKeys::of(file_keys, server_key.map(str::as_bytes)))
 }
 
 impl App {
@@ -95,7 +101,13 @@ impl App {
     pub async fn open(options: Options) -> anyhow::Result<Self> {
         let config = ConfigWatch::new(options.config_dir.clone())?;
         let store: Arc<dyn Store> = options.store.open().await?;
-        let keys = secrets_keys(&*store, &config.current(), options.secrets_key_file.as_deref()).await?;
+        let keys = secrets_keys(
+            &*store,
+            &config.current(),
+            options.secrets_key_file.as_deref(),
+            true,
+        )
+        .await?;
         if options.secrets_key_file.is_none()
             && !options.store.is_exclusive()
             && config.current().server_secret_key.is_none()
@@ -105,7 +117,8 @@ impl App {
                  give --secrets-key-file (or server.secretkey in argocd-secret) to keep them from etcd's readers"
             );
         }
-        let registry = Registry::open(Arc::clone(&store), Arc::new(keys)).await?;
+        let keys = Arc::new(keys);
+        let registry = Registry::open(Arc::clone(&store), Arc::clone(&keys)).await?;
         let sealed = registry.sealed().await?;
         if sealed.stale() > 0 {
             tracing::warn!(
@@ -135,6 +148,7 @@ impl App {
                 // Project role tokens are checked against the projects they name.
                 projects: Arc::clone(&projects) as _,
                 oidc: Some(Arc::clone(&oidc)),
+                secrets: keys,
             },
         )
         .await?;

@@ -57,9 +57,16 @@ impl std::fmt::Debug for TokenKeys {
     }
 }
 
+/// The generated server key, if a server has made one.
+pub async fn stored_generated_key(store: &dyn Store) -> Result<Option<String>, StoreError> {
+    Ok(store::get_json::<String>(store, SERVER_KEY)
+        .await?
+        .map(|(key, _)| key))
+}
+
 /// The generated server key, read from the store or made on the first start.
 pub async fn generated_key(store: &dyn Store) -> anyhow::Result<String> {
-    if let Some((key, _)) = store::get_json::<String>(store, SERVER_KEY).await? {
+    if let Some(key) = stored_generated_key(store).await? {
         return Ok(key);
     }
     let key = base64::engine::general_purpose::STANDARD.encode(crate::random::bytes(32));

@@ -17,7 +17,8 @@ use super::tokens::Tokens;
 use crate::clock::now_ms;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
-use crate::store::{self, Expect, Op, Store, StoreError};
+use crate::registry::SecretsKeys;
+use crate::store::{Expect, Op, Store};
 
 /// File beside the store holding the generated admin password until it is changed.
 pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
@@ -25,17 +26,31 @@ pub const INITIAL_PASSWORD_FILE: &str = "initial-admin-password";
 /// initial-password` when the store is shared (etcd): no replica's data dir is the place.
 const INITIAL_PASSWORD_KEY: &str = "server/initial-admin-password";
 
-/// The generated admin password, while it is the one in force.
-pub async fn initial_password(store: &dyn Store) -> Result<Option<String>, StoreError> {
-    Ok(store::get_json::<String>(store, INITIAL_PASSWORD_KEY)
-        .await?
-        .map(|(p, _)| p))
+/// The generated admin password, while it is the one in force: sealed like the other
+/// credentials at rest (`registry::sealing`), or in clear as versions before sealing wrote it.
+pub async fn initial_password(store: &dyn Store, keys: &SecretsKeys) -> anyhow::Result<Option<String>> {
+    let Some(entry) = store.get(INITIAL_PASSWORD_KEY).await? else {
+        return Ok(None);
+    };
+    if let Ok(clear) = serde_json::from_slice::<String>(&entry.value) {
+        return Ok(Some(clear));
+    }
+    let plain = keys
+        .open(INITIAL_PASSWORD_KEY, 0, &entry.value)
+        .map_err(|e| anyhow::anyhow!("the initial admin password in the store: {e}"))?;
+    String::from_utf8(plain)
+        .map(Some)
+        .map_err(|_| anyhow::anyhow!("the initial admin password in the store is not text"))
 }
 
-/// The store record of a generated admin password kept in a data dir's file, for `tiphys admin
-/// migrate` (a shared store keeps it in the store).
-pub fn initial_password_record(password: &str) -> Result<Op, StoreError> {
-    store::put_json(INITIAL_PASSWORD_KEY, &password, Expect::Absent)
+/// The store record of a generated admin password, sealed: written by a first start on a
+/// shared store, and by `tiphys admin migrate` from a data dir's file.
+pub fn initial_password_record(password: &str, keys: &SecretsKeys, expect: Expect) -> Op {
+    Op::Put {
+        key: INITIAL_PASSWORD_KEY.to_owned(),
+        value: keys.seal(INITIAL_PASSWORD_KEY, 0, password.as_bytes()),
+        expect,
+    }
 }
 
 /// Longest username accepted (upstream's limit).
@@ -99,6 +114,8 @@ pub struct Logins {
     accounts: Arc<Accounts>,
     tokens: Arc<Tokens>,
     data_dir: Option<PathBuf>,
+    /// Seal the generated admin password kept in a shared store.
+    secrets: Arc<SecretsKeys>,
     pool: PasswordPool,
     guard: LoginGuard,
     /// Logins in progress.
@@ -120,6 +137,7 @@ impl Logins {
         accounts: Arc<Accounts>,
         tokens: Arc<Tokens>,
         data_dir: Option<PathBuf>,
+        secrets: Arc<SecretsKeys>,
         limits: LoginLimits,
     ) -> anyhow::Result<Self> {
         let guard = LoginGuard::new(limits.throttle, Arc::clone(&store));
@@ -133,6 +151,7 @@ impl Logins {
             accounts,
             tokens,
             data_dir,
+            secrets,
             outcomes: LoginOutcomes::default(),
         })
     }
@@ -280,7 +299,7 @@ impl Logins {
         // With a data dir the password is kept only in its file, never in the store (SEC-28); a
         // shared store (etcd) has no other place for it yet.
         let keep = match self.data_dir {
-            None => Some(store::put_json(INITIAL_PASSWORD_KEY, &password, Expect::Any)?),
+            None => Some(initial_password_record(&password, &self.secrets, Expect::Any)),
             Some(_) => None,
         };
         let set = self

@@ -71,6 +71,8 @@ pub struct AuthOptions {
     pub projects: Arc<dyn ProjectTokenSource>,
     /// Single sign-on, for ID tokens presented as bearer tokens; `None` in tools.
     pub oidc: Option<Arc<Oidc>>,
+    /// The keys sealing credentials at rest (the generated admin password on a shared store).
+    pub secrets: Arc<crate::registry::SecretsKeys>,
 }
 
 impl Auth {
@@ -116,6 +118,7 @@ impl Auth {
             Arc::clone(&accounts),
             Arc::clone(&tokens),
             options.data_dir,
+            options.secrets,
             options.limits,
         )
         .await?;

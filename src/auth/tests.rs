@@ -38,6 +38,7 @@ async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Ar
             limits: LoginLimits::default(),
             projects,
             oidc: None,
+            secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
         },
     )
     .await
@@ -314,6 +315,7 @@ async fn token_checks_read_the_store_only_when_it_is_shared() {
                 limits: LoginLimits::default(),
                 projects: Arc::<Listed>::default(),
                 oidc: None,
+                secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
             },
         )
         .await

@@ -46,7 +46,11 @@ pub struct InitialPasswordArgs {
     /// The server's data directory [default: the per-user data directory, as the server's].
     #[arg(long, env = "TIPHYS_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
-    /// With --etcd-endpoints the password is read from etcd, where the servers keep it.
+    /// With --etcd-endpoints: the servers' --config-dir, for argocd-secret's server.secretkey
+    /// when it sealed the password.
+    #[arg(long, env = "TIPHYS_CONFIG_DIR", value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+    /// With --etcd-endpoints the password is read from etcd, where the servers keep it (sealed).
     #[command(flatten)]
     pub store: StoreArgs,
 }
@@ -80,7 +84,13 @@ async fn initial_password(args: InitialPasswordArgs, out: &mut dyn Write) -> any
             .backend(Path::new("."))
             .map_err(|e| super::exit::invalid(format!("{e:#}")))?;
         let store = backend.open().await.context("cannot open the store")?;
-        let Some(password) = crate::auth::logins::initial_password(store.as_ref()).await? else {
+        let keys = super::rotate::store_keys(
+            &*store,
+            args.store.secrets_key_file.as_deref(),
+            args.config_dir.as_deref(),
+        )
+        .await?;
+        let Some(password) = crate::auth::logins::initial_password(store.as_ref(), &keys).await? else {
             return Err(anyhow!(
                 "no initial admin password in etcd: it has been changed, or was set in argocd-secret"
             ));

@@ -30,6 +30,9 @@ pub struct MigrateArgs {
     /// anything is refused).
     #[arg(long)]
     pub replace: bool,
+    /// The servers' --config-dir, for argocd-secret's server.secretkey when it seals credentials.
+    #[arg(long, env = "TIPHYS_CONFIG_DIR", value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
     /// Where to copy to: --etcd-endpoints is required.
     #[command(flatten)]
     pub store: StoreArgs,
@@ -98,7 +101,14 @@ pub async fn run(args: MigrateArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         .collect();
     let copied = ops.len();
     if let Some(password) = initial_password(&args.data_dir)? {
-        let record = initial_password_record(&password)?;
+        // Sealed as the servers on etcd will open it: the copied store's key, or the flags'.
+        let keys = super::rotate::store_keys(
+            &source,
+            args.store.secrets_key_file.as_deref(),
+            args.config_dir.as_deref(),
+        )
+        .await?;
+        let record = initial_password_record(&password, &keys, Expect::Absent);
         if !ops.iter().any(|op| op.key() == record.key()) {
             ops.push(record);
         }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use super::exit;
-use crate::registry::Registry;
+use crate::registry::{Registry, SecretsKeys};
 use crate::server::store_args::StoreArgs;
 use crate::store::Store;
 
@@ -92,19 +92,35 @@ pub async fn run(args: RotateArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The registry of `store`, its credentials opened with `--secrets-key-file`'s keys and the
-/// server key (`server.secretkey` from `config_dir`'s argocd-secret, else the generated one).
+/// The registry of `store`, its credentials opened with [`store_keys`].
 pub async fn open_registry(
     store: Arc<dyn Store>,
     key_file: Option<&Path>,
     config_dir: Option<&Path>,
 ) -> anyhow::Result<Arc<Registry>> {
-    let config = crate::config::ConfigWatch::new(config_dir.map(Path::to_path_buf))
-        .map_err(|e| exit::invalid(format!("--config-dir: {e}")))?;
-    let keys = crate::app::secrets_keys(&*store, &config.current(), key_file)
-        .await
-        .map_err(|e| exit::invalid(format!("{e:#}")))?;
+    let keys = store_keys(&*store, key_file, config_dir).await?;
+    if keys.ids().is_empty() {
+        return Err(exit::invalid(
+            "no key opens this store's credentials: no server has started on it (none generated a \
+             server key) and no --secrets-key-file or --config-dir with server.secretkey was given",
+        ));
+    }
     Registry::open(store, Arc::new(keys))
         .await
         .context("cannot read the store")
+}
+
+/// The keys a store's credentials open with: `--secrets-key-file`'s, then the server key
+/// (`server.secretkey` from `config_dir`'s argocd-secret, else the one a server generated).
+/// Read only: a tool never generates a key.
+pub async fn store_keys(
+    store: &dyn Store,
+    key_file: Option<&Path>,
+    config_dir: Option<&Path>,
+) -> anyhow::Result<SecretsKeys> {
+    let config = crate::config::ConfigWatch::new(config_dir.map(Path::to_path_buf))
+        .map_err(|e| exit::invalid(format!("--config-dir: {e}")))?;
+    crate::app::secrets_keys(store, &config.current(), key_file, false)
+        .await
+        .map_err(|e| exit::invalid(format!("{e:#}")))
 }

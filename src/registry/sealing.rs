@@ -34,8 +34,14 @@ pub struct SecretsKeys {
 impl SecretsKeys {
     /// The ring of `--secrets-key-file`'s keys (when given) followed by the server key's.
     pub fn new(file_keys: Vec<Vec<u8>>, server_key: &[u8]) -> Self {
+        Self::of(file_keys, Some(server_key))
+    }
+
+    /// [`Self::new`] where the server key may be unknown (a tool reading a store no server
+    /// has started on); `None` when that leaves no key at all.
+    pub fn of(file_keys: Vec<Vec<u8>>, server_key: Option<&[u8]>) -> Self {
         let mut ring: Vec<SealKey> = file_keys.iter().map(|k| derive(k)).collect();
-        ring.push(derive(server_key));
+        ring.extend(server_key.map(derive));
         Self { ring }
     }
 
@@ -81,7 +87,8 @@ impl SecretsKeys {
         self.ring.iter().map(SealKey::id).collect()
     }
 
-    /// `plaintext` sealed for the record at `store_key`, revision `rv`.
+    /// `plaintext` sealed for the record at `store_key`, revision `rv` (0 for values without
+    /// one). With no key at all (see [`Self::of`]) the result opens nowhere.
     pub fn seal(&self, store_key: &str, rv: u64, plaintext: &[u8]) -> Vec<u8> {
         match self.ring.first() {
             Some(key) => key.seal(plaintext, &context(store_key, rv)),

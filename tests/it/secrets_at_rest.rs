@@ -33,10 +33,14 @@ fn start(flags: &[String], keys: &Path) -> Result<TestServer, String> {
     TestServer::spawn(tempfile::tempdir().unwrap(), &all)
 }
 
-fn admin(command: &[&str], flags: &[String], keys: &Path) -> (bool, String, String) {
+fn admin_args<'a>(command: &[&'a str], flags: &'a [String], keys: &'a Path) -> Vec<&'a str> {
     let mut all = command.to_vec();
     all.extend(args(flags, keys));
-    cli(&all)
+    all
+}
+
+fn admin(command: &[&str], flags: &[String], keys: &Path) -> (bool, String, String) {
+    cli(&admin_args(command, flags, keys))
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -53,9 +57,18 @@ async fn credentials_in_etcd_are_sealed_and_the_key_rotates_while_serving() {
     let flags = etcd_flags(&cluster, "/it-sealed/");
 
     let a = start(&flags, &old).unwrap();
-    let mut pw = vec!["admin", "initial-password"];
-    pw.extend(flags.iter().map(String::as_str));
-    let token = token_of(&login(a.addr(), "admin", &wait_initial_password(&pw), &[]).await);
+    // The generated admin password is sealed too: the command needs the key.
+    let password = wait_initial_password(&admin_args(&["admin", "initial-password"], &flags, &old));
+    let (ok, _, err) = admin(
+        &["admin", "initial-password"],
+        &flags,
+        &keys.path().join("absent"),
+    );
+    assert!(!ok && err.contains("cannot read --secrets-key-file"), "{err}");
+    let wrong = key_file(keys.path(), "wrong", "wrong-0123456789abcdef0123456789abcdef\n");
+    let (ok, _, err) = admin(&["admin", "initial-password"], &flags, &wrong);
+    assert!(!ok && err.contains("which this process does not hold"), "{err}");
+    let token = token_of(&login(a.addr(), "admin", &password, &[]).await);
     let prod = json!({"server": "https://10.0.0.1:6443", "name": "prod", "config": {"bearerToken": SECRET}});
     let r = call(
         a.addr(),
@@ -83,7 +96,7 @@ async fn credentials_in_etcd_are_sealed_and_the_key_rotates_while_serving() {
     let raw = cluster.etcdctl(&["get", "--prefix", "/it-sealed/"]);
     let raw = String::from_utf8_lossy(&raw.stdout).into_owned();
     assert!(raw.contains("/it-sealed/") && raw.contains("clusters"), "{raw}");
-    for hidden in [SECRET, "bearerToken", "\"password\""] {
+    for hidden in [SECRET, "bearerToken", "\"password\"", password.as_str()] {
         assert!(!raw.contains(hidden), "{hidden} readable in etcd");
     }
     // The key that sealed them opens them (the export's Secrets hold the credentials).
