@@ -166,6 +166,24 @@ impl App {
         })
     }
 
+    /// Readies the state for a new configuration before it takes effect: authentication
+    /// (accounts' records, the signing key) and the keys sealing credentials at rest.
+    pub async fn prepare_config(&self, next: &crate::config::Settings) {
+        if let Err(err) = self.auth.prepare_config(next).await {
+            tracing::error!(
+                error = format!("{err:#}"),
+                "cannot apply the new configuration to accounts"
+            );
+        }
+        let server_key = self.auth.server_key_of(next);
+        if self.registry.server_key_changed(server_key.as_bytes()) {
+            tracing::warn!(
+                "server.secretkey changed: credentials at rest are re-sealed under the new key \
+                 (give --secrets-key-file to keep them apart from the server key)"
+            );
+        }
+    }
+
     /// The external URL: `url` from `argocd-cm`, else `--url`.
     pub fn url(&self) -> String {
         self.config

@@ -101,6 +101,11 @@ impl TokenKeys {
         Ok(keys)
     }
 
+    /// The server key in force under `settings`.
+    pub fn server_key_of<'a>(&'a self, settings: &'a Settings) -> &'a str {
+        server_key(settings, &self.generated)
+    }
+
     /// Takes `server.secretkey` of new settings into effect.
     pub fn reload(&self, settings: &Settings) {
         let key = server_key(settings, &self.generated);

@@ -150,6 +150,12 @@ impl Auth {
         Ok(())
     }
 
+    /// The server key in force under `settings` (what credentials at rest are sealed under
+    /// when no `--secrets-key-file` is given).
+    pub fn server_key_of<'a>(&'a self, settings: &'a Settings) -> &'a str {
+        self.keys.server_key_of(settings)
+    }
+
     /// The key sealing values for `purpose`, derived from the server key (the signing key
     /// itself is never handed out).
     pub fn sealing_key(&self, purpose: &'static str, id: u8) -> crate::seal::SealKey {

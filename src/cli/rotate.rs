@@ -61,6 +61,7 @@ pub async fn run(args: RotateArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     )
     .await?;
     let keys = registry.secrets_keys();
+    let keys = &*keys;
     let before = registry.sealed().await?;
     writeln!(
         out,

@@ -76,7 +76,7 @@ impl Registry {
             let key =
                 Key::from_store_key(&store_key).ok_or_else(|| format!("unexpected key {store_key:?}"))?;
             let doc = entry
-                .map(|entry| load_doc(entry, &self.keys))
+                .map(|entry| load_doc(entry, &self.keys.load()))
                 .transpose()
                 .map_err(|e| e.to_string())?;
             let proto = doc.as_ref().and_then(|doc| {
@@ -120,7 +120,7 @@ impl Registry {
 
     /// [`Registry::reload`] with the writer lock held.
     pub(super) async fn reload_locked(&self) -> Result<(), RegistryError> {
-        let fresh = load::state(&*self.store, &self.keys).await?;
+        let fresh = load::state(&*self.store, &self.keys.load_full()).await?;
         let mut state = self.write_state();
         let kinds: Vec<_> = fresh.docs.keys().chain(state.docs.keys()).copied().collect();
         let mut fresh = fresh;

@@ -68,8 +68,8 @@ pub struct Registry {
     /// This registry, for the commits that must finish even when their caller goes away.
     this: std::sync::Weak<Registry>,
     store: Arc<dyn Store>,
-    /// Seal and open the records of kinds that hold credentials.
-    keys: Arc<SecretsKeys>,
+    /// Seal and open the records of kinds that hold credentials (see [`Registry::server_key_changed`]).
+    keys: arc_swap::ArcSwap<SecretsKeys>,
     /// Others write the store too (etcd): the view follows its changes, reads wait for it.
     shared: bool,
     /// Serializes this process's commits: each reads the view, commits, then publishes.
@@ -173,7 +173,7 @@ impl Registry {
         Ok(Arc::new_cyclic(|this| Self {
             this: std::sync::Weak::clone(this),
             store,
-            keys,
+            keys: arc_swap::ArcSwap::new(keys),
             shared,
             writer: tokio::sync::Mutex::new(()),
             queue: Mutex::new(std::collections::VecDeque::new()),
@@ -415,7 +415,7 @@ impl Registry {
                 Some(doc) if plan.key.kind.holds_credentials() => {
                     let sealed =
                         record::encode_sealed_record(plan.rv, plan.proto.len(), &doc.json, |plain| {
-                            self.keys.seal(&record, plan.rv, plain)
+                            self.keys.load().seal(&record, plan.rv, plain)
                         });
                     ops.push(put(record, sealed));
                     ops.push(delete(proto));

@@ -2,6 +2,8 @@
 //! after a new key was put first in `--secrets-key-file`, or to seal what an older version
 //! stored in clear.
 
+use std::sync::Arc;
+
 use super::sealing::SecretsKeys;
 use super::{Change, Kind, Registry, RegistryError, record};
 use crate::seal;
@@ -29,8 +31,41 @@ impl Sealed {
 
 impl Registry {
     /// The keys sealing credentials at rest.
-    pub fn secrets_keys(&self) -> &SecretsKeys {
-        &self.keys
+    pub fn secrets_keys(&self) -> Arc<SecretsKeys> {
+        self.keys.load_full()
+    }
+
+    /// Takes a new server key into the ring (`server.secretkey` edited while running). When it
+    /// now seals (no `--secrets-key-file`), the records sealed before are re-sealed under it
+    /// in the background, so that the next start, which holds only the new server key, opens
+    /// them. Returns whether the sealing key changed.
+    pub fn server_key_changed(&self, server_key: &[u8]) -> bool {
+        let current = self.keys.load_full();
+        let Some(next) = current.with_server_key(server_key) else {
+            return false;
+        };
+        let resealing = next.sealing_id() != current.sealing_id();
+        self.keys.store(Arc::new(next));
+        if !resealing {
+            return false;
+        }
+        let Some(this) = self.this.upgrade() else {
+            return true;
+        };
+        tokio::spawn(async move {
+            match this.reseal().await {
+                Ok(n) => tracing::info!(
+                    records = n,
+                    "server key changed: credentials at rest re-sealed under it"
+                ),
+                Err(e) => tracing::error!(
+                    error = %e,
+                    "server key changed, but the credentials at rest could not all be re-sealed under it: \
+                     run `tiphys admin rotate-secrets-key` before the next start"
+                ),
+            }
+        });
+        true
     }
 
     /// How the stored records that hold credentials are sealed, as the store has them now.
@@ -71,7 +106,7 @@ impl Registry {
     /// those not sealed under the sealing key.
     async fn scan(&self) -> Result<(Sealed, Vec<(super::Key, u64)>), RegistryError> {
         self.fresh().await?;
-        let want = self.keys.sealing_id();
+        let want = self.keys.load().sealing_id();
         let mut sealed = Sealed::default();
         let mut stale = Vec::new();
         for kind in Kind::ALL.into_iter().filter(|k| k.holds_credentials()) {

@@ -29,6 +29,10 @@ pub const MIN_KEY_LEN: usize = 32;
 pub struct SecretsKeys {
     /// The first seals; all open.
     ring: Vec<SealKey>,
+    /// What the ring was derived from, in its order (to derive a changed ring).
+    masters: Vec<Vec<u8>>,
+    /// How many of the ring's keys came from `--secrets-key-file`.
+    from_file: usize,
 }
 
 impl SecretsKeys {
@@ -40,9 +44,35 @@ impl SecretsKeys {
     /// [`Self::new`] where the server key may be unknown (a tool reading a store no server
     /// has started on); `None` when that leaves no key at all.
     pub fn of(file_keys: Vec<Vec<u8>>, server_key: Option<&[u8]>) -> Self {
-        let mut ring: Vec<SealKey> = file_keys.iter().map(|k| derive(k)).collect();
-        ring.extend(server_key.map(derive));
-        Self { ring }
+        let from_file = file_keys.len();
+        let mut masters = file_keys;
+        masters.extend(server_key.map(<[u8]>::to_vec));
+        Self::derived(masters, from_file)
+    }
+
+    fn derived(masters: Vec<Vec<u8>>, from_file: usize) -> Self {
+        Self {
+            ring: masters.iter().map(|m| derive(m)).collect(),
+            masters,
+            from_file,
+        }
+    }
+
+    /// The ring once the server key became `server_key` (`server.secretkey` edited while the
+    /// server runs): without a key file the new server key seals and the ones before still
+    /// open, so what they sealed stays readable until re-sealed; with a key file it only
+    /// opens. `None` when the ring already has it.
+    pub fn with_server_key(&self, server_key: &[u8]) -> Option<Self> {
+        if self.masters.iter().any(|m| m == server_key) {
+            return None;
+        }
+        let mut masters = self.masters.clone();
+        if self.from_file == 0 {
+            masters.insert(0, server_key.to_vec());
+        } else {
+            masters.push(server_key.to_vec());
+        }
+        Some(Self::derived(masters, self.from_file))
     }
 
     /// The keys of a `--secrets-key-file`: one per line (surrounding blanks trimmed), the first
@@ -178,6 +208,21 @@ mod tests {
         // The server key always opens what it sealed before a key file was given.
         let by_server = SecretsKeys::new(Vec::new(), b"server").seal("/k", 7, b"token");
         assert_eq!(rotating.open("/k", 7, &by_server).unwrap(), b"token");
+    }
+
+    #[test]
+    fn a_changed_server_key_seals_without_a_key_file_and_only_opens_with_one() {
+        let before = SecretsKeys::new(Vec::new(), b"server one");
+        let sealed = before.seal("/k", 1, b"token");
+        let after = before.with_server_key(b"server two").unwrap();
+        assert_ne!(after.sealing_id(), before.sealing_id());
+        assert_eq!(after.open("/k", 1, &sealed).unwrap(), b"token");
+        assert!(after.with_server_key(b"server one").is_none());
+
+        let filed = SecretsKeys::new(vec![A.to_vec()], b"server one");
+        let changed = filed.with_server_key(b"server two").unwrap();
+        assert_eq!(changed.sealing_id(), filed.sealing_id());
+        assert_eq!(changed.ids().len(), 3);
     }
 
     #[test]

@@ -553,3 +553,40 @@ async fn credentials_are_sealed_at_rest_and_open_only_with_a_key_of_the_ring() {
     .to_string();
     assert!(err.contains("do not open"), "{err}");
 }
+
+#[tokio::test]
+async fn a_server_key_changed_while_running_reseals_so_the_next_start_opens_with_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let reg = Registry::open(
+        Arc::clone(&store),
+        Arc::new(SecretsKeys::new(Vec::new(), b"key one")),
+    )
+    .await
+    .unwrap();
+    let (key, value) = cluster("kept-token");
+    reg.apply(vec![Change::Create {
+        key: key.clone(),
+        value,
+    }])
+    .await
+    .unwrap();
+    assert!(
+        !reg.server_key_changed(b"key one"),
+        "the same key changes nothing"
+    );
+    assert!(reg.server_key_changed(b"key two"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while reg.sealed().await.unwrap().stale() > 0 {
+        assert!(std::time::Instant::now() < deadline, "not re-sealed");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    drop(reg);
+    let next = Registry::open(store, Arc::new(SecretsKeys::new(Vec::new(), b"key two")))
+        .await
+        .unwrap();
+    assert_eq!(
+        next.get(&key).unwrap().value()["config"]["bearerToken"],
+        "kept-token"
+    );
+}

@@ -129,14 +129,7 @@ impl Server {
         let app = Arc::clone(&self.state);
         self.config_watch.spawn_watcher(internal.clone(), move |next| {
             let app = Arc::clone(&app);
-            async move {
-                if let Err(err) = app.auth.prepare_config(&next).await {
-                    tracing::error!(
-                        error = format!("{err:#}"),
-                        "cannot apply the new configuration to accounts"
-                    );
-                }
-            }
+            async move { app.prepare_config(&next).await }
         });
         tokio::spawn(purge_expired(Arc::clone(&self.state), internal.clone()));
         tokio::spawn(serve_metrics(
