@@ -1,6 +1,7 @@
 //! TLS client settings shared by every outgoing connection tiphys makes: the
-//! CLI to its server (`cli::conn`) and the server to the identity provider
-//! (`oidc::http`). One crypto provider (rustls on `ring`), one way to build
+//! CLI to its server (`cli::conn`), the server to the identity provider
+//! (`oidc::http`) and the handshake that explains a failed start on etcd
+//! (`store::etcd::tls`). One crypto provider (rustls on `ring`), one way to build
 //! the trust store, and one "accept any certificate" verifier for the options
 //! that ask for it by name (`--insecure`, `oidc.tls.insecure.skip.verify`).
 

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use http_body_util::Full;
 use serde_json::{Value, json};
 
-use crate::etcd_cluster::EtcdCluster;
+use crate::etcd_cluster::{EtcdCluster, EtcdTls};
 use crate::support::client::{self, Proto, connect};
 use crate::support::{TestServer, cli};
 
@@ -395,4 +395,165 @@ async fn replicas_starting_at_once_agree_on_one_server_key_and_admin_password() 
     let keys = cluster.etcdctl(&["get", "--prefix", "--keys-only", "/it-start/server/"]);
     let keys = String::from_utf8_lossy(&keys.stdout);
     assert_eq!(keys.matches("/it-start/server/secretkey").count(), 1, "{keys}");
+}
+
+/// `--etcd-cacert`, `--etcd-cert` and `--etcd-key` as given (none when `None`).
+fn tls_flags(
+    ca: Option<&std::path::Path>,
+    client: Option<(&std::path::Path, &std::path::Path)>,
+) -> Vec<String> {
+    let mut flags = Vec::new();
+    let mut flag = |name: &str, path: &std::path::Path| {
+        flags.push(name.to_owned());
+        flags.push(path.display().to_string());
+    };
+    if let Some(ca) = ca {
+        flag("--etcd-cacert", ca);
+    }
+    if let Some((cert, key)) = client {
+        flag("--etcd-cert", cert);
+        flag("--etcd-key", key);
+    }
+    flags
+}
+
+/// A server on a TLS cluster (https endpoints, a client certificate required): it starts,
+/// `admin initial-password` reads its store with the same flags, and a project created over
+/// REST reads back and is in etcd.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_on_etcd_over_tls_with_a_client_certificate_serves() {
+    let cluster = EtcdCluster::start_tls(3);
+    let tls = cluster.tls();
+    let mut flags = etcd_flags(&cluster, "/it-tls/");
+    assert!(flags[1].starts_with("https://"), "{flags:?}");
+    flags.extend(tls_flags(Some(&tls.ca), Some((&tls.cert, &tls.key))));
+    let mut args = vec!["--insecure"];
+    args.extend(flags.iter().map(String::as_str));
+    let server = TestServer::start(&args);
+    let mut admin = vec!["admin", "initial-password"];
+    admin.extend(flags.iter().map(String::as_str));
+    let password = wait_initial_password(&admin);
+    let token = token_of(&login(server.addr(), "admin", &password, &[]).await);
+    let project = json!({"project": {"metadata": {"name": "p-tls"}, "spec": {"description": "over TLS"}}});
+    let r = call(
+        server.addr(),
+        "POST",
+        "/api/v1/projects",
+        Some(&token),
+        &[],
+        Some(&project),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = call(
+        server.addr(),
+        "GET",
+        "/api/v1/projects/p-tls",
+        Some(&token),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.body["spec"]["description"], "over TLS", "{r:?}");
+    let keys = cluster.etcdctl(&["get", "--prefix", "--keys-only", "/it-tls/"]);
+    let keys = String::from_utf8_lossy(&keys.stdout);
+    assert!(
+        keys.lines()
+            .any(|k| k.starts_with("/it-tls/") && k.ends_with("/p-tls")),
+        "{keys}"
+    );
+}
+
+/// Bad TLS material: the server exits with status 1 within a bounded time, and its error names
+/// the endpoint and what to fix.
+#[test]
+fn bad_etcd_tls_material_stops_the_server_naming_the_endpoint_and_the_cause() {
+    let cluster = EtcdCluster::start_tls(1);
+    let tls = cluster.tls();
+    let endpoint = cluster.endpoints()[0].clone();
+    let dir = tempfile::tempdir().unwrap();
+    // A CA, server and client certificate of their own, which the cluster does not trust.
+    let other = EtcdTls::generate(dir.path(), "other");
+    let missing = dir.path().join("missing.pem");
+    let not_pem = dir.path().join("not-pem.pem");
+    std::fs::write(&not_pem, "hello, not a certificate\n").unwrap();
+    let d = |p: &std::path::Path| p.display().to_string();
+    let handshake = |cause: String| {
+        format!("etcd at {endpoint} did not answer at start: TLS with {endpoint} failed: {cause} (")
+    };
+    let file = |what: String| format!("etcd at {endpoint}: {what}");
+    let client = Some((tls.cert.as_path(), tls.key.as_path()));
+    let cases = [
+        (
+            "a CA that did not sign the member's certificate",
+            tls_flags(Some(&other.ca), client),
+            handshake(format!(
+                "the member's certificate is not signed by the etcd CA certificate {}",
+                d(&other.ca)
+            )),
+        ),
+        (
+            "no client certificate",
+            tls_flags(Some(&tls.ca), None),
+            handshake(
+                "the member requires a client certificate; give the etcd client certificate and key"
+                    .to_owned(),
+            ),
+        ),
+        (
+            "a client certificate of another CA",
+            tls_flags(Some(&tls.ca), Some((&other.cert, &other.key))),
+            handshake(format!(
+                "the member refused the client certificate {}; is it signed by a CA in the member's \
+                 --trusted-ca-file, and still valid?",
+                d(&other.cert)
+            )),
+        ),
+        (
+            "a key of another certificate",
+            tls_flags(Some(&tls.ca), Some((&tls.cert, &other.key))),
+            file(format!(
+                "the client key {} does not belong to the client certificate {}",
+                d(&other.key),
+                d(&tls.cert)
+            )),
+        ),
+        (
+            "no client certificate file",
+            tls_flags(Some(&tls.ca), Some((&missing, &tls.key))),
+            file(format!(
+                "cannot read the client certificate {}: No such file or directory",
+                d(&missing)
+            )),
+        ),
+        (
+            "a client certificate that is not PEM",
+            tls_flags(Some(&tls.ca), Some((&not_pem, &tls.key))),
+            file(format!("the client certificate {} is not PEM", d(&not_pem))),
+        ),
+    ];
+    for (case, flags, expected) in cases {
+        let mut args = vec![
+            "--insecure",
+            "--etcd-endpoints",
+            &endpoint,
+            "--etcd-dial-timeout",
+            "2s",
+        ];
+        args.extend(flags.iter().map(String::as_str));
+        let started = std::time::Instant::now();
+        // Bounded: spawn gives up (and kills the server) after 60 s.
+        let Err(log) = TestServer::spawn(tempfile::tempdir().unwrap(), &args) else {
+            panic!("{case}: the server started");
+        };
+        let elapsed = started.elapsed();
+        assert!(log.starts_with("exit exit status: 1\n"), "{case}: {log}");
+        assert!(log.contains(&expected), "{case}:\n{log}\nexpected:\n{expected}");
+        // The dial timeout (2 s), then one handshake of its own per member.
+        assert!(
+            elapsed < std::time::Duration::from_secs(20),
+            "{case}: {elapsed:?}"
+        );
+    }
 }

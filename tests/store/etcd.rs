@@ -1,6 +1,7 @@
 //! What only the etcd backend has: prefixes shared with others, the watch, failover when the
 //! leader dies, and the errors of a bad start.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -9,7 +10,7 @@ use tiphys::store::etcd::{Change, Changes, EtcdWatch};
 use tiphys::store::{EtcdOptions, EtcdStore, Expect, Op, Store, StoreError};
 
 use crate::contract::{delete, keys, put};
-use crate::etcd_cluster::EtcdCluster;
+use crate::etcd_cluster::{CLIENT_CN, EtcdCluster, EtcdTls};
 
 async fn raw_client(cluster: &EtcdCluster) -> etcd_client::Client {
     etcd_client::Client::connect(cluster.endpoints(), None)
@@ -342,4 +343,226 @@ async fn a_broken_watch_resumes_without_a_gap() {
         seen.push(next(&mut watch).await.unwrap().revision);
     }
     assert_eq!(seen, written);
+}
+
+/// Options for `cluster` with the TLS files given (a 3 s dial timeout).
+fn tls_options(cluster: &EtcdCluster, ca: Option<&Path>, client: Option<(&Path, &Path)>) -> EtcdOptions {
+    let mut options = EtcdOptions::new(cluster.endpoints());
+    options.ca_cert = ca.map(Path::to_path_buf);
+    options.client_cert = client.map(|(cert, _)| cert.to_path_buf());
+    options.client_key = client.map(|(_, key)| key.to_path_buf());
+    options.dial_timeout = Duration::from_secs(3);
+    options
+}
+
+/// Reads, writes and the watch over TLS with a client certificate, on every member.
+#[tokio::test]
+async fn tls_with_a_client_certificate_reads_writes_and_watches() {
+    let cluster = EtcdCluster::start_tls(3);
+    assert!(
+        cluster
+            .endpoints()
+            .iter()
+            .all(|e| e.starts_with("https://127.0.0.1:"))
+    );
+    let tls = cluster.tls();
+    let store = EtcdStore::connect(tls_options(&cluster, Some(&tls.ca), Some((&tls.cert, &tls.key))))
+        .await
+        .unwrap();
+    let mut watch = store.watch_from(store.revision().await.unwrap() + 1);
+    let at = store.commit(vec![put("k", "v", Expect::Absent)]).await.unwrap();
+    assert_eq!(store.get("k").await.unwrap().unwrap().mod_revision, at);
+    assert_eq!(next(&mut watch).await.unwrap().revision, at);
+    // Each member on its own: all of them serve TLS with the same files.
+    for endpoint in cluster.endpoints() {
+        let mut options = tls_options(&cluster, Some(&tls.ca), Some((&tls.cert, &tls.key)));
+        options.endpoints = vec![endpoint.clone()];
+        let one = EtcdStore::connect(options).await.unwrap();
+        assert_eq!(keys(one.list("").await.unwrap()), ["k"], "{endpoint}");
+    }
+    // etcdctl agrees: the value is in etcd, under the default prefix.
+    let out = cluster.etcdctl(&["get", "/tiphys/k", "--print-value-only"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "v", "{out:?}");
+}
+
+/// Every kind of bad TLS material is refused at start with what to fix, naming the endpoint:
+/// files before connecting, handshakes a member refuses (or that refuse the member) within the
+/// dial timeout. Three members failing alike are named once, with the one cause.
+#[tokio::test]
+async fn bad_tls_material_is_refused_at_start_naming_the_endpoint_and_the_cause() {
+    let cluster = EtcdCluster::start_tls(3);
+    let tls = cluster.tls();
+    let endpoints = cluster.endpoints().join(", ");
+    let dir = tempfile::tempdir().unwrap();
+    // A CA, server and client certificate of their own, which the cluster does not trust.
+    let other = EtcdTls::generate(dir.path(), "other");
+    let missing = dir.path().join("missing.pem");
+    let not_pem = dir.path().join("not-pem.pem");
+    std::fs::write(&not_pem, "hello, not a certificate\n").unwrap();
+    let d = |p: &Path| p.display().to_string();
+    let handshake = |cause: String| {
+        format!("etcd at {endpoints} did not answer at start: TLS with {endpoints} failed: {cause} (")
+    };
+    let file = |what: String| format!("etcd at {endpoints}: {what}");
+    let client = Some((tls.cert.as_path(), tls.key.as_path()));
+    let cases: Vec<(&str, EtcdOptions, String)> = vec![
+        (
+            "a CA that did not sign the member's certificate",
+            tls_options(&cluster, Some(&other.ca), client),
+            handshake(format!(
+                "the member's certificate is not signed by the etcd CA certificate {}",
+                d(&other.ca)
+            )),
+        ),
+        (
+            "no CA: the system's roots",
+            tls_options(&cluster, None, client),
+            handshake(
+                "the member's certificate is not signed by a CA the system trusts; give the etcd CA \
+                 certificate"
+                    .to_owned(),
+            ),
+        ),
+        (
+            "no client certificate",
+            tls_options(&cluster, Some(&tls.ca), None),
+            handshake(
+                "the member requires a client certificate; give the etcd client certificate and key"
+                    .to_owned(),
+            ),
+        ),
+        (
+            "a client certificate of another CA",
+            tls_options(&cluster, Some(&tls.ca), Some((&other.cert, &other.key))),
+            handshake(format!(
+                "the member refused the client certificate {}; is it signed by a CA in the member's \
+                 --trusted-ca-file, and still valid?",
+                d(&other.cert)
+            )),
+        ),
+        (
+            "a key of another certificate",
+            tls_options(&cluster, Some(&tls.ca), Some((&tls.cert, &other.key))),
+            file(format!(
+                "the client key {} does not belong to the client certificate {}",
+                d(&other.key),
+                d(&tls.cert)
+            )),
+        ),
+        (
+            "no client certificate file",
+            tls_options(&cluster, Some(&tls.ca), Some((&missing, &tls.key))),
+            file(format!(
+                "cannot read the client certificate {}: No such file or directory (os error 2)",
+                d(&missing)
+            )),
+        ),
+        (
+            "a client certificate that is not PEM",
+            tls_options(&cluster, Some(&tls.ca), Some((&not_pem, &tls.key))),
+            file(format!("the client certificate {} is not PEM", d(&not_pem))),
+        ),
+        (
+            "a client key that is not PEM",
+            tls_options(&cluster, Some(&tls.ca), Some((&tls.cert, &not_pem))),
+            file(format!("the client key {} is not PEM", d(&not_pem))),
+        ),
+        (
+            "a CA that is not PEM",
+            tls_options(&cluster, Some(&not_pem), client),
+            file(format!("the CA certificate {} is not PEM", d(&not_pem))),
+        ),
+        (
+            "the key given as the certificate",
+            tls_options(&cluster, Some(&tls.ca), Some((&tls.key, &tls.key))),
+            file(format!(
+                "the client certificate {} holds no PEM CERTIFICATE block",
+                d(&tls.key)
+            )),
+        ),
+        (
+            "the certificate given as the key",
+            tls_options(&cluster, Some(&tls.ca), Some((&tls.cert, &tls.cert))),
+            file(format!(
+                "the client key {} holds no PEM private key",
+                d(&tls.cert)
+            )),
+        ),
+        (
+            "the client key given as the CA",
+            tls_options(&cluster, Some(&tls.key), client),
+            file(format!(
+                "the CA certificate {} holds no PEM CERTIFICATE block",
+                d(&tls.key)
+            )),
+        ),
+    ];
+    for (case, options, expected) in cases {
+        let started = Instant::now();
+        let err = EtcdStore::connect(options).await.unwrap_err();
+        let elapsed = started.elapsed();
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&expected),
+            "{case}:\n{message}\nexpected:\n{expected}"
+        );
+        if expected.contains("did not answer") {
+            assert!(matches!(err, StoreError::Unavailable(_)), "{case}: {err:?}");
+            // The dial timeout (3 s), then one handshake of its own per member.
+            assert!(elapsed < Duration::from_secs(10), "{case}: {elapsed:?}");
+        } else {
+            // Refused before connecting, not retried.
+            assert!(matches!(err, StoreError::Invalid(_)), "{case}: {err:?}");
+            assert!(elapsed < Duration::from_secs(1), "{case}: {elapsed:?}");
+        }
+    }
+}
+
+/// etcd's authentication over TLS: the password is checked (the client certificate alone, whose
+/// CN names no etcd user, does not get in), and the right one reads and writes.
+#[tokio::test]
+async fn etcd_auth_and_a_client_certificate_work_together() {
+    let cluster = EtcdCluster::start_tls(1);
+    for args in [
+        &[
+            "user",
+            "add",
+            "root",
+            "--new-user-password=right",
+            "--interactive=false",
+        ][..],
+        &["auth", "enable"],
+    ] {
+        let out = cluster.etcdctl(args);
+        assert!(
+            out.status.success(),
+            "etcdctl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let tls = cluster.tls();
+    let endpoint = &cluster.endpoints()[0];
+    let options = |password: Option<&str>| {
+        let mut options = tls_options(&cluster, Some(&tls.ca), Some((&tls.cert, &tls.key)));
+        options.username = password.map(|_| "root".to_owned());
+        options.password = password.map(str::to_owned);
+        options
+    };
+    let store = EtcdStore::connect(options(Some("right"))).await.unwrap();
+    let at = store.commit(vec![put("k", "v", Expect::Absent)]).await.unwrap();
+    assert_eq!(store.get("k").await.unwrap().unwrap().mod_revision, at);
+
+    let err = EtcdStore::connect(options(Some("wrong"))).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("etcd at {endpoint} refused the credentials")),
+        "{err}"
+    );
+    // Without a password etcd takes the certificate's CN for the user, which does not exist.
+    let err = EtcdStore::connect(options(None)).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with(&format!("etcd at {endpoint} denied access")),
+        "{CLIENT_CN}: {err}"
+    );
 }

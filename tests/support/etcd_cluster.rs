@@ -1,7 +1,8 @@
 //! A real etcd cluster for tests: members on loopback ports picked here, each with its own
 //! data dir, started from the Debian packages `etcd-server` and `etcd-client` (`bash
 //! .ci/test-all` installs them). Members can be killed (`kill -9`, by the PID started here) and
-//! restarted; everything stops on drop. Every wait is bounded.
+//! restarted; everything stops on drop. Every wait is bounded. [`EtcdCluster::start_tls`] starts
+//! one whose client URLs are https and require a client certificate, from files generated here.
 
 use std::io::{Read as _, Seek as _, SeekFrom};
 use std::net::TcpListener;
@@ -15,7 +16,22 @@ const ATTEMPTS: usize = 3;
 pub struct EtcdCluster {
     _dir: tempfile::TempDir,
     members: Vec<Member>,
+    tls: Option<EtcdTls>,
 }
+
+/// PEM files of one certificate authority and what it signed. A cluster's members present
+/// `server_cert` (SAN 127.0.0.1 and localhost) and accept only client certificates that `ca`
+/// signed, such as `cert` (CN [`CLIENT_CN`], which is also its etcd user name once etcd's auth
+/// is on).
+pub struct EtcdTls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub server_cert: PathBuf,
+    pub server_key: PathBuf,
+}
+
+pub const CLIENT_CN: &str = "tiphys-test-client";
 
 struct Member {
     name: String,
@@ -29,12 +45,22 @@ struct Member {
 impl EtcdCluster {
     /// Starts `size` members and waits until each reports healthy.
     pub fn start(size: usize) -> Self {
+        Self::start_with(size, false)
+    }
+
+    /// Starts `size` members whose client URLs are `https://127.0.0.1:PORT` and require a
+    /// client certificate that [`Self::tls`]'s CA signed (peers talk plain http).
+    pub fn start_tls(size: usize) -> Self {
+        Self::start_with(size, true)
+    }
+
+    fn start_with(size: usize, tls: bool) -> Self {
         require("etcd", "etcd-server");
         require("etcdctl", "etcd-client");
         let mut last = String::new();
         // Ports are free when picked but may be taken before etcd binds them: start over.
         for _ in 0..ATTEMPTS {
-            let mut cluster = Self::spawn(size);
+            let mut cluster = Self::spawn(size, tls);
             match cluster.wait_all_healthy() {
                 Ok(()) => return cluster,
                 Err(why) => last = why,
@@ -43,8 +69,10 @@ impl EtcdCluster {
         panic!("the etcd cluster did not start ({ATTEMPTS} attempts); last: {last}");
     }
 
-    fn spawn(size: usize) -> Self {
+    fn spawn(size: usize, tls: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let tls = tls.then(|| EtcdTls::generate(dir.path(), "etcd"));
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let ports = free_ports(2 * size);
         let peer = |i: usize| format!("http://127.0.0.1:{}", ports[2 * i + 1]);
         let initial: Vec<String> = (0..size).map(|i| format!("m{i}={}", peer(i))).collect();
@@ -52,9 +80,9 @@ impl EtcdCluster {
         let mut members = Vec::new();
         for i in 0..size {
             let name = format!("m{i}");
-            let client = format!("http://127.0.0.1:{}", ports[2 * i]);
+            let client = format!("{scheme}://127.0.0.1:{}", ports[2 * i]);
             let data_dir = dir.path().join(&name);
-            let args: Vec<String> = [
+            let mut args: Vec<String> = [
                 "--name",
                 &name,
                 "--data-dir",
@@ -81,6 +109,9 @@ impl EtcdCluster {
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
+            if let Some(tls) = &tls {
+                args.extend(tls.member_args());
+            }
             let mut member = Member {
                 log: dir.path().join(format!("{name}.log")),
                 name,
@@ -92,7 +123,11 @@ impl EtcdCluster {
             member.launch();
             members.push(member);
         }
-        Self { _dir: dir, members }
+        Self {
+            _dir: dir,
+            members,
+            tls,
+        }
     }
 
     pub fn size(&self) -> usize {
@@ -102,6 +137,13 @@ impl EtcdCluster {
     /// The client URLs of every member, running or not.
     pub fn endpoints(&self) -> Vec<String> {
         self.members.iter().map(|m| m.client.clone()).collect()
+    }
+
+    /// The files of a cluster started by [`Self::start_tls`].
+    pub fn tls(&self) -> &EtcdTls {
+        self.tls
+            .as_ref()
+            .expect("the cluster was started without TLS (start_tls)")
     }
 
     /// The member that is the leader now, asked of every running member (bounded wait).
@@ -169,8 +211,13 @@ impl EtcdCluster {
     }
 
     fn etcdctl_at(&self, endpoints: &str, args: &[&str]) -> Output {
-        Command::new("etcdctl")
-            .env("ETCDCTL_API", "3")
+        let mut cmd = Command::new("etcdctl");
+        if let Some(tls) = &self.tls {
+            cmd.arg("--cacert").arg(&tls.ca);
+            cmd.arg("--cert").arg(&tls.cert);
+            cmd.arg("--key").arg(&tls.key);
+        }
+        cmd.env("ETCDCTL_API", "3")
             .arg(format!("--endpoints={endpoints}"))
             .args(["--dial-timeout=2s", "--command-timeout=5s"])
             .args(args)
@@ -232,6 +279,66 @@ impl Member {
             .spawn()
             .unwrap();
         self.child = Some(child);
+    }
+}
+
+impl EtcdTls {
+    /// A new CA (ECDSA P-256) and a server and a client certificate it signed, written into
+    /// `dir` as `{name}-ca.pem`, `{name}-server.pem`, `{name}-client.pem` and their
+    /// `…-key.pem`. A second call gives material the first one's cluster does not trust.
+    pub fn generate(dir: &Path, name: &str) -> Self {
+        use rcgen::{
+            BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose as Eku, IsCa, Issuer,
+            KeyPair, KeyUsagePurpose,
+        };
+        let write = |file: &str, pem: String| {
+            let path = dir.join(format!("{name}-{file}"));
+            std::fs::write(&path, pem).unwrap();
+            path
+        };
+        let mut params = CertificateParams::new(Vec::new()).unwrap();
+        params
+            .distinguished_name
+            .push(DnType::CommonName, format!("{name} test CA"));
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = write("ca.pem", params.self_signed(&ca_key).unwrap().pem());
+        let issuer = Issuer::new(params, ca_key);
+        let leaf = |cn: &str, sans: Vec<String>, usages: Vec<Eku>| {
+            let mut params = CertificateParams::new(sans).unwrap();
+            params.distinguished_name.push(DnType::CommonName, cn);
+            params.extended_key_usages = usages;
+            let key = KeyPair::generate().unwrap();
+            (
+                params.signed_by(&key, &issuer).unwrap().pem(),
+                key.serialize_pem(),
+            )
+        };
+        // etcd's own gateway dials its members with the server certificate: it is a client too.
+        let sans = vec!["127.0.0.1".to_owned(), "localhost".to_owned()];
+        let (server, server_key) = leaf("etcd", sans, vec![Eku::ServerAuth, Eku::ClientAuth]);
+        let (client, client_key) = leaf(CLIENT_CN, Vec::new(), vec![Eku::ClientAuth]);
+        Self {
+            ca,
+            cert: write("client.pem", client),
+            key: write("client-key.pem", client_key),
+            server_cert: write("server.pem", server),
+            server_key: write("server-key.pem", server_key),
+        }
+    }
+
+    fn member_args(&self) -> Vec<String> {
+        let path = |p: &Path| p.display().to_string();
+        vec![
+            "--cert-file".to_owned(),
+            path(&self.server_cert),
+            "--key-file".to_owned(),
+            path(&self.server_key),
+            "--client-cert-auth".to_owned(),
+            "--trusted-ca-file".to_owned(),
+            path(&self.ca),
+        ]
     }
 }
 

@@ -77,10 +77,14 @@ fn transport(text: String) -> Failure {
     }
 }
 
-/// The error and its sources in one line: tonic puts the useful part (refused, TLS) deep down.
+/// The error and its sources in one line: tonic puts the useful part (refused, TLS) deep down,
+/// and a transport error of etcd_client does not give the one it wraps as its source.
 fn chain(err: &Error) -> String {
     let mut text = err.to_string();
-    let mut source = err.source();
+    let mut source = match err {
+        Error::TransportError(e) => e.source(),
+        _ => err.source(),
+    };
     while let Some(e) = source {
         let part = e.to_string();
         if !text.contains(&part) {

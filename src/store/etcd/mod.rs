@@ -15,6 +15,7 @@
 
 mod failure;
 mod options;
+mod tls;
 mod watch;
 
 use std::future::Future;
@@ -22,13 +23,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, GetOptions, GetResponse, KeyValue, KvClient, Txn, TxnOp, TxnOpResponse,
-    TxnResponse,
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, GetResponse, KeyValue, KvClient, Txn, TxnOp,
+    TxnOpResponse, TxnResponse,
 };
 use tokio::time::Instant;
 
 use self::failure::{Failure, classify, unavailable};
 pub use self::options::{DEFAULT_PREFIX, EtcdOptions};
+use self::tls::Material;
 pub use self::watch::{Change, Changes, EtcdWatch};
 use super::{Entry, Expect, Op, Revision, Store, StoreError, check};
 
@@ -69,9 +71,18 @@ impl std::fmt::Debug for EtcdStore {
 
 impl EtcdStore {
     /// Connects and checks that a member answers (with the credentials given) within the dial
-    /// timeout; the error names the endpoints otherwise.
+    /// timeout; the error names the endpoints otherwise, and with TLS, why a handshake fails.
     pub async fn connect(options: EtcdOptions) -> Result<Self, StoreError> {
-        let connect = options.connect_options()?;
+        let (connect, tls) = options.connect_options()?;
+        match (Self::start(&options, connect).await, tls) {
+            (Err(StoreError::Unavailable(message)), Some(tls)) => {
+                Err(explain_start(&options, &tls, message).await)
+            }
+            (result, _) => result,
+        }
+    }
+
+    async fn start(options: &EtcdOptions, connect: ConnectOptions) -> Result<Self, StoreError> {
         let endpoints = options.endpoint_list();
         let deadline = Instant::now() + options.dial_timeout;
         let mut backoff = FIRST_BACKOFF;
@@ -475,6 +486,33 @@ impl EtcdStore {
             .collect();
         Txn::new().when(compares).and_then(writes).or_else(reads)
     }
+}
+
+/// A start over TLS that failed: when handshakes of our own tell why (a member's certificate
+/// that the CA did not sign, a client certificate a member requires or refuses), that replaces
+/// the client's words, which are often only "connection closed".
+async fn explain_start(options: &EtcdOptions, tls: &Material, message: String) -> StoreError {
+    let causes = tls.diagnose(&options.endpoints, options.dial_timeout).await;
+    if causes.is_empty() {
+        return StoreError::Unavailable(message);
+    }
+    // Members of one cluster usually fail alike: each cause once, with the endpoints it is for.
+    let mut grouped: Vec<(String, Vec<String>)> = Vec::new();
+    for (endpoint, cause) in causes {
+        match grouped.iter_mut().find(|(c, _)| *c == cause) {
+            Some((_, endpoints)) => endpoints.push(endpoint),
+            None => grouped.push((cause, vec![endpoint])),
+        }
+    }
+    let text: Vec<String> = grouped
+        .iter()
+        .map(|(cause, endpoints)| format!("TLS with {} failed: {cause}", endpoints.join(", ")))
+        .collect();
+    StoreError::Unavailable(format!(
+        "etcd at {} did not answer at start: {}",
+        options.endpoint_list(),
+        text.join("; ")
+    ))
 }
 
 /// Sleeps before the next attempt; false when that would pass `deadline`.

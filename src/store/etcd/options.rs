@@ -1,11 +1,12 @@
 //! How to reach etcd: endpoints, key prefix, TLS material, credentials and timeouts, turned
 //! into the client's connect options.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
+use etcd_client::ConnectOptions;
 
+use super::tls::Material;
 use crate::store::StoreError;
 
 pub const DEFAULT_PREFIX: &str = "/tiphys/";
@@ -61,16 +62,12 @@ impl EtcdOptions {
             || self.endpoints.iter().any(|e| e.starts_with("https://"))
     }
 
-    pub(super) fn connect_options(&self) -> Result<ConnectOptions, StoreError> {
+    /// The client's connect options, and the TLS files (read and checked) when TLS is used.
+    pub(super) fn connect_options(&self) -> Result<(ConnectOptions, Option<Material>), StoreError> {
         if self.endpoints.is_empty() {
             return Err(StoreError::Invalid("no etcd endpoint given".to_owned()));
         }
-        if self.uses_tls() && self.endpoints.iter().any(|e| e.starts_with("http://")) {
-            return Err(StoreError::Invalid(format!(
-                "etcd TLS options need https:// endpoints, not {}",
-                self.endpoint_list()
-            )));
-        }
+        let tls = self.tls()?;
         let mut options = ConnectOptions::new()
             .with_connect_timeout(self.dial_timeout)
             .with_timeout(self.request_timeout)
@@ -91,28 +88,32 @@ impl EtcdOptions {
                 ));
             }
         }
-        if self.uses_tls() {
-            options = options.with_tls(self.tls()?);
+        if let Some(tls) = &tls {
+            options = options.with_tls(tls.tls_options());
         }
-        Ok(options)
+        Ok((options, tls))
     }
 
-    fn tls(&self) -> Result<TlsOptions, StoreError> {
-        let mut tls = TlsOptions::new();
-        tls = match &self.ca_cert {
-            Some(path) => tls.ca_certificate(Certificate::from_pem(read_pem(path, "CA certificate")?)),
-            None => tls.with_native_roots(),
-        };
-        match (&self.client_cert, &self.client_key) {
-            (Some(cert), Some(key)) => Ok(tls.identity(Identity::from_pem(
-                read_pem(cert, "client certificate")?,
-                read_pem(key, "client key")?,
-            ))),
-            (None, None) => Ok(tls),
-            _ => Err(StoreError::Invalid(
-                "an etcd client certificate needs both the certificate and its key".to_owned(),
-            )),
+    fn tls(&self) -> Result<Option<Material>, StoreError> {
+        if !self.uses_tls() {
+            return Ok(None);
         }
+        if self.endpoints.iter().any(|e| e.starts_with("http://")) {
+            return Err(StoreError::Invalid(format!(
+                "etcd TLS options need https:// endpoints, not {}",
+                self.endpoint_list()
+            )));
+        }
+        let client = match (&self.client_cert, &self.client_key) {
+            (Some(cert), Some(key)) => Some((cert.as_path(), key.as_path())),
+            (None, None) => None,
+            _ => {
+                return Err(StoreError::Invalid(
+                    "an etcd client certificate needs both the certificate and its key".to_owned(),
+                ));
+            }
+        };
+        Material::load(&self.endpoint_list(), self.ca_cert.as_deref(), client).map(Some)
     }
 }
 
@@ -130,16 +131,4 @@ impl std::fmt::Debug for EtcdOptions {
             .field("request_timeout", &self.request_timeout)
             .finish()
     }
-}
-
-fn read_pem(path: &Path, what: &str) -> Result<Vec<u8>, StoreError> {
-    let pem = std::fs::read(path)
-        .map_err(|e| StoreError::Invalid(format!("cannot read the etcd {what} {}: {e}", path.display())))?;
-    if !pem.windows(11).any(|w| w == b"-----BEGIN ") {
-        return Err(StoreError::Invalid(format!(
-            "the etcd {what} {} is not PEM",
-            path.display()
-        )));
-    }
-    Ok(pem)
 }
