@@ -74,7 +74,8 @@ export async function waitFor(what, check, ms = 10000) {
 /**
  * Starts `tiphys server` on a free loopback port. Options: policy (RBAC lines), cm (argocd-cm
  * additions), secret (argocd-secret additions), basehref, rootpath, staticassets (else
- * TIPHYS_STATIC_ASSETS, else the embedded UI).
+ * TIPHYS_STATIC_ASSETS, else the embedded UI), args (more arguments, such as a replica's
+ * `etcd.flags(prefix)`).
  */
 export async function startServer(opts = {}) {
   // `dir` and `port` let a test restart a server on its data and address.
@@ -89,6 +90,7 @@ export async function startServer(opts = {}) {
   if (opts.rootpath) args.push("--rootpath", opts.rootpath);
   const assets = opts.staticassets ?? process.env.TIPHYS_STATIC_ASSETS;
   if (assets) args.push("--staticassets", assets);
+  if (opts.args) args.push(...opts.args);
   const log = join(dir, "server.log");
   const child = spawn(TIPHYS, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, NO_COLOR: "1" } });
   const chunks = [];
@@ -102,6 +104,7 @@ export async function startServer(opts = {}) {
   const origin = `http://127.0.0.1:${info.port}`;
   return {
     port: info.port,
+    metricsPort: info.metrics_port,
     origin,
     /** The dashboard's URL (with the root path / base href, ending in `/`). */
     url: `${origin}${prefix}/`,
@@ -131,6 +134,172 @@ export async function freePort() {
   const { port } = probe.address();
   await new Promise((r) => probe.close(r));
   return port;
+}
+
+/** Stops a child process started here (by its PID): SIGTERM, SIGKILL after `ms`. */
+async function stopChild(child, exited, ms = 5000) {
+  if (child.exitCode === null && child.signalCode === null) {
+    child.kill("SIGTERM");
+    await Promise.race([exited, sleep(ms)]);
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill("SIGKILL");
+      await Promise.race([exited, sleep(ms)]);
+    }
+  }
+}
+
+/** Output of a child process, kept in memory. */
+function capture(child) {
+  const chunks = [];
+  child.stdout?.on("data", (c) => chunks.push(c));
+  child.stderr?.on("data", (c) => chunks.push(c));
+  return () => Buffer.concat(chunks).toString();
+}
+
+/**
+ * A real one-member etcd (Debian's `etcd`, package etcd-server) on free loopback ports with its
+ * data in a temp dir, healthy when this returns (bounded); `flags(prefix)` are the arguments of a
+ * replica keeping its store under `prefix`. Stopped by its PID.
+ */
+export async function startEtcd() {
+  let last;
+  // Ports are free when picked but may be taken before etcd binds them: start over.
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const dir = mkdtempSync(join(tmpdir(), "tiphys-etcd-"));
+    const client = `http://127.0.0.1:${await freePort()}`;
+    let peer = `http://127.0.0.1:${await freePort()}`;
+    while (peer === client) peer = `http://127.0.0.1:${await freePort()}`;
+    const args = ["--name", "m0", "--data-dir", join(dir, "m0"), "--listen-client-urls", client, "--advertise-client-urls", client,
+      "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer, "--initial-cluster", `m0=${peer}`,
+      "--initial-cluster-state", "new", "--logger", "zap", "--log-outputs", "stderr"];
+    const child = spawn("etcd", args, { stdio: ["ignore", "pipe", "pipe"] });
+    const output = capture(child);
+    const exited = new Promise((r) => child.on("exit", r));
+    const spawned = await new Promise((r) => child.once("spawn", () => r(true)).once("error", (err) => r(err)));
+    if (spawned !== true) throw new Error(`cannot run etcd (install the Debian package etcd-server): ${spawned.message}`);
+    const stop = async () => {
+      await stopChild(child, exited, 10000);
+      rmSync(dir, { recursive: true, force: true });
+    };
+    try {
+      await waitFor("etcd to answer /health", async () => {
+        if (child.exitCode !== null) throw new Error(`etcd exited with ${child.exitCode}`);
+        const res = await fetch(`${client}/health`, { signal: AbortSignal.timeout(2000) });
+        return res.ok && (await res.json()).health === "true";
+      }, 30000);
+    } catch (err) {
+      last = `${err.message}\n${output().slice(-3000)}`;
+      await stop();
+      continue;
+    }
+    return { endpoints: [client], flags: (prefix) => ["--etcd-endpoints", client, "--etcd-prefix", prefix], log: output, stop };
+  }
+  throw new Error(`etcd did not start in 3 attempts; last: ${last}`);
+}
+
+/**
+ * haproxy (Debian) in front of `servers`: TLS terminated here (a self-signed certificate for
+ * 127.0.0.1, h2 and http/1.1 by ALPN) and every request balanced on its own over the servers'
+ * plaintext ports with `balance roundrobin`, no stickiness. It logs one line per request (when
+ * it ends); `requests()` parses them. The dashboard's URL is `url`. Stopped by its PID.
+ */
+export async function startRoundRobin(servers) {
+  const dir = mkdtempSync(join(tmpdir(), "tiphys-haproxy-"));
+  const pem = join(dir, "proxy.pem");
+  await run("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+    "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", join(dir, "proxy.key"), "-out", join(dir, "proxy.crt")], { timeout: 60000 });
+  writeFileSync(pem, readFileSync(join(dir, "proxy.crt"), "utf8") + readFileSync(join(dir, "proxy.key"), "utf8"));
+  const cfg = join(dir, "haproxy.cfg");
+  const https = await import("node:https");
+  const answers = (port) => new Promise((r) => {
+    const req = https.get(`https://127.0.0.1:${port}/api/version`, { rejectUnauthorized: false, timeout: 2000 }, (res) => {
+      res.resume();
+      r(res.statusCode);
+    });
+    req.on("timeout", () => req.destroy());
+    req.on("error", () => r(0));
+  });
+  let port, child, output, exited, last;
+  // A port is free when picked but may be taken before haproxy binds it: start over.
+  for (let attempt = 0; attempt < 3 && !output; attempt++) {
+    port = await freePort();
+    writeFileSync(cfg, [
+      "global",
+      "  maxconn 256",
+      "  log stdout format raw local0",
+      "defaults",
+      "  mode http",
+      "  log global",
+      // One line per request: the server that answered, the status, the method, the URI, the
+      // total time (ms) and how the session ended (haproxy's termination state, "--" if normally).
+      '  log-format "request %s %ST %HM %HU %Tt %ts"',
+      "  timeout connect 5s",
+      "  timeout client 60s",
+      "  timeout server 60s", // the server sends an SSE keepalive every 15 s
+      "  timeout http-keep-alive 10s",
+      "frontend dashboard",
+      `  bind 127.0.0.1:${port} ssl crt ${pem} alpn h2,http/1.1`,
+      "  default_backend replicas",
+      "backend replicas",
+      "  balance roundrobin", // no cookie, no stick table, no prefer-last-server: per request
+      "  option abortonclose", // a stream the browser drops ends on the server at once
+      ...servers.map((s, i) => `  server r${i} 127.0.0.1:${s.port}`),
+      "",
+    ].join("\n"));
+    await run("haproxy", ["-c", "-q", "-f", cfg], { timeout: 30000 }).catch((err) => {
+      rmSync(dir, { recursive: true, force: true });
+      throw new Error(`haproxy refuses its configuration: ${err.stdout}${err.stderr}`);
+    });
+    child = spawn("haproxy", ["-db", "-f", cfg], { stdio: ["ignore", "pipe", "pipe"] });
+    const out = capture(child);
+    exited = new Promise((r) => child.on("exit", r));
+    try {
+      await waitFor("haproxy to answer", async () => {
+        if (child.exitCode !== null) throw new Error(`haproxy exited with ${child.exitCode}: ${out()}`);
+        return (await answers(port)) === 200;
+      }, 15000);
+      output = out;
+    } catch (err) {
+      last = err.message;
+      await stopChild(child, exited);
+    }
+  }
+  if (!output) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(`haproxy did not start in 3 attempts; last: ${last}`);
+  }
+  const stop = async () => {
+    await stopChild(child, exited);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const origin = `https://127.0.0.1:${port}`;
+  const lb = {
+    port,
+    origin,
+    url: `${origin}/`,
+    log: output,
+    /** The requests haproxy has logged so far, in order: { server: index, status, method, uri, ms, end }. */
+    requests() {
+      return [...output().matchAll(/^request r(\d+) (-?\d+) (\S+) (\S+) (-?\d+) (\S+)$/gm)].map((m) => ({
+        server: Number(m[1]), status: Number(m[2]), method: m[3], uri: m[4], ms: Number(m[5]), end: m[6],
+      }));
+    },
+    stop,
+  };
+  // Its log line has arrived here too, so a count of requests() taken now includes it.
+  await waitFor("haproxy's log of the readiness check", () => lb.requests().some((r) => r.status === 200), 5000).catch(async (err) => {
+    await stop();
+    throw new Error(`${err.message}\n${output()}`);
+  });
+  return lb;
+}
+
+/** How many requests `server` has answered (every protocol and outcome), from its /metrics. */
+export async function answered(server) {
+  const text = await (await fetch(`http://127.0.0.1:${server.metricsPort}/metrics`)).text();
+  const counts = [...text.matchAll(/^tiphys_requests_total\{[^}]*\} (\d+)$/gm)];
+  if (counts.length === 0) throw new Error(`no tiphys_requests_total in the metrics:\n${text.slice(0, 2000)}`);
+  return counts.reduce((sum, m) => sum + Number(m[1]), 0);
 }
 
 const OIDC_DIR = fileURLToPath(new URL("../oidc/", import.meta.url));

@@ -2,8 +2,9 @@
 
 `tiphys(*args, address=...)` starts `tiphys server` in a temp dir, waits for its ready file and
 returns a `Server` (port, metrics_port, data_dir, ca); `servers` does the same and can restart a
-server on its data dir. Every process a test starts is stopped by PID on teardown; a tiphys server
-that does not exit within 25 s after SIGTERM fails the test.
+server on its data dir; `etcd` is a real etcd (etcdkit.py) for replicas that share one store.
+Every process a test starts is stopped by PID on teardown; a tiphys server that does not exit
+within 25 s after SIGTERM fails the test.
 """
 
 import json
@@ -242,6 +243,14 @@ def servers(tmp_path):
     factory = Servers(tmp_path)
     yield factory
     factory.stop_all()
+
+
+@pytest.fixture
+def etcd(tmp_path, servers):
+    """A real one-member etcd (etcdkit.Etcd) on loopback for replicas started with
+    `servers.start(..., *etcd.flags("/prefix/"))`; stopped after the test's servers."""
+    from etcdkit import Etcd  # noqa: PLC0415 (etcdkit imports this module)
+    return servers.also_stop(Etcd(tmp_path / "etcd"))
 
 
 @pytest.fixture(scope="module")

@@ -58,10 +58,12 @@ class Sso:
         return walk(agent, start, login, lambda u: u.startswith(self.server.url("/auth/callback")))
 
 
-def setup_sso(tmp_path, servers, config_dir, cm=None, rbac=RBAC, tls=None, id_token_ttl=None, **extra):
+def setup_sso(tmp_path, servers, config_dir, cm=None, rbac=RBAC, tls=None, id_token_ttl=None, server_args=(),
+              **extra):
+    """A server (started with `server_args` too) with SSO on through a new provider."""
     config = config_dir(cm=cm or {})
     write_rbac(config, rbac)
-    server = servers.start("--insecure", config=config)
+    server = servers.start("--insecure", *server_args, config=config)
     cli_port = free_port()
     provider = servers.also_stop(Provider(tmp_path / f"oidc-{server.port}",
                         [server.url("/auth/callback"), f"http://localhost:{cli_port}/auth/callback"],
