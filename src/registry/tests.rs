@@ -576,10 +576,10 @@ async fn a_server_key_changed_while_running_reseals_so_the_next_start_opens_with
         "the same key changes nothing"
     );
     assert!(reg.server_key_changed(b"key two"));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while reg.sealed().await.unwrap().stale() > 0 {
         assert!(std::time::Instant::now() < deadline, "not re-sealed");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     drop(reg);
     let next = Registry::open(store, Arc::new(SecretsKeys::new(Vec::new(), b"key two")))
