@@ -15,7 +15,7 @@
 //! A login token in its last 5 minutes (or last half, if shorter) is renewed: the renewed
 //! token keeps the session's id, so revoking the session (logout) revokes it too.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::accounts::{self, AccountRecord, Accounts};
@@ -28,7 +28,7 @@ use super::sso_sessions::{self, SsoSessions};
 use crate::clock::now_ms;
 use crate::config::{AccountConfig, ConfigWatch};
 use crate::principal::{AccountPrincipal, LOCAL_ISSUER, Principal, TokenKind};
-use crate::store::{Store, StoreError};
+use crate::store::{Outage, Store, StoreError};
 
 /// A login token is renewed when less than this (or half its lifetime) is left.
 const RENEW_WITHIN: Duration = Duration::from_secs(5 * 60);
@@ -47,7 +47,7 @@ pub struct Tokens {
     projects: Arc<ProjectTokens>,
     config: Arc<ConfigWatch>,
     /// When a read of the shared store last failed.
-    failed_at: Mutex<Option<tokio::time::Instant>>,
+    outage: Outage,
     /// Checks of one token at once (its watches at one event) share store reads.
     reads: SharedReads<Result<(Arc<AccountRecord>, bool), String>>,
 }
@@ -76,7 +76,7 @@ impl Tokens {
             sso,
             projects,
             config,
-            failed_at: Mutex::default(),
+            outage: Outage::new(OUTAGE_PAUSE),
             reads: SharedReads::default(),
         }
     }
@@ -137,21 +137,20 @@ impl Tokens {
     /// The account's record and whether the token id is revoked, read together from the store;
     /// while the store cannot be reached, as last read for this token.
     async fn read(&self, name: &str, jti: &str) -> Result<(Arc<AccountRecord>, bool), String> {
-        let failed_at = || self.failed_at.lock().unwrap_or_else(PoisonError::into_inner);
         // While the store cannot be reached: the account's record and the id's revocation as
         // this replica last wrote or read them.
         let last_known = |why: &str| match self.accounts.last_known(name) {
             Some(record) => Ok((record, self.revocations.last_known(jti))),
             None => Err(format!("cannot check the token now: {why}")),
         };
-        if failed_at().is_some_and(|at| at.elapsed() < OUTAGE_PAUSE) {
+        if self.outage.pausing() {
             return last_known("the store did not answer just before");
         }
         let keys = vec![AccountRecord::store_key(name), revocations::key(jti)];
         let read = match tokio::time::timeout(READ_WAIT, self.store.get_many(keys)).await {
             Ok(Ok(read)) => read,
             failed @ (Ok(Err(StoreError::Unavailable(_))) | Err(_)) => {
-                *failed_at() = Some(tokio::time::Instant::now());
+                self.outage.failed();
                 let why = match failed {
                     Ok(Err(e)) => e.to_string(),
                     _ => format!("the store did not answer within {READ_WAIT:?}"),

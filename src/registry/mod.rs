@@ -45,7 +45,7 @@ pub use self::sealing::SecretsKeys;
 use self::watch::History;
 pub use self::watch::{Event, EventType, Subscription, WatchError};
 use crate::schema::{Schema, SchemaError};
-use crate::store::{Expect, Op, Revision, Store, StoreError};
+use crate::store::{Expect, Op, Outage, Revision, Store, StoreError};
 
 /// The store key of the registry revision (outside [`kind::PREFIX`]). Every registry commit
 /// writes it, comparing its store mod revision with the one the writer's view holds.
@@ -85,7 +85,7 @@ pub struct Registry {
     unpublished: AtomicBool,
     /// When the last fence read failed: reads skip the fence for [`FENCE_PAUSE`] after, so an
     /// unreachable etcd does not slow every read down.
-    fence_failed: Mutex<Option<tokio::time::Instant>>,
+    fence_failed: Outage,
     /// The follower's tasks (`follow.rs`), ended with the registry.
     follower: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -181,7 +181,7 @@ impl Registry {
             seen,
             following: AtomicBool::new(true),
             unpublished: AtomicBool::new(false),
-            fence_failed: Mutex::new(None),
+            fence_failed: Outage::new(FENCE_PAUSE),
             follower: Mutex::new(Vec::new()),
         }))
     }
@@ -201,12 +201,7 @@ impl Registry {
         if !self.shared {
             return Ok(());
         }
-        let failed = || {
-            self.fence_failed
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-        };
-        if failed().is_some_and(|at| at.elapsed() < FENCE_PAUSE) {
+        if self.fence_failed.pausing() {
             return Ok(());
         }
         let target = match tokio::time::timeout(FENCE_READ, self.store.get(REVISION_KEY)).await {
@@ -218,7 +213,7 @@ impl Registry {
                     _ => format!("no answer within {FENCE_READ:?}"),
                 };
                 tracing::debug!("reading from the view without a fence: {why}");
-                *failed() = Some(tokio::time::Instant::now());
+                self.fence_failed.failed();
                 return Ok(());
             }
         };

@@ -4,6 +4,7 @@
 
 pub mod etcd;
 pub mod file;
+mod outage;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -14,6 +15,7 @@ use serde::de::DeserializeOwned;
 
 pub use self::etcd::{Change, Changes, EtcdOptions, EtcdStore};
 pub use self::file::FileStore;
+pub use self::outage::Outage;
 
 /// Which store a server (or a tool) opens.
 #[derive(Clone, Debug)]
