@@ -6,7 +6,7 @@ use serde_json::json;
 
 use crate::cli_apps::{IN_CLUSTER, REPO};
 use crate::etcd_cluster::EtcdCluster;
-use crate::replicas::{accepted, call, etcd_flags, login, token_of};
+use crate::replicas::{accepted, call, call_ok, etcd_flags, login, token_of};
 use crate::support::{TestServer, cli};
 
 fn migrate(data_dir: &str, flags: &[String], extra: &[&str]) -> (bool, String, String) {
@@ -26,29 +26,11 @@ async fn a_single_node_store_moves_into_etcd_with_everything_in_it() {
     let token = token_of(&login(single.addr(), "admin", password.trim(), &[]).await);
     let project = json!({"project": {"metadata": {"name": "moved"}, "spec": {
         "sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}]}}});
-    let r = call(
-        single.addr(),
-        "POST",
-        "/api/v1/projects",
-        Some(&token),
-        &[],
-        Some(&project),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{r:?}");
+    call_ok(single.addr(), "POST", "/api/v1/projects", &token, Some(&project)).await;
     let app = json!({"metadata": {"name": "guestbook"}, "spec": {"project": "moved",
         "source": {"repoURL": REPO, "path": "guestbook"},
         "destination": {"server": IN_CLUSTER, "namespace": "default"}}});
-    let r = call(
-        single.addr(),
-        "POST",
-        "/api/v1/applications",
-        Some(&token),
-        &[],
-        Some(&app),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{r:?}");
+    call_ok(single.addr(), "POST", "/api/v1/applications", &token, Some(&app)).await;
     let before = call(
         single.addr(),
         "GET",

@@ -71,6 +71,26 @@ pub async fn login(addr: SocketAddr, user: &str, password: &str, headers: &[(&st
     call(addr, "POST", "/api/v1/session", None, headers, Some(&body)).await
 }
 
+/// `method path` with `token` and a JSON body, which must answer 200.
+pub async fn call_ok(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&Value>,
+) -> Answer {
+    let r = call(addr, method, path, Some(token), &[], body).await;
+    assert_eq!(r.status, 200, "{method} {path}: {r:?}");
+    r
+}
+
+/// The admin's token on a server whose generated password is in the store the flags name.
+pub async fn admin_token(addr: SocketAddr, flags: &[String]) -> String {
+    let mut args = vec!["admin", "initial-password"];
+    args.extend(flags.iter().map(String::as_str));
+    token_of(&login(addr, "admin", &wait_initial_password(&args), &[]).await)
+}
+
 pub fn token_of(answer: &Answer) -> String {
     assert_eq!(answer.status, 200, "login failed: {answer:?}");
     answer.body["token"].as_str().unwrap().to_owned()
@@ -190,16 +210,7 @@ async fn a_server_on_etcd_serves_and_the_admin_commands_read_the_same_store() {
 
     // `admin export` reads the store while the server runs.
     let project = json!({"project": {"metadata": {"name": "p-etcd"}, "spec": {}}});
-    let r = call(
-        server.addr(),
-        "POST",
-        "/api/v1/projects",
-        Some(&token),
-        &[],
-        Some(&project),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{r:?}");
+    call_ok(server.addr(), "POST", "/api/v1/projects", &token, Some(&project)).await;
     let mut args = vec!["admin", "export", "--include-secrets"];
     args.extend(flags.iter().map(String::as_str));
     let (ok, out, err) = cli(&args);
@@ -430,31 +441,10 @@ async fn a_server_on_etcd_over_tls_with_a_client_certificate_serves() {
     let mut args = vec!["--insecure"];
     args.extend(flags.iter().map(String::as_str));
     let server = TestServer::start(&args);
-    let mut admin = vec!["admin", "initial-password"];
-    admin.extend(flags.iter().map(String::as_str));
-    let password = wait_initial_password(&admin);
-    let token = token_of(&login(server.addr(), "admin", &password, &[]).await);
+    let token = admin_token(server.addr(), &flags).await;
     let project = json!({"project": {"metadata": {"name": "p-tls"}, "spec": {"description": "over TLS"}}});
-    let r = call(
-        server.addr(),
-        "POST",
-        "/api/v1/projects",
-        Some(&token),
-        &[],
-        Some(&project),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{r:?}");
-    let r = call(
-        server.addr(),
-        "GET",
-        "/api/v1/projects/p-tls",
-        Some(&token),
-        &[],
-        None,
-    )
-    .await;
-    assert_eq!(r.status, 200, "{r:?}");
+    call_ok(server.addr(), "POST", "/api/v1/projects", &token, Some(&project)).await;
+    let r = call_ok(server.addr(), "GET", "/api/v1/projects/p-tls", &token, None).await;
     assert_eq!(r.body["spec"]["description"], "over TLS", "{r:?}");
     let keys = cluster.etcdctl(&["get", "--prefix", "--keys-only", "/it-tls/"]);
     let keys = String::from_utf8_lossy(&keys.stdout);

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 
 use crate::etcd_cluster::EtcdCluster;
-use crate::replicas::{call, etcd_flags, login, token_of, wait_initial_password};
+use crate::replicas::{call, call_ok, etcd_flags, login, token_of, wait_initial_password};
 use crate::support::{TestServer, cli};
 
 const SECRET: &str = "sealed-credential-5c1e9a";
@@ -70,27 +70,9 @@ async fn credentials_in_etcd_are_sealed_and_the_key_rotates_while_serving() {
     assert!(!ok && err.contains("which this process does not hold"), "{err}");
     let token = token_of(&login(a.addr(), "admin", &password, &[]).await);
     let prod = json!({"server": "https://10.0.0.1:6443", "name": "prod", "config": {"bearerToken": SECRET}});
-    let r = call(
-        a.addr(),
-        "POST",
-        "/api/v1/clusters",
-        Some(&token),
-        &[],
-        Some(&prod),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{r:?}");
+    call_ok(a.addr(), "POST", "/api/v1/clusters", &token, Some(&prod)).await;
     let repo = json!({"repo": "https://git.example/app.git", "username": "bot", "password": SECRET});
-    let r = call(
-        a.addr(),
-        "POST",
-        "/api/v1/repositories",
-        Some(&token),
-        &[],
-        Some(&repo),
-    )
-    .await;
-    assert_eq!(r.status, 200, "{r:?}");
+    call_ok(a.addr(), "POST", "/api/v1/repositories", &token, Some(&repo)).await;
 
     // What etcd's readers see: the objects' keys, no credential.
     let raw = cluster.etcdctl(&["get", "--prefix", "/it-sealed/"]);

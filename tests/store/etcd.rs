@@ -264,23 +264,7 @@ async fn unreachable_endpoints_are_named_at_start() {
 #[tokio::test]
 async fn wrong_credentials_are_refused_clearly() {
     let cluster = EtcdCluster::start(1);
-    for args in [
-        &[
-            "user",
-            "add",
-            "root",
-            "--new-user-password=right",
-            "--interactive=false",
-        ][..],
-        &["auth", "enable"],
-    ] {
-        let out = cluster.etcdctl(args);
-        assert!(
-            out.status.success(),
-            "etcdctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    cluster.enable_auth("right");
     let options = |password: &str| {
         let mut options = EtcdOptions::new(cluster.endpoints());
         options.username = Some("root".to_owned());
@@ -523,23 +507,7 @@ async fn bad_tls_material_is_refused_at_start_naming_the_endpoint_and_the_cause(
 #[tokio::test]
 async fn etcd_auth_and_a_client_certificate_work_together() {
     let cluster = EtcdCluster::start_tls(1);
-    for args in [
-        &[
-            "user",
-            "add",
-            "root",
-            "--new-user-password=right",
-            "--interactive=false",
-        ][..],
-        &["auth", "enable"],
-    ] {
-        let out = cluster.etcdctl(args);
-        assert!(
-            out.status.success(),
-            "etcdctl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    cluster.enable_auth("right");
     let tls = cluster.tls();
     let endpoint = &cluster.endpoints()[0];
     let options = |password: Option<&str>| {

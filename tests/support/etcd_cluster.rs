@@ -200,6 +200,22 @@ impl EtcdCluster {
         }
     }
 
+    /// Turns on etcd's own authentication, with a `root` user of `password`.
+    pub fn enable_auth(&self, password: &str) {
+        let user = format!("--new-user-password={password}");
+        for args in [
+            &["user", "add", "root", user.as_str(), "--interactive=false"][..],
+            &["auth", "enable"],
+        ] {
+            let out = self.etcdctl(args);
+            assert!(
+                out.status.success(),
+                "etcdctl {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+
     /// Runs etcdctl against every member.
     pub fn etcdctl(&self, args: &[&str]) -> Output {
         self.etcdctl_at(&self.endpoints().join(","), args)
