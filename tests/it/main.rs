@@ -10,6 +10,7 @@ mod support;
 #[path = "../support/etcd_cluster.rs"]
 mod etcd_cluster;
 
+mod atomic_authz;
 mod bad_input;
 mod cli;
 mod cli_accounts;

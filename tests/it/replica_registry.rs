@@ -259,12 +259,12 @@ async fn racing_writers_on_two_replicas_lose_no_update() {
 }
 
 /// SSE events of `/api/v1/stream/applications` from `on`, read line by line.
-struct Sse {
+pub struct Sse {
     lines: tokio::io::Lines<BufReader<tokio::net::TcpStream>>,
 }
 
 impl Sse {
-    async fn open(on: SocketAddr, token: &str, since: &str) -> Self {
+    pub async fn open(on: SocketAddr, token: &str, since: &str) -> Self {
         let mut conn = tokio::net::TcpStream::connect(on).await.unwrap();
         let request = format!(
             "GET /api/v1/stream/applications?resourceVersion={since} HTTP/1.1\r\nHost: {on}\r\n\
@@ -278,7 +278,7 @@ impl Sse {
     }
 
     /// The next event's `result` (type and application).
-    async fn next(&mut self) -> Value {
+    pub async fn next(&mut self) -> Value {
         let read = async {
             loop {
                 let line = self.lines.next_line().await.unwrap().expect("the stream is open");

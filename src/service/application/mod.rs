@@ -30,6 +30,30 @@ use crate::app::App;
 use crate::service::{Ctx, Reply, StreamItem};
 
 const RESOURCE: &str = "applications";
+/// Attempts of a write whose application another write changed between check and commit.
+const ATTEMPTS: usize = 5;
+
+/// Runs `attempt` (read the application, authorize against what it read, write on the
+/// condition that it is still that version) again when another write came in between, so the
+/// check always judges the very object the write replaces: a move into another project cannot
+/// slip between them. A conflict with a version the client named (`client_rv`) is the client's
+/// to resolve and is answered at once.
+pub(crate) async fn rechecked<Fut>(
+    client_rv: Option<u64>,
+    mut attempt: impl FnMut() -> Fut,
+) -> Result<Reply, AppError>
+where
+    Fut: Future<Output = Result<Reply, AppError>>,
+{
+    let mut left = ATTEMPTS;
+    loop {
+        left -= 1;
+        match attempt().await {
+            Err(AppError::Aborted(_)) if client_rv.is_none() && left > 0 => {}
+            done => return done,
+        }
+    }
+}
 
 /// `ApplicationQuery` (List, Get, Watch).
 #[derive(Deserialize, Default, Debug)]
@@ -426,24 +450,30 @@ pub struct UpdateRequest {
 pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let (value, app) = AppView::canonical(client_fields(req.application))?;
-    let existing = authorized(
-        &ctx.app,
-        principal,
-        &app.metadata.namespace,
-        &app.metadata.name,
-        &req.project,
-        "update",
-    )?;
-    let resource_version = app.metadata.resource_version.clone();
-    replace(&ctx.app, principal, &existing, (value, app), &resource_version).await
+    let client_rv = parse_resource_version(&app.metadata.resource_version)?;
+    rechecked(client_rv, || async {
+        let existing = authorized(
+            &ctx.app,
+            principal,
+            &app.metadata.namespace,
+            &app.metadata.name,
+            &req.project,
+            "update",
+        )?;
+        let new = (value.clone(), app.clone());
+        replace(&ctx.app, principal, &existing, new, client_rv).await
+    })
+    .await
 }
 
+/// Writes `app` over `existing` once the caller may update the result too; conditional on the
+/// version the client named, else on `existing`'s (see [`rechecked`]).
 async fn replace(
     state: &App,
     principal: &Principal,
     existing: &DocRef,
     (value, app): (Value, AppView),
-    resource_version: &str,
+    client_rv: Option<u64>,
 ) -> Result<Reply, AppError> {
     let key = validate(state, &app)?;
     if key != existing.key {
@@ -454,7 +484,7 @@ async fn replace(
     let object = rbac_object(&state.namespace, app.project(), &key.namespace, &key.name);
     Access::hidden(RESOURCE, "update").check(state, principal, &object)?;
     let value = keep_server_fields(value, &existing.value());
-    let expect = parse_resource_version(resource_version)?;
+    let expect = Some(client_rv.unwrap_or(existing.rv));
     write(state, &app, Change::Update { key, value, expect }).await
 }
 
@@ -471,22 +501,25 @@ pub struct UpdateSpecRequest {
 /// Replaces the spec; answers with the spec as stored.
 pub async fn update_spec(ctx: Ctx, req: UpdateSpecRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let existing = authorized(
-        &ctx.app,
-        principal,
-        &req.app_namespace,
-        &req.name,
-        &req.project,
-        "update",
-    )?;
-    let mut value = existing.value();
-    if let Some(object) = value.as_object_mut() {
-        object.insert("spec".to_owned(), req.spec);
-    }
-    default_project(&mut value);
-    let rv = existing.rv.to_string();
-    let new = AppView::canonical(value)?;
-    let Reply::Doc(doc) = replace(&ctx.app, principal, &existing, new, &rv).await? else {
+    let written = rechecked(None, || async {
+        let existing = authorized(
+            &ctx.app,
+            principal,
+            &req.app_namespace,
+            &req.name,
+            &req.project,
+            "update",
+        )?;
+        let mut value = existing.value();
+        if let Some(object) = value.as_object_mut() {
+            object.insert("spec".to_owned(), req.spec.clone());
+        }
+        default_project(&mut value);
+        let new = AppView::canonical(value)?;
+        replace(&ctx.app, principal, &existing, new, None).await
+    })
+    .await?;
+    let Reply::Doc(doc) = written else {
         return Err(AppError::Internal(anyhow::anyhow!("update gave no object")));
     };
     Ok(Reply::Message(
@@ -507,21 +540,30 @@ pub struct PatchRequest {
 /// A JSON merge patch (`merge`, the default) or a JSON patch (`json`) of the application.
 pub async fn patch(ctx: Ctx, req: PatchRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let existing = authorized(
-        &ctx.app,
-        principal,
-        &req.app_namespace,
-        &req.name,
-        &req.project,
-        "update",
-    )?;
-    let mut value = existing.value();
     let patch: Value = serde_json::from_str(&req.patch)
         .map_err(|e| AppError::InvalidArgument(format!("the patch is not valid JSON: {e}")))?;
-    match req.patch_type.as_str() {
-        "" | "merge" => json_patch::merge(&mut value, &patch),
+    rechecked(None, || async {
+        let existing = authorized(
+            &ctx.app,
+            principal,
+            &req.app_namespace,
+            &req.name,
+            &req.project,
+            "update",
+        )?;
+        let value = patched(existing.value(), &patch, &req.patch_type)?;
+        let new = AppView::canonical(client_fields(value))?;
+        replace(&ctx.app, principal, &existing, new, None).await
+    })
+    .await
+}
+
+/// `value` with a merge patch (`merge`, the default) or a JSON patch (`json`) applied.
+fn patched(mut value: Value, patch: &Value, patch_type: &str) -> Result<Value, AppError> {
+    match patch_type {
+        "" | "merge" => json_patch::merge(&mut value, patch),
         "json" => {
-            let ops: json_patch::Patch = serde_json::from_value(patch)
+            let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| AppError::InvalidArgument(format!("invalid JSON patch: {e}")))?;
             json_patch::patch(&mut value, &ops)
                 .map_err(|e| AppError::InvalidArgument(format!("the JSON patch cannot be applied: {e}")))?;
@@ -532,9 +574,7 @@ pub async fn patch(ctx: Ctx, req: PatchRequest) -> Result<Reply, AppError> {
             )));
         }
     }
-    let rv = existing.rv.to_string();
-    let new = AppView::canonical(client_fields(value))?;
-    replace(&ctx.app, principal, &existing, new, &rv).await
+    Ok(value)
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -549,25 +589,28 @@ pub struct DeleteRequest {
 
 pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let existing = authorized(
-        &ctx.app,
-        principal,
-        &req.app_namespace,
-        &req.name,
-        &req.project,
-        "get",
-    )?;
-    ctx.app
-        .rbac
-        .enforce(principal, RESOURCE, "delete", &doc_object(&ctx.app, &existing))?;
-    ctx.app
-        .registry
-        .apply(vec![Change::Delete {
-            key: existing.key.clone(),
-            expect: Some(existing.rv),
-        }])
-        .await?;
-    Ok(Reply::Message(Value::Object(Map::new())))
+    rechecked(None, || async {
+        let existing = authorized(
+            &ctx.app,
+            principal,
+            &req.app_namespace,
+            &req.name,
+            &req.project,
+            "get",
+        )?;
+        ctx.app
+            .rbac
+            .enforce(principal, RESOURCE, "delete", &doc_object(&ctx.app, &existing))?;
+        ctx.app
+            .registry
+            .apply(vec![Change::Delete {
+                key: existing.key.clone(),
+                expect: Some(existing.rv),
+            }])
+            .await?;
+        Ok(Reply::Message(Value::Object(Map::new())))
+    })
+    .await
 }
 
 #[derive(Deserialize, Default, Debug)]

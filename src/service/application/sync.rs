@@ -39,7 +39,11 @@ pub struct SyncOptions {
 
 pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let state = &ctx.app;
+    super::rechecked(None, || sync_once(&ctx.app, principal, &req)).await
+}
+
+/// One attempt of [`sync`], on the application as it is now.
+async fn sync_once(state: &App, principal: &Principal, req: &SyncRequest) -> Result<Reply, AppError> {
     let (existing, object) = may_sync(state, principal, &req.app_namespace, &req.name, &req.project)?;
     // Local manifests replace what the repository says: they need `override` (SEC-23).
     if !req.manifests.is_empty() {
@@ -52,7 +56,7 @@ pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
     // The project may have changed since the application was written.
     validate(state, &app)?;
     check_sync_windows(state, &app)?;
-    check_auto_sync(&value, &req)?;
+    check_auto_sync(&value, req)?;
     if value.get("operation").is_some() {
         return Err(AppError::FailedPrecondition(
             "another operation is already in progress".to_owned(),
@@ -96,7 +100,11 @@ pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
         Value::from(req.manifests.clone()),
         !req.manifests.is_empty(),
     );
-    let options = req.sync_options.map(|o| o.items).unwrap_or_default();
+    let options = req
+        .sync_options
+        .as_ref()
+        .map(|o| o.items.clone())
+        .unwrap_or_default();
     put("syncOptions", Value::from(options.clone()), !options.is_empty());
     let mut operation = Map::new();
     operation.insert("sync".to_owned(), Value::Object(sync));
@@ -105,10 +113,10 @@ pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
         serde_json::json!({"username": principal.subject()}),
     );
     if !req.infos.is_empty() {
-        operation.insert("info".to_owned(), Value::from(req.infos));
+        operation.insert("info".to_owned(), Value::from(req.infos.clone()));
     }
-    if let Some(retry) = req.retry_strategy {
-        operation.insert("retry".to_owned(), retry);
+    if let Some(retry) = &req.retry_strategy {
+        operation.insert("retry".to_owned(), retry.clone());
     }
     if let Some(object) = value.as_object_mut() {
         object.insert("operation".to_owned(), Value::Object(operation));
@@ -135,7 +143,15 @@ pub struct TerminateRequest {
 /// controller has started yet is simply withdrawn.
 pub async fn terminate_operation(ctx: Ctx, req: TerminateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let state = &ctx.app;
+    super::rechecked(None, || terminate_once(&ctx.app, principal, &req)).await
+}
+
+/// One attempt of [`terminate_operation`], on the application as it is now.
+async fn terminate_once(
+    state: &App,
+    principal: &Principal,
+    req: &TerminateRequest,
+) -> Result<Reply, AppError> {
     let (existing, _) = may_sync(state, principal, &req.app_namespace, &req.name, &req.project)?;
     let mut value = existing.value();
     let running = value
