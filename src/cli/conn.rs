@@ -23,8 +23,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
 /// HTTP/2 pings under a native channel: a peer that stops answering them is given up after
 /// interval + timeout, so a watch (exempt from --request-timeout) cannot hang on a dead server.
-/// 30 s stays clear of grpc-go's default ping enforcement (a ping per 5 min without streams,
-/// and pings are only sent while a call is open, see `keep_alive_while_idle`).
+/// 30 s is above the 10 s ping minimum Argo CD's server enforces (`ARGOCD_GRPC_KEEP_ALIVE_MIN`);
+/// tiphys's server enforces none. Pings go only while a call is open (`keep_alive_while_idle`).
 const PING_INTERVAL: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(20);
 /// TCP keep-alive under gRPC-Web (HTTP/1.1 has no pings): finds a vanished peer or path.
