@@ -44,9 +44,13 @@ async fn grpc(client: &Client) -> anyhow::Result<tonic::client::Grpc<super::conn
         tonic::client::Grpc::with_origin(client.conn.transport.clone(), client.conn.origin.clone())
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    grpc.ready()
-        .await
-        .map_err(|e| anyhow!("cannot reach the server: {e}"))?;
+    grpc.ready().await.map_err(|e| {
+        let status = tonic::Status::from_error(e);
+        with_kind(
+            call_error("cannot reach the server", &status),
+            Some(status.code()),
+        )
+    })?;
     Ok(grpc)
 }
 
@@ -108,9 +112,11 @@ pub async fn stream(client: &Client, what: &str, path: &str, request: &Value) ->
     }
     let body = encode(&method, request)?;
     let mut grpc = grpc(client).await?;
-    let result = grpc
-        .server_streaming(tonic::Request::new(body), path, RawCodec)
-        .await;
+    // A stream may stay quiet for as long as nothing changes: no request timeout (keep-alives
+    // find a dead server instead, see `conn`).
+    let mut request = tonic::Request::new(body);
+    request.extensions_mut().insert(super::deadline::Streaming);
+    let result = grpc.server_streaming(request, path, RawCodec).await;
     let inner = finish(client, what, result)?;
     Ok(JsonStream {
         method,

@@ -173,6 +173,7 @@ pub fn call_error(what: &str, status: &tonic::Status) -> anyhow::Error {
     use tonic::Code;
     let message = status.message();
     match status.code() {
+        Code::DeadlineExceeded => super::deadline::failure(format!("{what}: {message}")),
         Code::Unauthenticated if !message.contains("log in") => anyhow!(
             "{what}: {message} (Unauthenticated; log in with `tiphys login SERVER`, or pass --auth-token)"
         ),

@@ -15,10 +15,20 @@ use tokio_util::either::Either;
 use tower::ServiceExt as _;
 use tower::util::BoxCloneSyncService;
 
+use super::deadline::{self, BoundedConnector, Deadline, parse_timeout};
 use crate::buildinfo::USER_AGENT;
 use crate::tlsclient;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// HTTP/2 pings under a native channel: a peer that stops answering them is given up after
+/// interval + timeout, so a watch (exempt from --request-timeout) cannot hang on a dead server.
+/// 30 s is above the 10 s ping minimum Argo CD's server enforces (`ARGOCD_GRPC_KEEP_ALIVE_MIN`);
+/// tiphys's server enforces none. Pings go only while a call is open (`keep_alive_while_idle`).
+const PING_INTERVAL: Duration = Duration::from_secs(30);
+const PING_TIMEOUT: Duration = Duration::from_secs(20);
+/// TCP keep-alive under gRPC-Web (HTTP/1.1 has no pings): finds a vanished peer or path.
+const TCP_KEEPALIVE: Duration = Duration::from_secs(30);
 
 /// Connection options shared by every client command.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -47,6 +57,14 @@ pub struct ClientOpts {
     /// The session or API token to authenticate with.
     #[arg(long, env = "TIPHYS_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
+    /// How long connecting may take, the TLS handshake included (Go syntax: 10s, 1m).
+    #[arg(long, env = "TIPHYS_CONNECT_TIMEOUT", value_name = "DURATION", default_value = "10s",
+          value_parser = parse_timeout)]
+    pub connect_timeout: Option<Duration>,
+    /// How long a call may wait for the server's whole answer (watches are exempt).
+    #[arg(long, env = "TIPHYS_REQUEST_TIMEOUT", value_name = "DURATION", default_value = "60s",
+          value_parser = parse_timeout)]
+    pub request_timeout: Option<Duration>,
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -110,6 +128,15 @@ pub fn server_address(raw: &str) -> Option<String> {
 }
 
 impl ClientOpts {
+    // `None` only for options built in code (`ClientOpts::default()`): clap always fills them.
+    fn connect_timeout(&self) -> Duration {
+        self.connect_timeout.unwrap_or(CONNECT_TIMEOUT)
+    }
+
+    fn request_timeout(&self) -> Duration {
+        self.request_timeout.unwrap_or(REQUEST_TIMEOUT)
+    }
+
     fn server(&self) -> anyhow::Result<String> {
         let server = self
             .server
@@ -159,6 +186,9 @@ impl ClientOpts {
             return match probe(&web).await {
                 Ok(()) => Ok(web),
                 Err(status) if is_auth_error(&status) => Ok(web),
+                Err(status) if deadline::is_timeout(&status) => {
+                    Err(deadline::failure(status.message().to_owned()))
+                }
                 Err(status) => Err(anyhow!(
                     "cannot reach {} over gRPC-Web: {}",
                     self.server()?,
@@ -170,6 +200,15 @@ impl ClientOpts {
         let native_err = match probe(&native).await {
             Ok(()) => return Ok(native),
             Err(status) if is_auth_error(&status) => return Ok(native),
+            // No gRPC-Web retry after a timeout: it would double the wait, and a proxy that
+            // cannot carry HTTP/2 answers (with an error) rather than staying silent, so a
+            // silent server is down or unreachable whatever the transport.
+            Err(status) if deadline::is_timeout(&status) => {
+                return Err(deadline::failure(format!(
+                    "{}; not retried over gRPC-Web",
+                    status.message()
+                )));
+            }
             Err(status) if is_final(&status) => {
                 return Err(anyhow!("cannot reach {}: {}", self.server()?, describe(&status)));
             }
@@ -186,6 +225,9 @@ impl ClientOpts {
                 Ok(web)
             }
             Err(status) if is_auth_error(&status) => Ok(web),
+            Err(status) if deadline::is_timeout(&status) => {
+                Err(deadline::failure(status.message().to_owned()))
+            }
             Err(web_err) => Err(anyhow!(
                 "cannot reach {} over gRPC: {}; gRPC-Web also failed: {}. If a proxy sits between, check --grpc-web, --plaintext and --grpc-web-root-path",
                 self.server()?,
@@ -210,14 +252,20 @@ impl ClientOpts {
             .unwrap_or_default()
             .trim_matches(['[', ']'])
             .to_owned();
+        let after = self.connect_timeout();
         let connector = tower::service_fn(move |uri: Uri| {
             let tls = tls.clone();
             let host = host.clone();
-            async move { dial(&uri, tls, &host).await }
+            let server = server.clone();
+            async move { deadline::connecting(&server, after, dial(&uri, tls, &host)).await }
         });
+        // The connector bounds TCP and TLS itself (tonic's connect_timeout would not say which
+        // server). Pings only while a call is open: an idle CLI channel has nothing to keep.
         let channel = tonic::transport::Endpoint::from(origin.clone())
             .user_agent(USER_AGENT)?
-            .connect_timeout(CONNECT_TIMEOUT)
+            .http2_keep_alive_interval(PING_INTERVAL)
+            .keep_alive_timeout(PING_TIMEOUT)
+            .keep_alive_while_idle(false)
             .connect_with_connector_lazy(connector);
         let headers = self.extra_headers()?;
         let transport = channel.map_request(move |mut req: http::Request<tonic::body::Body>| {
@@ -228,7 +276,7 @@ impl ClientOpts {
             .map_response(|r| r.map(tonic::body::Body::new))
             .map_err(BoxError::from);
         Ok(Connection {
-            transport: BoxCloneSyncService::new(transport),
+            transport: self.bounded(BoxCloneSyncService::new(transport))?,
             origin,
             grpc_web: false,
         })
@@ -243,13 +291,22 @@ impl ClientOpts {
         let tls = self.tls_config(Vec::new())?; // hyper-rustls sets ALPN itself
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.enforce_http(false);
-        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
         http.set_nodelay(true);
+        // No read-idle bound on gRPC-Web streams: the server sends no heartbeat on them (only
+        // its REST streams get one), so any bound would end quiet, healthy watches.
+        http.set_keepalive(Some(TCP_KEEPALIVE));
+        http.set_keepalive_interval(Some(Duration::from_secs(10)));
+        http.set_keepalive_retries(Some(3));
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
+        let https = BoundedConnector {
+            inner: https,
+            server,
+            after: self.connect_timeout(),
+        };
         let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
             .http2_only(false)
             .build::<_, tonic_web::GrpcWebCall<tonic::body::Body>>(https);
@@ -265,13 +322,22 @@ impl ClientOpts {
             })
             .map_result(|result| match result {
                 Ok(response) => grpc_web_response(response),
-                Err(err) => Err(BoxError::from(crate::error::with_causes(&err))),
+                Err(err) => Err(web_error(&err)),
             });
         Ok(Connection {
-            transport: BoxCloneSyncService::new(transport),
+            transport: self.bounded(BoxCloneSyncService::new(transport))?,
             origin,
             grpc_web: true,
         })
+    }
+
+    /// `transport` with the request timeout on its unary calls.
+    fn bounded(&self, transport: GrpcTransport) -> anyhow::Result<GrpcTransport> {
+        Ok(BoxCloneSyncService::new(Deadline {
+            inner: transport,
+            server: self.server()?,
+            after: self.request_timeout(),
+        }))
     }
 
     fn tls_config(&self, alpn: Vec<Vec<u8>>) -> anyhow::Result<ClientConfig> {
@@ -305,6 +371,15 @@ impl ClientOpts {
         };
         config.alpn_protocols = alpn;
         Ok(config)
+    }
+}
+
+/// A failed gRPC-Web exchange: our timeout as its status, anything else with its causes
+/// spelled out (hyper's own message is only "client error (Connect)").
+fn web_error(err: &hyper_util::client::legacy::Error) -> BoxError {
+    match deadline::timeout_in(err) {
+        Some(status) => Box::new(status),
+        None => BoxError::from(crate::error::with_causes(err)),
     }
 }
 

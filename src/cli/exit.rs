@@ -10,6 +10,7 @@
 //! | 4 | permission denied, or not logged in (`PermissionDenied`, `Unauthenticated`) |
 //! | 5 | not found (`NotFound`) |
 //! | 6 | conflict with the current state (`AlreadyExists`, `FailedPrecondition`, `Aborted`) |
+//! | 7 | unavailable: the server did not answer in time (`--connect-timeout`, `--request-timeout`, `DeadlineExceeded`) |
 
 use std::process::ExitCode;
 
@@ -20,6 +21,7 @@ pub enum Kind {
     Denied,
     NotFound,
     Conflict,
+    Unavailable,
 }
 
 impl Kind {
@@ -29,6 +31,7 @@ impl Kind {
             Kind::Denied => 4,
             Kind::NotFound => 5,
             Kind::Conflict => 6,
+            Kind::Unavailable => 7,
         }
     }
 
@@ -40,6 +43,7 @@ impl Kind {
             Code::PermissionDenied | Code::Unauthenticated => Some(Kind::Denied),
             Code::NotFound => Some(Kind::NotFound),
             Code::AlreadyExists | Code::FailedPrecondition | Code::Aborted => Some(Kind::Conflict),
+            Code::DeadlineExceeded => Some(Kind::Unavailable),
             _ => None,
         }
     }

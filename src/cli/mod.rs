@@ -12,6 +12,7 @@ mod cluster;
 pub mod config;
 pub mod conn;
 mod context;
+mod deadline;
 pub mod exit;
 mod export;
 mod kubeconfig;

@@ -362,7 +362,7 @@ async fn the_generic_caller_reads_a_server_stream() {
 }
 
 /// The session token saved in the user's config.
-fn session_token(session: &Session) -> String {
+pub fn session_token(session: &Session) -> String {
     let text = std::fs::read_to_string(session.config()).unwrap();
     let cfg: Value = serde_yaml_ng::from_str(&text).unwrap();
     cfg["users"][0]["auth-token"].as_str().unwrap().to_owned()

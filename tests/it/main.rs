@@ -17,6 +17,7 @@ mod cli_accounts;
 mod cli_apply;
 mod cli_apps;
 mod cli_rbac;
+mod cli_timeouts;
 mod clusters;
 mod credentials_api;
 mod matrix;
