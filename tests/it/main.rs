@@ -19,6 +19,7 @@ mod cli_rbac;
 mod clusters;
 mod credentials_api;
 mod matrix;
+mod metrics;
 mod migrate;
 mod paths;
 mod projects;
