@@ -116,6 +116,15 @@ fn axum_templates(path: &str) -> Vec<(String, Vec<String>)> {
     vec![(out, fields)]
 }
 
+/// Each axum template of the table's REST mappings, with the mapping's own template.
+pub fn templates(rpcs: &[Arc<Rpc>]) -> impl Iterator<Item = (String, &'static str)> + '_ {
+    rpcs.iter().flat_map(|rpc| &rpc.rest).flat_map(|route| {
+        axum_templates(route.path)
+            .into_iter()
+            .map(|(template, _)| (template, route.path))
+    })
+}
+
 /// One REST mapping of one method: what its handler needs.
 struct Endpoint {
     rpc: Arc<Rpc>,

@@ -20,17 +20,28 @@ use crate::error::rest_error;
 
 /// The REST API, `/auth/…` and `/healthz`; the caller adds the fallback (the dashboard).
 pub fn router(state: Arc<App>) -> Router {
+    let [logout, login, callback, healthz] = FIXED_ROUTES;
     let api = Router::new()
-        .route("/auth/logout", get(auth::logout).post(auth::logout))
-        .route("/auth/login", get(auth::login))
-        .route("/auth/callback", get(auth::callback))
-        .route("/healthz", get(health::healthz));
+        .route(logout, get(auth::logout).post(auth::logout))
+        .route(login, get(auth::login))
+        .route(callback, get(auth::callback))
+        .route(healthz, get(health::healthz));
     dynamic::routes(api, &crate::rpc::table())
         .route("/api", any(not_found))
         .route("/api/{*rest}", any(not_found))
         .route("/auth/{*rest}", any(not_found))
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// The routes written here; the method table has the rest.
+const FIXED_ROUTES: [&str; 4] = ["/auth/logout", "/auth/login", "/auth/callback", "/healthz"];
+
+/// Every REST route as the router matches it (an axum template), with its label: the
+/// template as the method table writes it. The catch-alls are left out: they are `other`.
+pub fn route_templates(rpcs: &[Arc<crate::rpc::Rpc>]) -> Vec<(String, &'static str)> {
+    let fixed = FIXED_ROUTES.iter().map(|path| ((*path).to_owned(), *path));
+    fixed.chain(dynamic::templates(rpcs)).collect()
 }
 
 async fn not_found() -> Response {

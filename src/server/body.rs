@@ -1,6 +1,7 @@
 //! The response body wrapper every response leaves through: it keeps the
 //! connection's in-flight count up while the body streams (so the idle timer
-//! never cuts a long watch) and records the gRPC outcome from the trailers.
+//! never cuts a long watch) and records a gRPC or gRPC-Web outcome where its
+//! final status is: the trailers, or the gRPC-Web trailer frame.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -13,8 +14,9 @@ use bytes::Bytes;
 use http_body::{Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::metrics::{Metrics, Outcome};
-use super::protocol::{GRPC_STATUS, Protocol};
+use super::metrics::Metrics;
+use super::outcome::{Outcome, TrailerScan};
+use super::protocol::Protocol;
 
 /// Counts one in-flight request of a connection until dropped.
 pub struct InFlight(Arc<AtomicUsize>);
@@ -32,17 +34,30 @@ impl Drop for InFlight {
     }
 }
 
-/// A gRPC outcome that is only known when the trailers arrive.
+/// An outcome known only at the end of the body.
 pub struct PendingOutcome {
     pub metrics: Arc<Metrics>,
     pub protocol: Protocol,
+    pub route: usize,
     pub elapsed: Duration,
+    /// gRPC-Web: reads the trailer frame; `None`: native gRPC, the HTTP trailers.
+    pub scan: Option<TrailerScan>,
 }
 
 impl PendingOutcome {
     fn finish(self, outcome: Outcome) {
-        self.metrics.observe(self.protocol, outcome, self.elapsed);
+        self.metrics
+            .observe(self.protocol, self.route, outcome, self.elapsed);
     }
+}
+
+/// The outcome `frame` settles, if it does.
+fn settled(pending: &mut PendingOutcome, frame: &Frame<Bytes>) -> Option<Outcome> {
+    if let Some(trailers) = frame.trailers_ref() {
+        return Some(Outcome::from_trailers(trailers));
+    }
+    let (scan, data) = (pending.scan.as_mut()?, frame.data_ref()?);
+    scan.feed(data)
 }
 
 pin_project! {
@@ -85,16 +100,14 @@ impl http_body::Body for ObservedBody {
         let polled = this.inner.poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
-                if let Some(trailers) = frame.trailers_ref()
+                if let Some(pending) = this.pending.as_mut()
+                    && let Some(outcome) = settled(pending, frame)
                     && let Some(pending) = this.pending.take()
                 {
-                    let code = trailers
-                        .get(GRPC_STATUS)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or("2");
-                    pending.finish(Outcome::from_grpc(code));
+                    pending.finish(outcome);
                 }
             }
+            // The body ended without a final status.
             Poll::Ready(None) | Poll::Ready(Some(Err(_))) => {
                 if let Some(pending) = this.pending.take() {
                     pending.finish(Outcome::ServerError);

@@ -25,8 +25,10 @@ use super::body::{InFlight, ObservedBody, PendingOutcome};
 use super::config::{HtmlHeaders, ServerConfig};
 use super::conn::ConnInfo;
 use super::edge::{self, Decision};
-use super::metrics::{Metrics, Outcome};
+use super::metrics::Metrics;
+use super::outcome::{self, Final};
 use super::protocol::{GRPC_MESSAGE, GRPC_STATUS, Protocol};
+use super::routes;
 use crate::app::App;
 use crate::auth::cookie::CookieScope;
 use crate::auth::{Carrier, Channel};
@@ -112,42 +114,38 @@ impl Dispatcher {
         in_flight: InFlight,
     ) -> Response<ObservedBody> {
         let start = Instant::now();
-        let (protocol, response) = self.route(req, conn).await;
+        let (protocol, route, response) = self.route(req, conn).await;
         let elapsed = start.elapsed();
-        let grpc_like = matches!(protocol, Protocol::Grpc | Protocol::GrpcWeb);
-        let pending = if grpc_like {
-            match response.headers().get(GRPC_STATUS).and_then(|v| v.to_str().ok()) {
-                // Trailers-only: the outcome is already known.
-                Some(code) => {
-                    self.metrics.observe(protocol, Outcome::from_grpc(code), elapsed);
-                    None
-                }
-                None if response.status() == StatusCode::OK => Some(PendingOutcome {
-                    metrics: Arc::clone(&self.metrics),
-                    protocol,
-                    elapsed,
-                }),
-                None => {
-                    self.metrics
-                        .observe(protocol, Outcome::from_http(response.status().as_u16()), elapsed);
-                    None
-                }
+        let scan = match outcome::at_head(protocol, response.status(), response.headers()) {
+            Final::Known(outcome) => {
+                self.metrics.observe(protocol, route, outcome, elapsed);
+                None
             }
-        } else {
-            self.metrics
-                .observe(protocol, Outcome::from_http(response.status().as_u16()), elapsed);
-            None
+            Final::Trailers => Some(None),
+            Final::GrpcWeb(scan) => Some(Some(scan)),
         };
+        let pending = scan.map(|scan| PendingOutcome {
+            metrics: Arc::clone(&self.metrics),
+            protocol,
+            route,
+            elapsed,
+            scan,
+        });
         response.map(|body| ObservedBody::new(body, pending, in_flight))
     }
 
-    async fn route<B: RequestBody>(&self, mut req: Request<B>, conn: ConnInfo) -> (Protocol, Response<Body>) {
+    /// The protocol, the route label (an index of `metrics.routes()`) and the response.
+    async fn route<B: RequestBody>(
+        &self,
+        mut req: Request<B>,
+        conn: ConnInfo,
+    ) -> (Protocol, usize, Response<Body>) {
         let wire = Protocol::of_content_type(req.headers());
         let scheme = match self.scheme(&req, conn, wire) {
             Ok(scheme) => scheme,
             Err(response) => {
                 let protocol = wire.at_path(req.uri().path());
-                return (protocol, *response);
+                return (protocol, routes::OTHER, *response);
             }
         };
         if wire == Protocol::Grpc && req.version() < Version::HTTP_2 {
@@ -155,7 +153,12 @@ impl Dispatcher {
                 tracing::warn!(peer = %conn.peer, path = req.uri().path(),
                     "gRPC request arrived over HTTP/1.1: a proxy is downgrading gRPC; clients must use --grpc-web through it");
             }
-            return (wire, grpc_error(tonic::Code::Unavailable, GRPC_NEEDS_HTTP2));
+            let route = self.metrics.routes().index(wire, req.uri().path());
+            return (
+                wire,
+                route,
+                grpc_error(tonic::Code::Unavailable, GRPC_NEEDS_HTTP2),
+            );
         }
         if !self.rootpath.is_empty() && req.uri().path() != "/healthz" {
             match strip_prefix(req.uri(), &self.rootpath) {
@@ -164,11 +167,12 @@ impl Dispatcher {
                 None if wire == Protocol::Grpc => {}
                 None => {
                     let protocol = wire.at_path(req.uri().path());
-                    return (protocol, not_found());
+                    return (protocol, routes::OTHER, not_found());
                 }
             }
         }
         let protocol = wire.at_path(req.uri().path());
+        let route = self.metrics.routes().index(protocol, req.uri().path());
         let (context, renewed) = self.identify(req.headers(), protocol, conn, scheme).await;
         let verified_bearer = context.auth.carrier == Some(Carrier::Bearer)
             && matches!(context.caller.credentials, Credentials::Valid(_));
@@ -195,7 +199,7 @@ impl Dispatcher {
         if let Some(renewal) = renewed {
             self.hand_back(&mut response, protocol, scheme, &renewal).await;
         }
-        (protocol, response)
+        (protocol, route, response)
     }
 
     /// The one place that works out who the caller is. Static UI files need

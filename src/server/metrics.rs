@@ -1,5 +1,6 @@
 //! Prometheus metrics with fixed, low-cardinality labels: requests and
-//! latency by protocol (grpc, grpc-web, rest, ui) and outcome class, and
+//! latency by protocol (grpc, grpc-web, rest, ui) and outcome class, the same
+//! by route (gRPC method or REST template, a set fixed at startup), and
 //! what the application counts. Plain atomics on the request path (nothing
 //! here allocates or locks per request); `prometheus-client` writes the
 //! exposition, the one writer of the server's metrics.
@@ -9,72 +10,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
+use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
+pub use super::outcome::Outcome;
 use super::protocol::Protocol;
+use super::routes::Routes;
 use crate::app::App;
 
 /// Upper bounds of the latency histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
 
-/// How a request ended, coarsely: HTTP status class, or gRPC ok/error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    Success,
-    ClientError,
-    ServerError,
-    Redirect,
-}
-
-const OUTCOMES: [Outcome; 4] = [
-    Outcome::Success,
-    Outcome::Redirect,
-    Outcome::ClientError,
-    Outcome::ServerError,
-];
-
-impl Outcome {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Success => "success",
-            Self::Redirect => "redirect",
-            Self::ClientError => "client_error",
-            Self::ServerError => "server_error",
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            Self::Success => 0,
-            Self::Redirect => 1,
-            Self::ClientError => 2,
-            Self::ServerError => 3,
-        }
-    }
-
-    pub fn from_http(status: u16) -> Self {
-        match status {
-            300..=399 => Self::Redirect,
-            400..=499 => Self::ClientError,
-            500.. => Self::ServerError,
-            _ => Self::Success,
-        }
-    }
-
-    /// gRPC codes a client caused are client errors; the rest server errors.
-    pub fn from_grpc(code: &str) -> Self {
-        match code.trim() {
-            "0" => Self::Success,
-            "1" | "3" | "4" | "5" | "6" | "7" | "8" | "9" | "10" | "11" | "12" | "16" => Self::ClientError,
-            _ => Self::ServerError,
-        }
-    }
-}
-
 #[derive(Default, Debug)]
-struct PerProtocol {
+struct Series {
     outcomes: [AtomicU64; 4],
     /// Observations per bucket, not cumulative: the last counts those above
     /// every bound. One counter per observation instead of one per bound it
@@ -83,14 +32,22 @@ struct PerProtocol {
     sum_micros: AtomicU64,
 }
 
-#[derive(Default, Debug)]
 pub struct Metrics {
-    protocols: [PerProtocol; 4],
+    protocols: [Series; 4],
+    routes: Routes,
+    /// One series per route and protocol: `[route * 4 + protocol]`.
+    by_route: Box<[Series]>,
     connections_tls: AtomicU64,
     connections_plaintext: AtomicU64,
     connections_refused: AtomicU64,
     open_connections: AtomicU64,
     redirects: AtomicU64,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
 }
 
 fn index(protocol: Protocol) -> usize {
@@ -111,7 +68,89 @@ impl Drop for OpenConnection<'_> {
     }
 }
 
+impl Series {
+    fn observe(&self, outcome: Outcome, elapsed: Duration) {
+        self.outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
+        let secs = elapsed.as_secs_f64();
+        let bucket = BUCKETS
+            .iter()
+            .position(|bound| secs <= *bound)
+            .unwrap_or(BUCKETS.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        self.sum_micros.fetch_add(
+            u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
+            Ordering::Relaxed,
+        );
+    }
+
+    fn count(&self) -> u64 {
+        self.outcomes.iter().map(|n| n.load(Ordering::Relaxed)).sum()
+    }
+
+    fn encode_requests(
+        &self,
+        family: &mut MetricEncoder<'_>,
+        labels: &[(&str, &str)],
+    ) -> Result<(), std::fmt::Error> {
+        for outcome in Outcome::ALL {
+            let n = self.outcomes[outcome.index()].load(Ordering::Relaxed);
+            let labels = [labels, &[("outcome", outcome.as_str())]].concat();
+            family
+                .encode_family(&labels)?
+                .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
+        }
+        Ok(())
+    }
+
+    fn encode_histogram(
+        &self,
+        family: &mut MetricEncoder<'_>,
+        labels: &[(&str, &str)],
+    ) -> Result<(), std::fmt::Error> {
+        let mut buckets = Vec::with_capacity(BUCKETS.len() + 1);
+        let mut count = 0;
+        for (i, bound) in BUCKETS.iter().chain(&[f64::INFINITY]).enumerate() {
+            let n = self.buckets[i].load(Ordering::Relaxed);
+            count += n;
+            buckets.push((*bound, n));
+        }
+        #[allow(clippy::cast_precision_loss)]
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        family
+            .encode_family(&labels)?
+            .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    }
+}
+
+/// The metrics of a server with the method table's routes.
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new(Routes::new(&crate::rpc::table()))
+    }
+}
+
 impl Metrics {
+    pub fn new(routes: Routes) -> Self {
+        let by_route = (0..routes.count() * Protocol::ALL.len())
+            .map(|_| Series::default())
+            .collect();
+        Self {
+            protocols: Default::default(),
+            routes,
+            by_route,
+            connections_tls: AtomicU64::default(),
+            connections_plaintext: AtomicU64::default(),
+            connections_refused: AtomicU64::default(),
+            open_connections: AtomicU64::default(),
+            redirects: AtomicU64::default(),
+        }
+    }
+
+    /// The route labels these metrics count by.
+    pub fn routes(&self) -> &Routes {
+        &self.routes
+    }
+
     pub fn connection_opened(&self, tls: bool) -> OpenConnection<'_> {
         let counter = if tls {
             &self.connections_tls
@@ -132,19 +171,23 @@ impl Metrics {
         self.redirects.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn observe(&self, protocol: Protocol, outcome: Outcome, elapsed: Duration) {
-        let p = &self.protocols[index(protocol)];
-        p.outcomes[outcome.index()].fetch_add(1, Ordering::Relaxed);
-        let secs = elapsed.as_secs_f64();
-        let bucket = BUCKETS
-            .iter()
-            .position(|bound| secs <= *bound)
-            .unwrap_or(BUCKETS.len());
-        p.buckets[bucket].fetch_add(1, Ordering::Relaxed);
-        p.sum_micros.fetch_add(
-            u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+    /// One request of `protocol` to `route` (an index of [`Metrics::routes`]).
+    pub fn observe(&self, protocol: Protocol, route: usize, outcome: Outcome, elapsed: Duration) {
+        self.protocols[index(protocol)].observe(outcome, elapsed);
+        if let Some(series) = self.by_route.get(route * Protocol::ALL.len() + index(protocol)) {
+            series.observe(outcome, elapsed);
+        }
+    }
+
+    /// The series of each route and protocol that has seen a request: a route appears at its
+    /// first request, so the exposition holds what is used, not every route the server has.
+    fn used_routes(&self) -> impl Iterator<Item = (&'static str, Protocol, &Series)> {
+        (0..self.routes.count()).flat_map(move |route| {
+            Protocol::ALL.into_iter().filter_map(move |proto| {
+                let series = self.by_route.get(route * Protocol::ALL.len() + index(proto))?;
+                (series.count() > 0).then(|| (self.routes.name(route), proto, series))
+            })
+        })
     }
 }
 
@@ -165,14 +208,7 @@ impl Collector for Metrics {
             MetricType::Counter,
         )?;
         for proto in Protocol::ALL {
-            let p = &self.protocols[index(proto)];
-            for outcome in OUTCOMES {
-                let labels = [("protocol", proto.as_str()), ("outcome", outcome.as_str())];
-                let n = p.outcomes[outcome.index()].load(Ordering::Relaxed);
-                requests
-                    .encode_family(&labels)?
-                    .encode_counter::<NoLabelSet, _, u64>(&n, None)?;
-            }
+            self.protocols[index(proto)].encode_requests(&mut requests, &[("protocol", proto.as_str())])?;
         }
         let mut durations = encoder.encode_descriptor(
             "tiphys_request_duration_seconds",
@@ -181,20 +217,9 @@ impl Collector for Metrics {
             MetricType::Histogram,
         )?;
         for proto in Protocol::ALL {
-            let p = &self.protocols[index(proto)];
-            let mut buckets = Vec::with_capacity(BUCKETS.len() + 1);
-            let mut count = 0;
-            for (i, bound) in BUCKETS.iter().chain(&[f64::INFINITY]).enumerate() {
-                let n = p.buckets[i].load(Ordering::Relaxed);
-                count += n;
-                buckets.push((*bound, n));
-            }
-            #[allow(clippy::cast_precision_loss)]
-            let sum = p.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-            durations
-                .encode_family(&[("protocol", proto.as_str())])?
-                .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+            self.protocols[index(proto)].encode_histogram(&mut durations, &[("protocol", proto.as_str())])?;
         }
+        self.encode_routes(&mut encoder)?;
         let mut connections = encoder.encode_descriptor(
             "tiphys_connections",
             "Accepted connections by transport.",
@@ -227,6 +252,30 @@ impl Collector for Metrics {
             "Plaintext requests redirected to https.",
             self.redirects.load(Ordering::Relaxed),
         )
+    }
+}
+
+impl Metrics {
+    fn encode_routes(&self, encoder: &mut DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        let mut requests = encoder.encode_descriptor(
+            "tiphys_route_requests",
+            "Requests by route (gRPC method or REST template), protocol and outcome.",
+            None,
+            MetricType::Counter,
+        )?;
+        for (route, proto, series) in self.used_routes() {
+            series.encode_requests(&mut requests, &[("route", route), ("protocol", proto.as_str())])?;
+        }
+        let mut durations = encoder.encode_descriptor(
+            "tiphys_route_request_duration_seconds",
+            "Time to the response head, by route and protocol.",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (route, proto, series) in self.used_routes() {
+            series.encode_histogram(&mut durations, &[("route", route), ("protocol", proto.as_str())])?;
+        }
+        Ok(())
     }
 }
 
@@ -354,8 +403,13 @@ mod tests {
     #[test]
     fn observations_show_up_in_the_exposition() {
         let m = Metrics::default();
-        m.observe(Protocol::Grpc, Outcome::Success, Duration::from_millis(2));
-        m.observe(Protocol::Rest, Outcome::from_http(404), Duration::from_millis(1));
+        m.observe(Protocol::Grpc, 0, Outcome::Success, Duration::from_millis(2));
+        m.observe(
+            Protocol::Rest,
+            0,
+            Outcome::from_http(404),
+            Duration::from_millis(1),
+        );
         let text = render_alone(m);
         assert!(
             text.contains("tiphys_requests_total{protocol=\"grpc\",outcome=\"success\"} 1"),
@@ -363,14 +417,22 @@ mod tests {
         );
         assert!(text.contains("tiphys_requests_total{protocol=\"rest\",outcome=\"client_error\"} 1"));
         assert!(text.contains("tiphys_request_duration_seconds_count{protocol=\"grpc\"} 1"));
+        assert!(
+            text.contains(
+                "tiphys_route_requests_total{route=\"other\",protocol=\"rest\",outcome=\"client_error\"} 1"
+            ),
+            "{text}"
+        );
+        // Only routes that saw a request are written.
+        assert!(!text.contains("route=\"ui\""), "{text}");
     }
 
     #[test]
     fn histogram_buckets_are_cumulative() {
         let m = Metrics::default();
-        m.observe(Protocol::Rest, Outcome::Success, Duration::from_micros(200));
-        m.observe(Protocol::Rest, Outcome::Success, Duration::from_millis(2));
-        m.observe(Protocol::Rest, Outcome::Success, Duration::from_secs(10));
+        m.observe(Protocol::Rest, 0, Outcome::Success, Duration::from_micros(200));
+        m.observe(Protocol::Rest, 0, Outcome::Success, Duration::from_millis(2));
+        m.observe(Protocol::Rest, 0, Outcome::Success, Duration::from_secs(10));
         let text = render_alone(m);
         let bucket = |le: &str| {
             let prefix = format!("tiphys_request_duration_seconds_bucket{{le=\"{le}\",protocol=\"rest\"}} ");

@@ -21,6 +21,7 @@ mod cli_timeouts;
 mod clusters;
 mod credentials_api;
 mod matrix;
+mod metrics;
 mod migrate;
 mod paths;
 mod projects;
