@@ -24,7 +24,7 @@ const EXTRA_GRPC: [&str; 4] = [
 
 pub struct Routes {
     names: Vec<&'static str>,
-    grpc: HashMap<&'static str, usize>,
+    grpc: HashMap<&'static str, usize, foldhash::fast::RandomState>,
     /// The REST routes as axum matches them (the same templates), valued by label index.
     rest: matchit::Router<usize>,
 }
@@ -34,7 +34,7 @@ impl Routes {
     pub fn new(rpcs: &[Arc<Rpc>]) -> Self {
         let mut routes = Self {
             names: vec!["other", "ui"],
-            grpc: HashMap::new(),
+            grpc: HashMap::default(),
             rest: matchit::Router::new(),
         };
         for path in rpcs.iter().map(|rpc| rpc.path).chain(EXTRA_GRPC) {
