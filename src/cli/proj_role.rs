@@ -118,6 +118,25 @@ pub async fn run(config: &Path, command: RoleCommand, out: &mut dyn Write) -> an
         }
         RoleCommand::DeleteToken(args) => {
             let client = Client::connect(config, &args.conn, None).await?;
+            // The API answers success for a token that does not exist (as upstream's does):
+            // look first, so that a mistyped time is not reported as deleted.
+            let path = format!("{SVC}/Get");
+            let project = call::unary(
+                &client,
+                "proj role delete-token failed",
+                &path,
+                &json!({"name": args.project}),
+            )
+            .await?;
+            if !has_token(&project, &args.role, args.iat) {
+                return Err(anyhow::Error::new(exit::Failure {
+                    kind: exit::Kind::NotFound,
+                    message: format!(
+                        "proj role delete-token failed: role '{}' of project '{}' has no token issued at {}",
+                        args.role, args.project, args.iat
+                    ),
+                }));
+            }
             let request = json!({"project": args.project, "role": args.role, "iat": args.iat});
             let path = format!("{SVC}/DeleteToken");
             call::unary(&client, "proj role delete-token failed", &path, &request).await?;
@@ -129,6 +148,30 @@ pub async fn run(config: &Path, command: RoleCommand, out: &mut dyn Write) -> an
         }
     }
     Ok(())
+}
+
+/// Whether `project` (as the API gives it) has a token of `role` issued at `iat`, in the
+/// role's list or in the status's.
+fn has_token(project: &Value, role: &str, iat: i64) -> bool {
+    let issued = |tokens: Option<&Value>| {
+        tokens
+            .and_then(Value::as_array)
+            .is_some_and(|list| list.iter().any(|t| json_i64(&t["iat"]) == Some(iat)))
+    };
+    let in_spec = project
+        .pointer("/spec/roles")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|r| r["name"] == role)
+        .any(|r| issued(r.get("jwtTokens")));
+    let escaped = role.replace('~', "~0").replace('/', "~1");
+    in_spec || issued(project.pointer(&format!("/status/jwtTokensByRole/{escaped}/items")))
+}
+
+/// A number the JSON may give as a number or a string (64-bit integers).
+fn json_i64(v: &Value) -> Option<i64> {
+    v.as_i64().or_else(|| v.as_str().and_then(|s| s.parse().ok()))
 }
 
 fn roles(spec: &Map<String, Value>) -> Vec<Value> {

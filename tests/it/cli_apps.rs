@@ -440,6 +440,16 @@ fn projects_clusters_and_repositories_from_the_cli() {
     );
     let iat = role["jwtTokens"][0]["iat"].as_i64().unwrap().to_string();
     admin.ok(&["proj", "role", "delete-token", "web", "ci", &iat]);
+    // Gone now, and a time no token was issued at: not found (5), never "deleted".
+    for missing in [iat.as_str(), "12345"] {
+        let err = admin.fails(&["proj", "role", "delete-token", "web", "ci", missing], 5);
+        assert!(
+            err.contains(&format!(
+                "role 'ci' of project 'web' has no token issued at {missing}"
+            )),
+            "{err}"
+        );
+    }
     assert_eq!(admin.ok(&["proj", "list", "-o", "name"]), "default\nweb\n");
     assert!(admin.ok(&["proj", "list"]).contains("Web team"));
 
