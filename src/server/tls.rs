@@ -23,8 +23,9 @@ const RELOAD_POLL: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    // The cause is in the message, not the error chain: printed once.
+    #[error("cannot read {path}: {cause}")]
+    Read { path: PathBuf, cause: std::io::Error },
     #[error("{path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
     #[error("certificate {cert} and key {key} do not belong together: {reason}")]
@@ -33,8 +34,8 @@ pub enum TlsError {
         key: PathBuf,
         reason: String,
     },
-    #[error("cannot write {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {path}: {cause}")]
+    Write { path: PathBuf, cause: std::io::Error },
     #[error("cannot generate a self-signed certificate: {0}")]
     Generate(String),
     #[error("{0}")]
@@ -201,13 +202,13 @@ pub fn load(source: &CertSource, provider: &CryptoProvider) -> Result<Arc<CertRe
 }
 
 fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Result<Loaded, TlsError> {
-    let cert_pem = std::fs::read(cert_path).map_err(|source| TlsError::Read {
+    let cert_pem = std::fs::read(cert_path).map_err(|cause| TlsError::Read {
         path: cert_path.into(),
-        source,
+        cause,
     })?;
-    let key_pem = std::fs::read(key_path).map_err(|source| TlsError::Read {
+    let key_pem = std::fs::read(key_path).map_err(|cause| TlsError::Read {
         path: key_path.into(),
-        source,
+        cause,
     })?;
     let invalid = |path: &Path, reason: String| TlsError::Invalid {
         path: path.into(),
@@ -223,7 +224,16 @@ fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Re
         .map_err(|e| invalid(cert_path, format!("the first certificate cannot be parsed: {e}")))?;
     let not_after =
         UNIX_EPOCH + Duration::from_secs(parsed.validity().not_after.timestamp().max(0).unsigned_abs());
+    warn_if_not_valid_now(cert_path, &parsed);
     let names = san_names(&parsed);
+    if is_encrypted_key(&key_pem) {
+        return Err(invalid(
+            key_path,
+            "is an encrypted private key: tiphys needs it unencrypted (for example \
+             `openssl pkey -in KEY -out PLAIN`), kept readable by the server alone"
+                .into(),
+        ));
+    }
     let key_der = PrivateKeyDer::from_pem_slice(&key_pem)
         .map_err(|e| invalid(key_path, format!("contains no usable PEM private key: {e}")))?;
     let signing_key = provider
@@ -241,6 +251,24 @@ fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Re
         not_after,
         names,
     })
+}
+
+/// Serving a certificate outside its validity is allowed (clients decide), but said: at start and
+/// at every reload.
+fn warn_if_not_valid_now(path: &Path, cert: &x509_parser::certificate::X509Certificate<'_>) {
+    let now = x509_parser::time::ASN1Time::now();
+    let validity = cert.validity();
+    if now > validity.not_after {
+        tracing::warn!(cert = %path.display(), not_after = %validity.not_after, "the TLS certificate has expired: clients will refuse it");
+    } else if now < validity.not_before {
+        tracing::warn!(cert = %path.display(), not_before = %validity.not_before, "the TLS certificate is not valid yet: clients will refuse it");
+    }
+}
+
+/// A PKCS#8 encrypted key, or a traditional PEM key with an encryption header.
+fn is_encrypted_key(pem: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(pem);
+    text.contains("-----BEGIN ENCRYPTED PRIVATE KEY-----") || text.contains("Proc-Type: 4,ENCRYPTED")
 }
 
 fn san_names(cert: &x509_parser::certificate::X509Certificate<'_>) -> Vec<String> {
@@ -319,9 +347,9 @@ fn generate_self_signed(cert_path: &Path, key_path: &Path, names: &[String]) -> 
 /// old file or the new one, never half of one.
 fn write_atomically(path: &Path, data: &[u8], mode: u32) -> Result<(), TlsError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let err = |source| TlsError::Write {
+    let err = |cause| TlsError::Write {
         path: path.into(),
-        source,
+        cause,
     };
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(err)?;

@@ -188,6 +188,25 @@ fn unreadable_or_mismatched_certificate_files_stop_startup_with_the_file_and_rea
         log.contains("missing.crt") && log.contains("No such file"),
         "{log}"
     );
+    assert_eq!(log.matches("No such file").count(), 1, "the cause once: {log}");
+
+    // An encrypted key is named as such, not as "no usable key".
+    let encrypted = dir.path().join("encrypted.key");
+    std::fs::write(
+        &encrypted,
+        "-----BEGIN ENCRYPTED PRIVATE KEY-----\nMIIFHzBJBgkqhkiG9w0BBQ0wPDAbBgkqhkiG9w0BBQww\n-----END ENCRYPTED PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let log = start_fails(&[
+        "--tls-cert",
+        cert_a.to_str().unwrap(),
+        "--tls-key",
+        encrypted.to_str().unwrap(),
+    ]);
+    assert!(
+        log.contains("encrypted.key") && log.contains("is an encrypted private key"),
+        "{log}"
+    );
 
     let log = start_fails(&[
         "--tls-cert",
@@ -223,4 +242,52 @@ fn unreadable_or_mismatched_certificate_files_stop_startup_with_the_file_and_rea
 
     let log = start_fails(&["--tlsciphers", "TLS_NOT_A_CIPHER"]);
     assert!(log.contains("TLS_NOT_A_CIPHER"), "{log}");
+}
+
+/// A certificate outside its validity is served (clients decide) but said, at start and at each
+/// reload.
+#[tokio::test]
+async fn an_expired_certificate_is_warned_about_at_start_and_at_each_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let write_expired = |stem: &str| {
+        let mut params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+        params.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        params.not_after = rcgen::date_time_ymd(2021, 1, 1);
+        let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let (cert_path, key_path) = (
+            dir.path().join(format!("{stem}.crt")),
+            dir.path().join(format!("{stem}.key")),
+        );
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert_path, key_path)
+    };
+    let (cert, key) = write_expired("old");
+    let server = TestServer::start(&[
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ]);
+    let warned = |server: &TestServer| server.logs().matches("the TLS certificate has expired").count();
+    assert_eq!(warned(&server), 1, "{}", server.logs());
+    // Another expired pair renamed over the files: reloaded, and warned about again.
+    let (new_cert, new_key) = write_expired("older");
+    std::fs::rename(&new_key, &key).unwrap();
+    std::fs::rename(&new_cert, &cert).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while warned(&server) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "no warning at the reload: {}",
+            server.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        server.logs().contains("TLS certificate reloaded"),
+        "{}",
+        server.logs()
+    );
 }
