@@ -501,22 +501,17 @@ pub struct UpdateSpecRequest {
 /// Replaces the spec; answers with the spec as stored.
 pub async fn update_spec(ctx: Ctx, req: UpdateSpecRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let written = rechecked(None, || async {
-        let existing = authorized(
-            &ctx.app,
-            principal,
-            &req.app_namespace,
-            &req.name,
-            &req.project,
-            "update",
-        )?;
-        let mut value = existing.value();
+    let target = (
+        req.app_namespace.as_str(),
+        req.name.as_str(),
+        req.project.as_str(),
+    );
+    let written = edit(&ctx.app, principal, target, |mut value| {
         if let Some(object) = value.as_object_mut() {
             object.insert("spec".to_owned(), req.spec.clone());
         }
         default_project(&mut value);
-        let new = AppView::canonical(value)?;
-        replace(&ctx.app, principal, &existing, new, None).await
+        Ok(value)
     })
     .await?;
     let Reply::Doc(doc) = written else {
@@ -542,18 +537,29 @@ pub async fn patch(ctx: Ctx, req: PatchRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let patch: Value = serde_json::from_str(&req.patch)
         .map_err(|e| AppError::InvalidArgument(format!("the patch is not valid JSON: {e}")))?;
+    let target = (
+        req.app_namespace.as_str(),
+        req.name.as_str(),
+        req.project.as_str(),
+    );
+    edit(&ctx.app, principal, target, |value| {
+        Ok(client_fields(patched(value, &patch, &req.patch_type)?))
+    })
+    .await
+}
+
+/// Replaces application `(namespace, name, project hint)` with `change` of its stored value:
+/// read, authorized and changed again on every attempt (see [`rechecked`]).
+async fn edit(
+    state: &App,
+    principal: &Principal,
+    (app_ns, name, project): (&str, &str, &str),
+    change: impl Fn(Value) -> Result<Value, AppError>,
+) -> Result<Reply, AppError> {
     rechecked(None, || async {
-        let existing = authorized(
-            &ctx.app,
-            principal,
-            &req.app_namespace,
-            &req.name,
-            &req.project,
-            "update",
-        )?;
-        let value = patched(existing.value(), &patch, &req.patch_type)?;
-        let new = AppView::canonical(client_fields(value))?;
-        replace(&ctx.app, principal, &existing, new, None).await
+        let existing = authorized(state, principal, app_ns, name, project, "update")?;
+        let new = AppView::canonical(change(existing.value())?)?;
+        replace(state, principal, &existing, new, None).await
     })
     .await
 }
