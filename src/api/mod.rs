@@ -20,12 +20,12 @@ use crate::error::rest_error;
 
 /// The REST API, `/auth/…` and `/healthz`; the caller adds the fallback (the dashboard).
 pub fn router(state: Arc<App>) -> Router {
-    let [logout, login, callback, healthz] = FIXED_ROUTES;
+    // Written out, as FIXED_ROUTES lists them (the e2e route census reads these lines).
     let api = Router::new()
-        .route(logout, get(auth::logout).post(auth::logout))
-        .route(login, get(auth::login))
-        .route(callback, get(auth::callback))
-        .route(healthz, get(health::healthz));
+        .route("/auth/logout", get(auth::logout).post(auth::logout))
+        .route("/auth/login", get(auth::login))
+        .route("/auth/callback", get(auth::callback))
+        .route("/healthz", get(health::healthz));
     dynamic::routes(api, &crate::rpc::table())
         .route("/api", any(not_found))
         .route("/api/{*rest}", any(not_found))
@@ -34,7 +34,7 @@ pub fn router(state: Arc<App>) -> Router {
         .with_state(state)
 }
 
-/// The routes written here; the method table has the rest.
+/// The routes written in [`router`]; the method table has the rest.
 const FIXED_ROUTES: [&str; 4] = ["/auth/logout", "/auth/login", "/auth/callback", "/healthz"];
 
 /// Every REST route as the router matches it (an axum template), with its label: the
