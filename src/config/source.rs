@@ -105,22 +105,6 @@ impl RawObject {
     }
 }
 
-impl RawObject {
-    /// Where line `line` (1-based) of key `key`'s value is: in a manifest, that many lines
-    /// below the key (a block scalar, as policies are written); in a volume, that line of the
-    /// key's file.
-    pub fn locate_line(&self, key: &str, line: usize) -> Location {
-        let mut at = self.locate(key);
-        let line = u32::try_from(line).unwrap_or(u32::MAX);
-        at.line = match (&at.path, at.line) {
-            (Some(path), Some(key_line)) if is_manifest_path(path) => Some(key_line.saturating_add(line)),
-            (Some(_), _) => Some(line),
-            (None, known) => known,
-        };
-        at
-    }
-}
-
 fn is_manifest_path(path: &Path) -> bool {
     matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
 }
