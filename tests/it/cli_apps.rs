@@ -302,28 +302,37 @@ fn exit_codes_tell_not_found_denied_and_invalid_apart() {
     admin.fails(&create_args("x", &["--dest-name", "in-cluster"]), 2);
 }
 
-#[tokio::test]
-async fn the_generic_caller_reads_a_server_stream() {
+/// A client of the generic caller, on `admin`'s session, over native gRPC or gRPC-Web.
+pub async fn session_client(
+    admin: &Session,
+    grpc_web: bool,
+    request_timeout: Option<Duration>,
+) -> tiphys::cli::client::Client {
     use tiphys::cli::client::{Client, Target};
     use tiphys::cli::conn::ClientOpts;
+    let opts = ClientOpts {
+        server: Some(admin.addr.clone()),
+        plaintext: true,
+        grpc_web,
+        auth_token: Some(session_token(admin)),
+        request_timeout,
+        ..ClientOpts::default()
+    };
+    let target = Target {
+        opts,
+        context: None,
+        user: None,
+    };
+    Client::connect_to(&admin.config(), target).await.unwrap()
+}
 
+#[tokio::test]
+async fn the_generic_caller_reads_a_server_stream() {
     let (server, _config) = start_server(None);
     let admin = Session::login(&server, "admin", &[]);
     admin.ok(&create_args("guestbook", &[]));
     for grpc_web in [false, true] {
-        let opts = ClientOpts {
-            server: Some(admin.addr.clone()),
-            plaintext: true,
-            grpc_web,
-            auth_token: Some(session_token(&admin)),
-            ..ClientOpts::default()
-        };
-        let target = Target {
-            opts,
-            context: None,
-            user: None,
-        };
-        let client = Client::connect_to(&admin.config(), target).await.unwrap();
+        let client = session_client(&admin, grpc_web, None).await;
         let path = "/application.ApplicationService/Watch";
         let mut stream = tiphys::cli::call::stream(&client, "watch", path, &json!({"name": "guestbook"}))
             .await

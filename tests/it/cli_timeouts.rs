@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use crate::cli_apps::{Session, session_token, start_server};
+use crate::cli_apps::{Session, session_client, start_server};
 use crate::support::{TestServer, bin};
 
 const UNAVAILABLE: i32 = 7;
@@ -243,26 +243,10 @@ fn bad_timeouts_are_refused_naming_the_flag() {
 /// Server streams are exempt from the request timeout: a quiet watch outlives it.
 #[tokio::test]
 async fn a_quiet_watch_outlives_the_request_timeout() {
-    use tiphys::cli::client::{Client, Target};
-    use tiphys::cli::conn::ClientOpts;
-
     let (server, _config) = start_server(None);
     let admin = Session::login(&server, "admin", &[]);
     for grpc_web in [false, true] {
-        let opts = ClientOpts {
-            server: Some(admin.addr.clone()),
-            plaintext: true,
-            grpc_web,
-            auth_token: Some(session_token(&admin)),
-            request_timeout: Some(Duration::from_secs(1)),
-            ..ClientOpts::default()
-        };
-        let target = Target {
-            opts,
-            context: None,
-            user: None,
-        };
-        let client = Client::connect_to(&admin.config(), target).await.unwrap();
+        let client = session_client(&admin, grpc_web, Some(Duration::from_secs(1))).await;
         let path = "/application.ApplicationService/Watch";
         let mut stream = tiphys::cli::call::stream(&client, "watch", path, &json!({}))
             .await
