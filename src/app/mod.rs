@@ -129,7 +129,6 @@ impl App {
                 sealed.stale()
             );
         }
-        registry.follow();
         projects::ensure_default_project(&registry, &options.namespace)
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the default project: {e}"))?;

@@ -2,10 +2,11 @@
 //! prefix of etcd, so that a user who outgrows one machine keeps every object, account,
 //! session and key when moving to several replicas.
 //!
-//! Every entry is copied as it is (values hold no store revisions that matter elsewhere: the
-//! registry's own revision travels in its key), in batches of at most etcd's 128 operations,
-//! each put conditional on the key being absent: a prefix that fills up meanwhile stops the copy
-//! instead of being overwritten. The data dir's generated admin password file becomes the
+//! Every entry is copied as it is, in batches of at most etcd's 128 operations, each put
+//! conditional on the key being absent: a prefix that fills up meanwhile stops the copy instead
+//! of being overwritten. An object's `resourceVersion` is its record's revision in the store, so
+//! objects get etcd's revisions (clients list again, as after any restart); a record and its
+//! stored encoding go into one batch, so that they keep sharing a revision. The data dir's generated admin password file becomes the
 //! store record a shared store keeps it in.
 
 use std::io::Write;
@@ -15,6 +16,7 @@ use anyhow::{Context as _, anyhow};
 
 use super::exit;
 use crate::auth::logins::{INITIAL_PASSWORD_FILE, initial_password_record};
+use crate::registry::Key;
 use crate::server::store_args::StoreArgs;
 use crate::store::{Backend, Expect, FileStore, Op, Store};
 
@@ -99,6 +101,8 @@ pub async fn run(args: MigrateArgs, out: &mut dyn Write) -> anyhow::Result<()> {
             expect: Expect::Absent,
         })
         .collect();
+    // Each object's record right before its encoding.
+    ops.sort_by_cached_key(|op| copy_unit(op.key()));
     let copied = ops.len();
     if let Some(password) = initial_password(&args.data_dir)? {
         // Sealed as the servers on etcd will open it: the copied store's key, or the flags'.
@@ -114,7 +118,7 @@ pub async fn run(args: MigrateArgs, out: &mut dyn Write) -> anyhow::Result<()> {
         }
     }
     let mut written = 0;
-    for batch in ops.chunks(BATCH) {
+    for batch in batches(&ops) {
         etcd.commit(batch.to_vec()).await.with_context(|| {
             format!(
                 "copied {written} of {} keys, then the copy failed (the prefix changed meanwhile, \
@@ -148,6 +152,33 @@ pub async fn run(args: MigrateArgs, out: &mut dyn Write) -> anyhow::Result<()> {
          replica (its TLS certificate)"
     )?;
     Ok(())
+}
+
+/// Where a key goes in the copy: an encoding with its object's record.
+fn copy_unit(key: &str) -> (String, bool) {
+    match Key::record_of_encoding(key) {
+        Some(record) => (record, true),
+        None => (key.to_owned(), false),
+    }
+}
+
+/// `ops` (sorted by [`copy_unit`]) in batches of at most [`BATCH`], never parting a record from
+/// its encoding.
+fn batches(ops: &[Op]) -> Vec<&[Op]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < ops.len() {
+        let mut end = (start + BATCH).min(ops.len());
+        if end < ops.len()
+            && end - start > 1
+            && copy_unit(ops[end].key()).0 == copy_unit(ops[end - 1].key()).0
+        {
+            end -= 1;
+        }
+        out.push(&ops[start..end]);
+        start = end;
+    }
+    out
 }
 
 /// The data dir's store; refused while a server holds it.

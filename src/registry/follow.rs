@@ -1,13 +1,11 @@
 //! Following a shared store (etcd): each replica keeps its view by listing once and then
-//! applying every registry commit from the store's change feed, in revision order, as the
-//! Kubernetes watch cache does. A replica's own writes arrive twice (published when the commit
-//! returns, and through the feed); whichever comes second is skipped by its registry revision.
+//! applying every commit from the store's change feed, in revision order, as the Kubernetes
+//! watch cache does. A replica's own writes reach its view this way too (the writer waits for
+//! them), so there is one path into the view and one order.
 //!
-//! A registry commit writes its objects' records in the batch's order and the registry
-//! revision's key; the n-th record of a batch carries revision `previous + n`, which is how a
-//! deletion (whose key is all the feed shows) gets its revision. A batch that does not fit the
-//! view (a gap, an unknown deletion) or a feed that cannot go on (compacted) makes the view load
-//! afresh; current watchers are then ended, and resume or list again as after a restart.
+//! A change that does not fit the view (the deletion of an object it does not have) or a feed
+//! that cannot go on (compacted) makes the view load afresh; current watchers are then ended,
+//! and resume or list again as after a restart.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -16,13 +14,13 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::doc::DocRef;
+use super::doc::{DocRef, rv_suffix_len, with_rv};
 use super::kind::{Key, PREFIX};
-use super::load::{self, counter_value, load_doc};
-use super::record::decode_proto_entry;
+use super::load::{self, load_doc};
+use super::record::proto_entry_offset;
 use super::watch::EventType;
-use super::{Planned, REVISION_KEY, Registry, RegistryError, finish, tombstone};
-use crate::store::{Change, Changes, Feed, StoreError};
+use super::{Applied, OTHERS_KEY, Registry, RegistryError};
+use crate::store::{Change, Changes, Feed, Revision, StoreError};
 
 /// Pause between attempts to load the view afresh while the store cannot be read.
 const RELOAD_BACKOFF: Duration = Duration::from_secs(1);
@@ -33,7 +31,7 @@ const PROBE_EVERY: Duration = Duration::from_secs(2);
 impl Registry {
     /// Starts following the store's changes when others may write it too; ends with the
     /// registry. Does nothing for a store this process owns alone.
-    pub fn follow(self: &Arc<Self>) {
+    pub(super) fn follow(self: &Arc<Self>) {
         let Some(feed) = self.store.feed(self.read().loaded_at + 1) else {
             return;
         };
@@ -47,29 +45,20 @@ impl Registry {
     /// Applies one commit's changes to the view; `Err` says why the view must load afresh.
     fn absorb(&self, changes: Changes) -> Result<(), String> {
         let at = changes.revision;
-        let mut counter = None;
+        let mut others_changed = false;
         let mut records = Vec::new();
         let mut protos = HashMap::new();
         for Change { key, entry } in changes.changes {
-            if key == REVISION_KEY {
-                counter = Some(entry);
+            if key == OTHERS_KEY {
+                others_changed = true;
             } else if key.starts_with(PREFIX) {
                 records.push((key, entry));
             } else if let Some(entry) = entry
-                && let Some((rv, proto)) = decode_proto_entry(&entry.value)
+                && let Some(offset) = proto_entry_offset(&entry.value)
             {
-                let offset = entry.value.len() - proto.len();
-                protos.insert(key, (rv, Bytes::from(entry.value).slice(offset..)));
+                protos.insert(key, Bytes::from(entry.value).slice(offset..));
             }
         }
-        let Some(counter) = counter else {
-            return match records.first() {
-                None => Ok(()),
-                Some((key, _)) => Err(format!("{key} changed without the registry revision")),
-            };
-        };
-        let counter = counter.ok_or("the registry revision was deleted")?;
-        let last = counter_value(&counter).map_err(|e| e.to_string())?;
         // Parsed before taking the lock: readers wait only for the publication.
         let mut parsed = Vec::with_capacity(records.len());
         for (store_key, entry) in records {
@@ -79,40 +68,29 @@ impl Registry {
                 .map(|entry| load_doc(entry, &self.keys.load()))
                 .transpose()
                 .map_err(|e| e.to_string())?;
-            let proto = doc.as_ref().and_then(|doc| {
-                let (rv, proto) = protos.remove(&key.proto_store_key())?;
-                (rv == doc.rv && proto.len() == doc.proto_len).then_some(proto)
-            });
-            parsed.push((key, doc, proto));
+            let bare = protos.remove(&key.proto_store_key());
+            parsed.push((key, doc, bare));
         }
         let mut state = self.write_state();
-        if last <= state.rv {
-            // This replica's own commit, published when it returned.
-            self.saw_counter(&mut state, at);
+        if at <= state.rv {
+            // Already in the view (it was loaded afresh at or after this commit).
             return Ok(());
         }
-        let base = state.rv;
-        if last != base + parsed.len() as u64 {
-            return Err(format!(
-                "the registry went from revision {base} to {last} in a commit of {} objects",
-                parsed.len()
-            ));
-        }
-        let mut planned = Vec::with_capacity(parsed.len());
-        for (rv, (key, doc, proto)) in (base + 1..).zip(parsed) {
+        let mut applied = Vec::with_capacity(parsed.len());
+        for (key, doc, bare) in parsed {
             let current = state
                 .docs
                 .get(&key.kind)
                 .and_then(|m| m.get(&(key.namespace.clone(), key.name.clone())))
                 .cloned();
-            planned.push(follow_change(key, rv, doc, proto, current)?);
+            applied.push(follow_change(key, at, doc, bare, current)?);
         }
-        self.publish(&mut state, planned, at);
+        self.publish(&mut state, applied, at, others_changed);
         Ok(())
     }
 
-    /// Loads the whole view afresh at the store's current revision; the history starts over
-    /// there, so every current watcher ends (and resumes or lists again).
+    /// Loads the view afresh at the store's current revision; the history starts over there,
+    /// so every current watcher ends (and resumes or lists again).
     async fn reload(&self) -> Result<(), RegistryError> {
         let _writer = self.writer.lock().await;
         self.reload_locked().await
@@ -128,54 +106,40 @@ impl Registry {
         for kind in kinds {
             fresh.kind_rv.insert(kind, fresh.rv.max(state.rv) + 1);
         }
-        fresh.others_rv = fresh.rv;
         *state = fresh;
-        self.seen.send_replace(state.counter_at.unwrap_or(0));
+        self.seen.send_replace(state.rv);
         Ok(())
     }
 }
 
-/// One followed change as the view publishes it.
+/// One followed change, committed at revision `at`, as the view publishes it. `bare` is the
+/// stored encoding written with it, if any.
 fn follow_change(
     key: Key,
-    rv: u64,
+    at: Revision,
     doc: Option<DocRef>,
-    proto: Option<Bytes>,
+    bare: Option<Bytes>,
     current: Option<DocRef>,
-) -> Result<Planned, String> {
+) -> Result<Applied, String> {
     let failed = |e: RegistryError| e.to_string();
     match doc {
         Some(doc) => {
-            if doc.rv != rv {
-                return Err(format!("{key} carries revision {}, not {rv}", doc.rv));
-            }
-            let proto = match proto {
-                Some(proto) => proto,
-                None => finish(&key, rv, &doc.value()).map_err(failed)?.1,
+            let proto = match bare {
+                Some(bare) if bare.len() + rv_suffix_len(key.kind, at) == doc.proto_len => {
+                    with_rv(key.kind, &bare, at)
+                }
+                _ => doc.encode_proto().map_err(|e| e.to_string())?,
             };
             let kind = if current.is_some() {
                 EventType::Modified
             } else {
                 EventType::Added
             };
-            Ok(Planned {
-                key,
-                rv,
-                new: Some(Arc::clone(&doc)),
-                event: (kind, doc),
-                proto,
-            })
+            Ok(Applied::written(key, doc, kind, proto))
         }
         None => {
             let current = current.ok_or_else(|| format!("{key} was deleted but is not in the view"))?;
-            let (last, proto) = tombstone(&current, rv).map_err(failed)?;
-            Ok(Planned {
-                key,
-                rv,
-                new: None,
-                event: (EventType::Deleted, last),
-                proto,
-            })
+            Applied::deleted(key, &current, at).map_err(failed)
         }
     }
 }

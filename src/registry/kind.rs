@@ -57,6 +57,11 @@ impl Kind {
         matches!(self, Kind::Cluster | Kind::Repository | Kind::RepoCreds)
     }
 
+    /// The store keys of every object of this kind start with this.
+    pub(crate) fn store_prefix(self) -> String {
+        format!("{PREFIX}{}/", self.segment())
+    }
+
     fn from_segment(segment: &str) -> Option<Kind> {
         Kind::ALL.into_iter().find(|k| k.segment() == segment)
     }
@@ -107,6 +112,12 @@ impl Key {
     pub(crate) fn proto_store_key(&self) -> String {
         let key = self.store_key();
         format!("{PROTO_PREFIX}{}", &key[PREFIX.len()..])
+    }
+
+    /// The record key an encoding's store key belongs to (`None`: not an encoding's key). A
+    /// copy of the store writes the two in one commit, so that they keep sharing a revision.
+    pub(crate) fn record_of_encoding(store_key: &str) -> Option<String> {
+        Some(format!("{PREFIX}{}", store_key.strip_prefix(PROTO_PREFIX)?))
     }
 
     pub(crate) fn from_store_key(key: &str) -> Option<Self> {

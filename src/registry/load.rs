@@ -1,34 +1,30 @@
 //! Reading the registry from the store: the whole view at one store revision (at start, and
 //! when a shared store's changes cannot be followed without a gap), and single records as the
-//! follower receives them.
+//! follower receives them. An object's revision is its record's mod revision.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use bytes::Bytes;
-
-use super::doc::{self, Doc, DocRef};
+use super::doc::{Doc, DocRef, Draft};
 use super::kind::{self, Key, Kind};
+use super::record::{self, Decoded};
 use super::sealing::SecretsKeys;
 use super::watch::History;
-use super::{REVISION_KEY, RegistryError, State, record};
+use super::{OTHERS_KEY, RegistryError, State};
 use crate::schema::SchemaError;
 use crate::store::{Entry, Store, StoreError};
 
-/// Every object and the registry revision, read at one store revision.
+/// Every object, read at one store revision.
 pub(super) async fn state(store: &dyn Store, keys: &Arc<SecretsKeys>) -> Result<State, RegistryError> {
-    let (lists, loaded_at) = store.snapshot(&[kind::PREFIX, REVISION_KEY]).await?;
+    let (lists, loaded_at) = store.snapshot(&[kind::PREFIX, OTHERS_KEY]).await?;
     let mut lists = lists.into_iter();
     let entries = lists.next().unwrap_or_default();
-    let counter = lists
+    let others_at = lists
         .next()
         .unwrap_or_default()
         .into_iter()
-        .find(|e| e.key == REVISION_KEY);
-    let rv = match &counter {
-        Some(entry) => counter_value(entry)?,
-        None => 0,
-    };
+        .find(|e| e.key == OTHERS_KEY)
+        .map(|e| e.mod_revision);
     let mut docs: HashMap<Kind, BTreeMap<(String, String), DocRef>> = HashMap::new();
     for doc in load_docs(entries, Arc::clone(keys)).await? {
         let key = doc.key.clone();
@@ -37,22 +33,13 @@ pub(super) async fn state(store: &dyn Store, keys: &Arc<SecretsKeys>) -> Result<
             .insert((key.namespace, key.name), doc);
     }
     Ok(State {
-        rv,
-        counter_at: counter.map(|e| e.mod_revision),
+        rv: loaded_at,
+        others_at,
         loaded_at,
         kind_rv: HashMap::new(),
-        others_rv: 0,
         docs,
-        history: History::new(rv),
+        history: History::new(loaded_at),
     })
-}
-
-/// The registry revision a [`REVISION_KEY`] entry holds.
-pub(super) fn counter_value(entry: &Entry) -> Result<u64, StoreError> {
-    std::str::from_utf8(&entry.value)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| StoreError::Corrupt(format!("{REVISION_KEY} is not a number")))
 }
 
 /// Parses stored entries into documents, on every core (a restart reads every object).
@@ -97,33 +84,40 @@ async fn load_docs(entries: Vec<Entry>, keys: Arc<SecretsKeys>) -> Result<Vec<Do
     Ok(parsed.into_iter().flatten().collect())
 }
 
+/// The document a stored record holds, at the record's mod revision.
 pub(super) fn load_doc(entry: Entry, keys: &SecretsKeys) -> Result<DocRef, StoreError> {
     let key = Key::from_store_key(&entry.key)
         .ok_or_else(|| StoreError::Corrupt(format!("unexpected key {:?}", entry.key)))?;
     let unreadable = || StoreError::Corrupt(format!("{key}: unreadable stored record"));
-    let (rv, proto_len, json) = match record::sealed_body(&entry.value) {
-        Some((rv, sealed)) => {
-            let plain = keys
-                .open(&entry.key, rv, sealed)
-                .map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))?;
-            let (proto_len, offset) = record::split_opened(&plain).ok_or_else(unreadable)?;
-            (rv, Some(proto_len), Bytes::from(plain).slice(offset..))
-        }
-        None => {
-            let record = record::decode_record(&entry.value).ok_or_else(unreadable)?;
-            let json = Bytes::from(entry.value).slice(record.json_offset..);
-            (record.rv, record.proto_len, json)
-        }
-    };
     let corrupt = |e: SchemaError| StoreError::Corrupt(format!("{key}: {e}"));
-    let proto_len = match proto_len {
-        Some(len) => len,
-        // A record of the first layout: its encoding is not stored yet.
-        None => {
-            let value = serde_json::from_slice(&json).map_err(|_| unreadable())?;
-            doc::encode_proto(key.kind, &value).map_err(corrupt)?.len()
+    let rv = entry.mod_revision;
+    let opened;
+    let decoded = match record::decode(&entry.value).ok_or_else(unreadable)? {
+        Decoded::Sealed {
+            context_rv,
+            draft,
+            body,
+        } => {
+            opened = keys
+                .open(&entry.key, context_rv, body)
+                .map_err(|e| StoreError::Corrupt(format!("{key}: {e}")))?;
+            record::decode_opened(draft, &opened).ok_or_else(unreadable)?
         }
+        clear => clear,
     };
-    let doc = Doc::new(key.clone(), rv, json, proto_len).map_err(corrupt)?;
+    let doc = match decoded {
+        Decoded::Draft {
+            bare_len,
+            rv_at,
+            json,
+        } => Doc::stored(key.clone(), rv, json, rv_at, bare_len).map_err(corrupt)?,
+        // An older layout holds the revision it was written at: it is made a draft again.
+        Decoded::Old { json } => {
+            let value = serde_json::from_slice(json).map_err(|_| unreadable())?;
+            let draft = Draft::new(key.clone(), &value).map_err(corrupt)?;
+            Doc::at(&draft, rv).map_err(corrupt)?
+        }
+        Decoded::Sealed { .. } => return Err(unreadable()),
+    };
     Ok(Arc::new(doc))
 }

@@ -1,20 +1,22 @@
 //! The registry: every Application, AppProject, Cluster, Repository and credential template,
-//! as documents keyed by kind, namespace and name, with one monotonically increasing
-//! `resourceVersion` (the registry revision) shared by all kinds.
+//! as documents keyed by kind, namespace and name. An object's `resourceVersion` is the store
+//! revision of the commit that last wrote it (etcd's mod revision); a list's is the revision the
+//! view had reached.
 //!
-//! The [`Store`] holds the durable copy: each write batch is one atomic, durable commit that
-//! also records the new revision, so an acknowledged write survives `kill -9`. An in-memory
-//! view answers reads (holding each object's JSON; protobuf encodings are read from the store,
-//! see `proto.rs`), and a bounded history of events lets watches resume. Optimistic
-//! concurrency compares the caller's `resourceVersion` with the stored one, so a stale write is
-//! refused and nothing is overwritten.
+//! The [`Store`] holds the durable copy: each write is one atomic, durable commit, so an
+//! acknowledged write survives `kill -9`. An in-memory view answers reads (holding each object's
+//! JSON; protobuf encodings are read from the store, see `proto.rs`), and a bounded history of
+//! events lets watches resume.
 //!
-//! Every commit compares the registry revision's key with the version the view last saw, so
-//! all registry writes form one sequence even when several replicas share the store (etcd): a
-//! replica whose view is behind loses the compare, catches up and plans again (bounded). On a
-//! shared store the view follows the store's changes (`follow.rs`), as the Kubernetes watch
-//! cache does, and a read first waits for the view to reach the registry's latest revision
-//! (read your writes on every replica).
+//! Nothing is overwritten blindly: a write is planned against the view and commits only if
+//! every object it replaces is still at the revision the view had (a caller's stale
+//! `resourceVersion` is a conflict). A write that also depends on other objects (an
+//! application's project and cluster; the applications of a project that changes) compares
+//! them too, coarsely (`ops`), so that writes of different applications never wait for one
+//! another, on one replica or several. A write whose view was behind the store's loses its
+//! compare, catches up and plans again (bounded). On a shared store the view follows the store's
+//! changes (`follow.rs`), as the Kubernetes watch cache does, and a read first waits for the view
+//! to reach the registry's latest revision (read your writes on every replica).
 
 mod combine;
 mod doc;
@@ -38,6 +40,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use self::doc::Draft;
 pub use self::doc::{Doc, DocRef, Summary};
 pub use self::kind::{Key, Kind};
 pub use self::reseal::Sealed;
@@ -47,10 +50,16 @@ pub use self::watch::{Event, EventType, Subscription, WatchError};
 use crate::schema::{Schema, SchemaError};
 use crate::store::{Expect, Op, Outage, Revision, Store, StoreError};
 
-/// The store key of the registry revision (outside [`kind::PREFIX`]). Every registry commit
-/// writes it, comparing its store mod revision with the one the writer's view holds.
-const REVISION_KEY: &str = "/registry-revision";
-/// How long a write whose view was behind other replicas' writes goes on planning again.
+/// Every registry commit puts this key (outside [`kind::PREFIX`]), so its mod revision is the
+/// revision of the last registry write: what a read waits for the view to reach.
+const HEAD_KEY: &str = "/registry-revision";
+/// Every write of anything but applications puts this key, on the condition that it is where
+/// the writer's view had it; an application write only compares it. An application's check
+/// reads its project and cluster, so an application write planned before such a change fails
+/// and plans again, while application writes never compare anything another application write
+/// changes.
+const OTHERS_KEY: &str = "/registry-others";
+/// How long a write whose view was behind the store goes on planning again.
 const WRITE_RETRY_FOR: Duration = Duration::from_secs(10);
 /// The longest random pause between such attempts.
 const MAX_WRITE_PAUSE: Duration = Duration::from_millis(8);
@@ -72,12 +81,13 @@ pub struct Registry {
     keys: arc_swap::ArcSwap<SecretsKeys>,
     /// Others write the store too (etcd): the view follows its changes, reads wait for it.
     shared: bool,
-    /// Serializes this process's commits: each reads the view, commits, then publishes.
+    /// Held by whoever commits queued writes to a store this process owns (`combine.rs`), and
+    /// by a reload of the view.
     writer: tokio::sync::Mutex<()>,
-    /// Application writes waiting for the next commit (`combine.rs`).
+    /// Writes waiting for the next commit (`combine.rs`).
     queue: Mutex<std::collections::VecDeque<combine::Pending>>,
     state: RwLock<State>,
-    /// The store mod revision of [`REVISION_KEY`] the view has reached (0: none yet).
+    /// The store revision the view has reached.
     seen: tokio::sync::watch::Sender<Revision>,
     /// False while the shared store's changes cannot be followed; see [`Registry::degraded`].
     following: AtomicBool,
@@ -91,16 +101,14 @@ pub struct Registry {
 }
 
 struct State {
-    rv: u64,
-    /// The store mod revision of [`REVISION_KEY`] at `rv` (`None` before the first write).
-    counter_at: Option<Revision>,
+    /// The store revision the view has reached.
+    rv: Revision,
+    /// The mod revision of [`OTHERS_KEY`] in the view (`None`: never written).
+    others_at: Option<Revision>,
     /// The store revision the view was loaded at.
     loaded_at: Revision,
     /// Per kind, the revision of the last write that touched it.
     kind_rv: HashMap<Kind, u64>,
-    /// The revision of the last write to anything but applications, or of the last reload:
-    /// what application writes' checks read (`combine.rs`).
-    others_rv: u64,
     docs: HashMap<Kind, BTreeMap<(String, String), DocRef>>,
     history: History,
 }
@@ -164,13 +172,14 @@ pub enum RegistryError {
 }
 
 impl Registry {
-    /// Loads every object from the store. On a shared store, [`Registry::follow`] then keeps
-    /// the view current.
+    /// Loads every object from the store. On a shared store the view then follows the store's
+    /// changes (`follow.rs`) until the registry is dropped; a write returns once its commit is
+    /// in the view.
     pub async fn open(store: Arc<dyn Store>, keys: Arc<SecretsKeys>) -> Result<Arc<Self>, RegistryError> {
         let state = load::state(&*store, &keys).await?;
         let shared = store.is_shared();
-        let seen = tokio::sync::watch::Sender::new(state.counter_at.unwrap_or(0));
-        Ok(Arc::new_cyclic(|this| Self {
+        let seen = tokio::sync::watch::Sender::new(state.rv);
+        let registry = Arc::new_cyclic(|this| Self {
             this: std::sync::Weak::clone(this),
             store,
             keys: arc_swap::ArcSwap::new(keys),
@@ -183,7 +192,9 @@ impl Registry {
             unpublished: AtomicBool::new(false),
             fence_failed: Outage::new(FENCE_PAUSE),
             follower: Mutex::new(Vec::new()),
-        }))
+        });
+        registry.follow();
+        Ok(registry)
     }
 
     /// What is wrong with the view, if anything: on a shared store, that it cannot follow the
@@ -194,7 +205,7 @@ impl Registry {
     }
 
     /// Waits until the view holds every registry write acknowledged before this call, on any
-    /// replica (a quorum read of the registry revision's version, then a bounded wait for the
+    /// replica (a quorum read of the last registry commit's revision, then a bounded wait for the
     /// view). Immediate on a store this process owns alone. While the store cannot be reached
     /// the view answers as it is, and [`Registry::degraded`] says so.
     pub async fn fresh(&self) -> Result<(), RegistryError> {
@@ -204,7 +215,7 @@ impl Registry {
         if self.fence_failed.pausing() {
             return Ok(());
         }
-        let target = match tokio::time::timeout(FENCE_READ, self.store.get(REVISION_KEY)).await {
+        let target = match tokio::time::timeout(FENCE_READ, self.store.get(HEAD_KEY)).await {
             Ok(Ok(Some(entry))) => entry.mod_revision,
             Ok(Ok(None)) => return Ok(()),
             unreachable => {
@@ -285,8 +296,13 @@ impl Registry {
         Ok((docs, sub))
     }
 
-    /// Changes of `kind` after revision `since`.
-    pub fn watch(&self, kind: Kind, since: u64) -> Result<Subscription, WatchError> {
+    /// Changes of `kind` after revision `since`. On a shared store, a version another replica
+    /// handed out that this view has not reached yet is waited for (bounded).
+    pub async fn watch(&self, kind: Kind, since: u64) -> Result<Subscription, WatchError> {
+        if self.shared && since > self.read().rv {
+            let mut seen = self.seen.subscribe();
+            let _ = tokio::time::timeout(FRESH_WAIT, seen.wait_for(|at| *at >= since)).await;
+        }
         let state = self.read();
         state.history.subscribe(kind, since, state.rv)
     }
@@ -294,65 +310,21 @@ impl Registry {
     /// Applies `changes` atomically: all are durable when this returns `Ok`, or none took effect.
     /// Returns each object's new state (`None` for a deletion).
     pub async fn apply(&self, changes: Vec<Change>) -> Result<Vec<Option<DocRef>>, RegistryError> {
-        self.apply_if(|_| Ok::<_, RegistryError>(()), changes).await
+        self.write(|_| Ok::<_, RegistryError>(()), changes, false).await
     }
 
     /// `apply`, after `check` passed on the view the commit is conditional on: for conditions
     /// that span objects (a project may only be deleted while no application uses it; an
-    /// application may only be written while its project exists). Application writes share
-    /// commits with each other (`combine.rs`); when what `check` read changed meanwhile, or
-    /// another replica wrote first, the view catches up and `check` and the plan run again
-    /// (bounded in time).
+    /// application may only be written while its project exists). An application write's check
+    /// may read anything but applications; any other write's check may read applications too.
+    /// When what `check` read changed before the commit, the view catches up and `check` and
+    /// the plan run again (bounded in time).
     pub async fn apply_if<E: From<RegistryError>>(
         &self,
         check: impl Fn(&Self) -> Result<(), E>,
         changes: Vec<Change>,
     ) -> Result<Vec<Option<DocRef>>, E> {
-        let combined = changes.iter().all(|c| c.key().kind == Kind::Application);
-        let deadline = tokio::time::Instant::now() + WRITE_RETRY_FOR;
-        let mut backoff = Duration::from_millis(1);
-        let mut lost = 0u32;
-        loop {
-            let outcome = if combined {
-                let checked_at = self.revision();
-                check(self)?;
-                self.apply_combined(&changes, checked_at).await
-            } else {
-                let _writer = self.writer.lock().await;
-                self.recover().await?;
-                // Queued application writes were checked against the state before this one.
-                self.drain().await;
-                check(self)?;
-                match self.apply_locked(&changes).await {
-                    Err(RegistryError::Store(StoreError::Conflict { key, .. }))
-                        if self.shared && key == REVISION_KEY =>
-                    {
-                        combine::Outcome::Again
-                    }
-                    done => combine::Outcome::Done(done),
-                }
-            };
-            if let combine::Outcome::Done(done) = outcome {
-                return Ok(done?);
-            }
-            lost += 1;
-            if tokio::time::Instant::now() >= deadline {
-                return Err(RegistryError::from(StoreError::Unavailable(format!(
-                    "other writes came first {lost} times in a row for {WRITE_RETRY_FOR:?}; try again"
-                )))
-                .into());
-            }
-            if self.shared {
-                // Another replica's write came first: wait until the view has it, after a short
-                // random pause so that replicas racing each other spread out. Some replica wins
-                // every round, so the pause stays short: a long one only idles the writers
-                // (100 ms at most gave a third of the writes per second with three replicas).
-                let jitter = u64::from(crate::random::bytes(1)[0]);
-                tokio::time::sleep(backoff.mul_f64(0.5 + jitter as f64 / 255.0)).await;
-                backoff = (backoff * 2).min(MAX_WRITE_PAUSE);
-                self.fresh().await?;
-            }
-        }
+        self.write(check, changes, true).await
     }
 
     /// One change after `check` (see [`Registry::apply_if`]); the object's new state, `None`
@@ -370,100 +342,156 @@ impl Registry {
         self.apply_one_if(|_| Ok::<_, RegistryError>(()), change).await
     }
 
-    async fn apply_locked(&self, changes: &[Change]) -> Result<Vec<Option<DocRef>>, RegistryError> {
-        distinct(changes)?;
+    /// Checks, plans and commits `changes`, again while the view turns out to be behind.
+    async fn write<E: From<RegistryError>>(
+        &self,
+        check: impl Fn(&Self) -> Result<(), E>,
+        changes: Vec<Change>,
+        checked: bool,
+    ) -> Result<Vec<Option<DocRef>>, E> {
+        distinct(&changes)?;
         if changes.is_empty() {
             return Ok(Vec::new());
         }
-        let (base, counter_at) = {
-            let state = self.read();
-            (state.rv, state.counter_at)
-        };
-        let planned = self.plan_all(changes, base + 1)?;
-        let results = planned.iter().map(|p| p.new.clone()).collect();
-        self.commit_planned(planned, base, counter_at).await?;
-        Ok(results)
+        let deadline = tokio::time::Instant::now() + WRITE_RETRY_FOR;
+        let mut backoff = Duration::from_millis(1);
+        let mut lost = 0u32;
+        loop {
+            // What the check reads is compared as of before it ran.
+            let (view_rv, others_at) = {
+                let state = self.read();
+                (state.rv, state.others_at)
+            };
+            check(self)?;
+            let planned = changes
+                .iter()
+                .map(|change| self.plan(change))
+                .collect::<Result<Vec<_>, _>>()?;
+            let ops = self.ops(&planned, checked.then_some(view_rv), others_at);
+            let outcome = if self.shared {
+                self.commit_shared(ops, planned).await
+            } else {
+                self.commit_local(ops, planned).await
+            };
+            match outcome {
+                Err(RegistryError::Store(StoreError::Conflict { .. })) => {}
+                done => return Ok(done?),
+            }
+            lost += 1;
+            if tokio::time::Instant::now() >= deadline {
+                return Err(RegistryError::from(StoreError::Unavailable(format!(
+                    "other writes came first {lost} times in a row for {WRITE_RETRY_FOR:?}; try again"
+                )))
+                .into());
+            }
+            if self.shared {
+                // Another replica's write came first: wait until the view has it, after a short
+                // random pause so that writers racing each other spread out.
+                let jitter = u64::from(crate::random::bytes(1)[0]);
+                tokio::time::sleep(backoff.mul_f64(0.5 + jitter as f64 / 255.0)).await;
+                backoff = (backoff * 2).min(MAX_WRITE_PAUSE);
+                self.fresh().await?;
+            }
+        }
     }
 
-    /// Checks `changes` against the view and prepares them, at revisions from `first` on.
-    fn plan_all(&self, changes: &[Change], first: u64) -> Result<Vec<Planned>, RegistryError> {
-        (first..)
-            .zip(changes)
-            .map(|(rv, change)| self.plan(change, rv))
+    /// The store operations of a planned write. Each object is compared with the revision the
+    /// view had; an application-only write compares [`OTHERS_KEY`], any other write puts it
+    /// (and, when checked, compares every application with `apps_since`: its check may have
+    /// read them).
+    fn ops(&self, planned: &[Planned], apps_since: Option<Revision>, others_at: Option<Revision>) -> Vec<Op> {
+        let mut ops = Vec::with_capacity(2 * planned.len() + 3);
+        for plan in planned {
+            let (record, proto) = (plan.key.store_key(), plan.key.proto_store_key());
+            let expect = plan
+                .current
+                .as_ref()
+                .map_or(Expect::Absent, |current| Expect::ModRevision(current.rv));
+            match &plan.draft {
+                // Credentials are sealed, and their encoding (which holds them too) is not
+                // stored: a reply encodes the few such objects from the JSON.
+                Some(draft) if plan.key.kind.holds_credentials() => {
+                    let sealed =
+                        record::encode_sealed_draft(draft, |plain| self.keys.load().seal(&record, 0, plain));
+                    ops.push(Op::Put {
+                        key: record,
+                        value: sealed,
+                        expect,
+                    });
+                    ops.push(delete(proto));
+                }
+                Some(draft) => {
+                    ops.push(Op::Put {
+                        key: record,
+                        value: record::encode_draft(draft),
+                        expect,
+                    });
+                    ops.push(put(proto, record::encode_proto_entry(&draft.proto)));
+                }
+                None => {
+                    ops.push(Op::Delete { key: record, expect });
+                    ops.push(delete(proto));
+                }
+            }
+        }
+        let others = others_at.map_or(Expect::Absent, Expect::ModRevision);
+        if planned.iter().all(|p| p.key.kind == Kind::Application) {
+            ops.push(Op::Check {
+                key: OTHERS_KEY.to_owned(),
+                expect: others,
+            });
+        } else {
+            ops.push(Op::Put {
+                key: OTHERS_KEY.to_owned(),
+                // Unique, so that a commit retried after a lost answer recognises itself.
+                value: crate::random::token(16).into_bytes(),
+                expect: others,
+            });
+            if let Some(since) = apps_since {
+                ops.push(Op::Unchanged {
+                    prefix: Kind::Application.store_prefix(),
+                    since,
+                });
+            }
+        }
+        ops.push(put(HEAD_KEY.to_owned(), Vec::new()));
+        ops
+    }
+
+    /// Commits to a shared store, then waits (bounded) until the view has the commit from the
+    /// store's feed, so that this replica's next read sees it.
+    async fn commit_shared(
+        &self,
+        ops: Vec<Op>,
+        planned: Vec<Planned>,
+    ) -> Result<Vec<Option<DocRef>>, RegistryError> {
+        let at = self.store.commit(ops).await?;
+        let mut seen = self.seen.subscribe();
+        if tokio::time::timeout(FRESH_WAIT, seen.wait_for(|rv| *rv >= at))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "the registry view has not reached its own write at revision {at} within {FRESH_WAIT:?}"
+            );
+        }
+        planned
+            .iter()
+            .map(|plan| plan.draft.as_ref().map(|draft| plan.doc(draft, at)).transpose())
             .collect()
     }
 
-    /// Commits planned changes (revisions `base + 1` on) on the condition that the registry
-    /// revision is still where the view had it, then publishes them.
-    async fn commit_planned(
-        &self,
-        planned: Vec<Planned>,
-        base: u64,
-        counter_at: Option<Revision>,
-    ) -> Result<(), RegistryError> {
-        let mut ops = Vec::with_capacity(2 * planned.len() + 1);
-        for plan in &planned {
-            let (record, proto) = (plan.key.store_key(), plan.key.proto_store_key());
-            match &plan.new {
-                // Credentials are sealed, and their encoding (which holds them too) is not
-                // stored: a reply encodes the few such objects from the JSON.
-                Some(doc) if plan.key.kind.holds_credentials() => {
-                    let sealed =
-                        record::encode_sealed_record(plan.rv, plan.proto.len(), &doc.json, |plain| {
-                            self.keys.load().seal(&record, plan.rv, plain)
-                        });
-                    ops.push(put(record, sealed));
-                    ops.push(delete(proto));
-                }
-                Some(doc) => {
-                    ops.push(put(
-                        record,
-                        record::encode_record(plan.rv, plan.proto.len(), &doc.json),
-                    ));
-                    ops.push(put(proto, record::encode_proto_entry(plan.rv, &plan.proto)));
-                }
-                None => {
-                    ops.push(delete(record));
-                    ops.push(delete(proto));
-                }
-            }
-        }
-        let last = base + planned.len() as u64;
-        ops.push(Op::Put {
-            key: REVISION_KEY.to_owned(),
-            value: last.to_string().into_bytes(),
-            expect: counter_at.map_or(Expect::Absent, Expect::ModRevision),
-        });
-        // Until published: a caller that goes away mid-commit must not leave the view behind
-        // a write the store may have made.
-        self.unpublished.store(true, Ordering::Release);
-        let at = self.store.commit(ops).await;
-        self.unpublished.store(false, Ordering::Release);
-        let at = at?;
-        let mut state = self.write_state();
-        // The follower may have published this commit already (it comes back through the feed).
-        if state.rv < last {
-            self.publish(&mut state, planned, at);
-        }
-        Ok(())
-    }
-
-    /// Makes a committed batch visible: the view, the history and its watchers, and the
-    /// version reads wait for. `at` is the commit's store revision.
-    fn publish(&self, state: &mut State, planned: Vec<Planned>, at: Revision) {
-        for plan in planned {
-            let Planned {
-                key,
-                rv,
-                new,
-                event,
-                proto,
-            } = plan;
-            state.rv = rv;
-            state.kind_rv.insert(key.kind, rv);
-            if key.kind != Kind::Application {
-                state.others_rv = rv;
-            }
+    /// Makes committed writes visible: the view, the history and its watchers, and the
+    /// revision reads wait for. `at` is the commit's store revision.
+    fn publish(&self, state: &mut State, applied: Vec<Applied>, at: Revision, others_changed: bool) {
+        for Applied {
+            key,
+            new,
+            event,
+            proto,
+        } in applied
+        {
+            state.kind_rv.insert(key.kind, at);
             let slot = (key.namespace, key.name);
             match &new {
                 Some(doc) => {
@@ -480,9 +508,20 @@ impl Registry {
                 }
             }
             let (kind, doc) = event;
-            state.history.push(Arc::new(Event { rv, kind, doc, proto }));
+            state.history.push(at, kind, doc, proto);
         }
-        self.saw_counter(state, at);
+        if others_changed {
+            state.others_at = Some(at);
+        }
+        self.reached(state, at);
+    }
+
+    /// Records that the view holds every commit up to store revision `at`.
+    fn reached(&self, state: &mut State, at: Revision) {
+        if state.rv < at {
+            state.rv = at;
+            self.seen.send_replace(at);
+        }
     }
 
     /// Loads the view afresh from the store when a commit's outcome was not published (its
@@ -496,17 +535,9 @@ impl Registry {
         Ok(())
     }
 
-    /// Records that the view holds the registry revision written at store revision `at`.
-    fn saw_counter(&self, state: &mut State, at: Revision) {
-        if state.counter_at.is_none_or(|c| c < at) {
-            state.counter_at = Some(at);
-            self.seen.send_replace(at);
-        }
-    }
-
-    /// Checks one change against the index and prepares the new document.
-    fn plan(&self, change: &Change, rv: u64) -> Result<Planned, RegistryError> {
-        let check = |key: &Key, expect: &Option<u64>| -> Result<DocRef, RegistryError> {
+    /// Checks one change against the view and prepares the object's new state.
+    fn plan(&self, change: &Change) -> Result<Planned, RegistryError> {
+        let current = |key: &Key, expect: &Option<u64>| -> Result<DocRef, RegistryError> {
             let current = self
                 .get(key)
                 .ok_or_else(|| RegistryError::NotFound(key.clone()))?;
@@ -519,51 +550,108 @@ impl Registry {
                 _ => Ok(current),
             }
         };
-        let written = |key: Key, doc: DocRef, proto, kind| Planned {
-            key,
-            rv,
-            new: Some(Arc::clone(&doc)),
-            event: (kind, doc),
-            proto,
-        };
-        match change {
+        let (key, current, draft) = match change {
             Change::Create { key, value } => {
                 if self.get(key).is_some() {
                     return Err(RegistryError::AlreadyExists(key.clone()));
                 }
-                let (doc, proto) = build(key, value, rv, None)?;
-                Ok(written(key.clone(), doc, proto, EventType::Added))
+                (key, None, Some(build(key, value, None)?))
             }
             Change::Update { key, value, expect } => {
-                let current = check(key, expect)?;
-                let (doc, proto) = build(key, value, rv, Some(&current))?;
-                Ok(written(key.clone(), doc, proto, EventType::Modified))
+                let current = current(key, expect)?;
+                let draft = build(key, value, Some(&current))?;
+                (key, Some(current), Some(draft))
             }
-            Change::Delete { key, expect } => {
-                let current = check(key, expect)?;
-                let (last, proto) = tombstone(&current, rv)?;
-                Ok(Planned {
-                    key: key.clone(),
-                    rv,
-                    new: None,
-                    event: (EventType::Deleted, last),
-                    proto,
-                })
+            Change::Delete { key, expect } => (key, Some(current(key, expect)?), None),
+        };
+        Ok(Planned {
+            key: key.clone(),
+            current,
+            draft,
+        })
+    }
+}
+
+/// One change of a write, checked against the view and ready to commit.
+struct Planned {
+    key: Key,
+    /// The state the change replaces (`None`: a creation).
+    current: Option<DocRef>,
+    /// The new state (`None`: a deletion).
+    draft: Option<Draft>,
+}
+
+impl Planned {
+    /// The new state `draft` as committed at revision `at`.
+    fn doc(&self, draft: &Draft, at: Revision) -> Result<DocRef, RegistryError> {
+        Doc::at(draft, at)
+            .map(Arc::new)
+            .map_err(|err| RegistryError::Invalid {
+                key: self.key.clone(),
+                err,
+            })
+    }
+
+    /// What the view publishes of this change, committed at revision `at`.
+    fn applied(self, at: Revision) -> Result<Applied, RegistryError> {
+        match &self.draft {
+            Some(draft) => {
+                let doc = self.doc(draft, at)?;
+                let kind = if self.current.is_some() {
+                    EventType::Modified
+                } else {
+                    EventType::Added
+                };
+                let proto = doc::with_rv(self.key.kind, &draft.proto, at);
+                Ok(Applied::written(self.key, doc, kind, proto))
+            }
+            None => {
+                let current = self
+                    .current
+                    .ok_or_else(|| RegistryError::NotFound(self.key.clone()))?;
+                Applied::deleted(self.key, &current, at)
             }
         }
     }
 }
 
-/// One change of a batch, checked and ready to commit.
-struct Planned {
+/// One committed change as the view publishes it.
+struct Applied {
     key: Key,
-    rv: u64,
     /// The object's new state; `None` after a deletion.
     new: Option<DocRef>,
     /// What the change's event carries: the new state, or the deleted object's last state.
     event: (EventType, DocRef),
     /// The protobuf encoding of the event's document.
     proto: Bytes,
+}
+
+impl Applied {
+    fn written(key: Key, doc: DocRef, kind: EventType, proto: Bytes) -> Self {
+        Self {
+            key,
+            new: Some(Arc::clone(&doc)),
+            event: (kind, doc),
+            proto,
+        }
+    }
+
+    /// The deletion of `current` at revision `at`: its event carries the last state at the
+    /// deletion's revision, so a watch resumed from that event's version does not see it again.
+    fn deleted(key: Key, current: &DocRef, at: Revision) -> Result<Self, RegistryError> {
+        let invalid = |err| RegistryError::Invalid {
+            key: key.clone(),
+            err,
+        };
+        let last = Arc::new(current.restamped(at).map_err(invalid)?);
+        let proto = last.encode_proto().map_err(invalid)?;
+        Ok(Self {
+            key,
+            new: None,
+            event: (EventType::Deleted, last),
+            proto,
+        })
+    }
 }
 
 /// Refuses a write that names one object twice: each change is checked against the view as it
@@ -594,15 +682,10 @@ fn delete(key: String) -> Op {
     }
 }
 
-/// The canonical document for `value` stored as `key` at revision `rv`: unknown fields dropped
-/// and types checked by the schema, and for objects with metadata the server-owned fields set
-/// (name, namespace, resourceVersion, uid, creationTimestamp, generation).
-fn build(
-    key: &Key,
-    value: &Value,
-    rv: u64,
-    previous: Option<&DocRef>,
-) -> Result<(DocRef, Bytes), RegistryError> {
+/// The canonical draft for `value` stored as `key`: unknown fields dropped and types checked by
+/// the schema, and for objects with metadata the server-owned fields set (name, namespace, uid,
+/// creationTimestamp, generation; resourceVersion when committed).
+fn build(key: &Key, value: &Value, previous: Option<&DocRef>) -> Result<Draft, RegistryError> {
     let invalid = |err| RegistryError::Invalid {
         key: key.clone(),
         err,
@@ -611,36 +694,12 @@ fn build(
     let desc = schema.message(key.kind.message()).map_err(invalid)?;
     let mut value = schema.to_json(&schema.from_json(&desc, value).map_err(invalid)?);
     if key.kind.has_metadata() {
-        stamp_metadata(key, &mut value, rv, previous.map(|p| p.value()).as_ref());
+        stamp_metadata(key, &mut value, previous.map(|p| p.value()).as_ref());
     }
-    finish(key, rv, &value)
+    Draft::new(key.clone(), &value).map_err(invalid)
 }
 
-/// The document and protobuf encoding of `value`, the final state of `key` at revision `rv`.
-fn finish(key: &Key, rv: u64, value: &Value) -> Result<(DocRef, Bytes), RegistryError> {
-    let invalid = |err| RegistryError::Invalid {
-        key: key.clone(),
-        err,
-    };
-    let proto = doc::encode_proto(key.kind, value).map_err(invalid)?;
-    let json = serde_json::to_vec(value).map_err(|e| invalid(SchemaError::new("", e.to_string())))?;
-    let doc = Doc::new(key.clone(), rv, Bytes::from(json), proto.len()).map_err(invalid)?;
-    Ok((Arc::new(doc), proto))
-}
-
-/// The last state of a deleted object as its DELETED event carries it: at the deletion's
-/// revision, so a watch resumed from that event's version does not see it again.
-fn tombstone(current: &DocRef, rv: u64) -> Result<(DocRef, Bytes), RegistryError> {
-    let mut value = current.value();
-    if current.key.kind.has_metadata()
-        && let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut)
-    {
-        meta.insert("resourceVersion".to_owned(), Value::String(rv.to_string()));
-    }
-    finish(&current.key, rv, &value)
-}
-
-fn stamp_metadata(key: &Key, value: &mut Value, rv: u64, previous: Option<&Value>) {
+fn stamp_metadata(key: &Key, value: &mut Value, previous: Option<&Value>) {
     let Some(object) = value.as_object_mut() else {
         return;
     };
@@ -660,7 +719,6 @@ fn stamp_metadata(key: &Key, value: &mut Value, rv: u64, previous: Option<&Value
     } else {
         meta.insert("namespace".to_owned(), Value::String(key.namespace.clone()));
     }
-    meta.insert("resourceVersion".to_owned(), Value::String(rv.to_string()));
     let old_meta = previous.and_then(|p| p.get("metadata"));
     let kept = |field: &str| old_meta.and_then(|m| m.get(field)).cloned();
     let uid = kept("uid").unwrap_or_else(|| Value::String(uuid::Uuid::new_v4().to_string()));

@@ -5,7 +5,8 @@
 
 use bytes::Bytes;
 
-use super::record::decode_proto_entry;
+use super::doc::with_rv;
+use super::record::proto_entry_offset;
 use super::{DocRef, Registry, RegistryError};
 use crate::store::StoreError;
 
@@ -22,19 +23,21 @@ impl Registry {
 
     /// The protobuf encodings of `docs`, in order, read at one point of the store. An encoding
     /// that is not the one of the given state (the object changed since it was listed, or was
-    /// stored before encodings were) is made from the document's JSON instead, so the bytes
-    /// always match the document, and its `proto_len`.
+    /// stored in an older layout) is made from the document's JSON instead, so the bytes always
+    /// match the document, and its `proto_len`.
     pub async fn protos(&self, docs: &[DocRef]) -> Result<Vec<Bytes>, RegistryError> {
         let keys = docs.iter().map(|d| d.key.proto_store_key()).collect();
         let entries = self.store.get_many(keys).await?;
         docs.iter()
             .zip(entries)
             .map(|(doc, entry)| {
-                let stored = entry.and_then(|entry| {
-                    let (rv, proto) = decode_proto_entry(&entry.value)?;
-                    let offset = entry.value.len() - proto.len();
-                    (rv == doc.rv).then(|| Bytes::from(entry.value).slice(offset..))
-                });
+                // Written with the object's record, so at the same revision.
+                let stored = entry
+                    .filter(|entry| entry.mod_revision == doc.rv)
+                    .and_then(|entry| {
+                        let offset = proto_entry_offset(&entry.value)?;
+                        Some(with_rv(doc.key.kind, &entry.value[offset..], doc.rv))
+                    });
                 let proto = match stored {
                     Some(proto) => proto,
                     None => self.proto(doc)?,

@@ -1,125 +1,198 @@
 //! How documents are laid out in the store.
 //!
-//! An object's record (under [`Key::store_key`](super::Key)) is its revision, a format byte, the
-//! length of its protobuf encoding and its canonical JSON. The encoding itself is a second entry
-//! (under `proto_store_key`) holding the revision and the bytes: memory keeps only the JSON, and
-//! a gRPC List reads the encodings from the store as it writes them.
+//! An object's record (under [`Key::store_key`](super::Key)) is an 8-byte header, a format byte
+//! and the format's body. Records of the current layout hold a [`Draft`]: the length of the
+//! encoding without `resourceVersion`, where the revision's digits go in the JSON, and the JSON
+//! with an empty `resourceVersion`. The revision is the record's mod revision in the store, so
+//! the header is unused (zero). The encoding itself is a second entry (under `proto_store_key`),
+//! written in the same commit: memory keeps only the JSON, and a gRPC List reads the encodings
+//! from the store as it writes them.
 //!
-//! Records written before the encodings were stored are the revision followed directly by the
-//! JSON; they are still read (their encoding is made from the JSON until they are rewritten).
+//! Older layouts (still read; a write replaces them) put the object's revision in the header and
+//! in the JSON: the revision followed directly by the JSON (format byte absent), format 1 (the
+//! encoding's length, then the JSON) and format 2 (format 1's body, sealed).
 
-/// The format byte of records that name their encoding's length. A JSON object never starts
-/// with it, so it tells the two layouts apart.
+use super::doc::Draft;
+
+/// Records of the first layout start the JSON right after the header, so a format byte is never
+/// `{`; these are the others.
 const WITH_PROTO_LEN: u8 = 1;
-/// The format byte of sealed records (`sealing.rs`): the revision, this byte, then the
-/// [`WITH_PROTO_LEN`] layout's length and JSON, sealed. Their encoding is not stored.
 const SEALED: u8 = 2;
+const DRAFT: u8 = 3;
+const SEALED_DRAFT: u8 = 4;
+/// The header of the current layouts, and of proto entries of the current layout.
+const NO_REVISION: u64 = 0;
+const BARE_ENCODING: u64 = u64::MAX;
+/// `rv_at` of a kind without metadata.
+const NOWHERE: u32 = u32::MAX;
 
-/// A decoded object record.
-pub(crate) struct Record {
-    pub rv: u64,
-    /// `None` in a record of the first layout.
-    pub proto_len: Option<usize>,
-    /// Where the JSON starts in the record.
-    pub json_offset: usize,
+/// A stored record, decoded.
+pub(crate) enum Decoded<'a> {
+    /// The current layout.
+    Draft {
+        bare_len: usize,
+        rv_at: Option<usize>,
+        json: &'a [u8],
+    },
+    /// An older layout: JSON that holds the revision it was written at.
+    Old { json: &'a [u8] },
+    /// A sealed body (`sealing.rs`), to be opened with context revision `context_rv` and read
+    /// with [`decode_opened`].
+    Sealed {
+        context_rv: u64,
+        draft: bool,
+        body: &'a [u8],
+    },
 }
 
-pub(crate) fn encode_record(rv: u64, proto_len: usize, json: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(13 + json.len());
-    out.extend_from_slice(&rv.to_le_bytes());
-    out.push(WITH_PROTO_LEN);
+/// The record of `draft`, in clear.
+pub(crate) fn encode_draft(draft: &Draft) -> Vec<u8> {
+    let mut out = NO_REVISION.to_le_bytes().to_vec();
+    out.push(DRAFT);
+    out.extend_from_slice(&draft_body(draft));
+    out
+}
+
+/// The record of `draft`, sealed: `seal` turns the body into the sealed bytes (with context
+/// revision 0: the revision is not known when sealing).
+pub(crate) fn encode_sealed_draft(draft: &Draft, seal: impl FnOnce(&[u8]) -> Vec<u8>) -> Vec<u8> {
+    let mut out = NO_REVISION.to_le_bytes().to_vec();
+    out.push(SEALED_DRAFT);
+    out.extend_from_slice(&seal(&draft_body(draft)));
+    out
+}
+
+fn draft_body(draft: &Draft) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + draft.json.len());
     // Objects are far below 4 GiB (the request size limits see to that).
-    out.extend_from_slice(&u32::try_from(proto_len).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(json);
+    out.extend_from_slice(&u32::try_from(draft.proto.len()).unwrap_or(u32::MAX).to_le_bytes());
+    let rv_at = draft
+        .rv_at
+        .map_or(NOWHERE, |at| u32::try_from(at).unwrap_or(NOWHERE));
+    out.extend_from_slice(&rv_at.to_le_bytes());
+    out.extend_from_slice(&draft.json);
     out
 }
 
-/// A sealed record: `seal` turns the plaintext (length and JSON) into the sealed bytes.
-pub(crate) fn encode_sealed_record(
-    rv: u64,
-    proto_len: usize,
-    json: &[u8],
-    seal: impl FnOnce(&[u8]) -> Vec<u8>,
-) -> Vec<u8> {
-    let plain = encode_record(rv, proto_len, json);
-    let sealed = seal(&plain[9..]);
-    let mut out = Vec::with_capacity(9 + sealed.len());
-    out.extend_from_slice(&rv.to_le_bytes());
-    out.push(SEALED);
-    out.extend_from_slice(&sealed);
-    out
-}
-
-/// The revision and sealed bytes of a sealed record; `None` for the clear layouts.
-pub(crate) fn sealed_body(raw: &[u8]) -> Option<(u64, &[u8])> {
-    let (head, rest) = raw.split_at_checked(8)?;
-    let (format, body) = rest.split_first()?;
-    (*format == SEALED).then_some((u64::from_le_bytes(head.try_into().ok()?), body))
-}
-
-/// The length and JSON of an opened sealed record's plaintext.
-pub(crate) fn split_opened(plain: &[u8]) -> Option<(usize, usize)> {
-    let len = plain.get(..4)?;
-    Some((u32::from_le_bytes(len.try_into().ok()?) as usize, 4))
-}
-
-pub(crate) fn decode_record(raw: &[u8]) -> Option<Record> {
+pub(crate) fn decode(raw: &[u8]) -> Option<Decoded<'_>> {
     let (head, rest) = raw.split_at_checked(8)?;
     let rv = u64::from_le_bytes(head.try_into().ok()?);
-    if rest.first() == Some(&WITH_PROTO_LEN) {
-        let len = rest.get(1..5)?;
-        let proto_len = u32::from_le_bytes(len.try_into().ok()?) as usize;
-        return Some(Record {
-            rv,
-            proto_len: Some(proto_len),
-            json_offset: 13,
-        });
+    match rest.split_first() {
+        Some((&WITH_PROTO_LEN, body)) => Some(Decoded::Old { json: body.get(4..)? }),
+        Some((&SEALED, body)) => Some(Decoded::Sealed {
+            context_rv: rv,
+            draft: false,
+            body,
+        }),
+        Some((&DRAFT, body)) => decode_draft(body),
+        Some((&SEALED_DRAFT, body)) => Some(Decoded::Sealed {
+            context_rv: rv,
+            draft: true,
+            body,
+        }),
+        _ => Some(Decoded::Old { json: rest }),
     }
-    Some(Record {
-        rv,
-        proto_len: None,
-        json_offset: 8,
+}
+
+/// The record in an opened sealed body.
+pub(crate) fn decode_opened(draft: bool, plain: &[u8]) -> Option<Decoded<'_>> {
+    if draft {
+        decode_draft(plain)
+    } else {
+        Some(Decoded::Old {
+            json: plain.get(4..)?,
+        })
+    }
+}
+
+fn decode_draft(body: &[u8]) -> Option<Decoded<'_>> {
+    let word = |range: std::ops::Range<usize>| Some(u32::from_le_bytes(body.get(range)?.try_into().ok()?));
+    let bare_len = word(0..4)? as usize;
+    let rv_at = word(4..8)?;
+    Some(Decoded::Draft {
+        bare_len,
+        rv_at: (rv_at != NOWHERE).then_some(rv_at as usize),
+        json: body.get(8..)?,
     })
 }
 
-/// The stored encoding: the object's revision, then the bytes.
-pub(crate) fn encode_proto_entry(rv: u64, proto: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + proto.len());
-    out.extend_from_slice(&rv.to_le_bytes());
-    out.extend_from_slice(proto);
+/// The sealed bytes of a sealed record and the revision they were sealed with; `None` for the
+/// clear layouts.
+pub(crate) fn sealed_body(raw: &[u8]) -> Option<(u64, &[u8])> {
+    match decode(raw)? {
+        Decoded::Sealed { context_rv, body, .. } => Some((context_rv, body)),
+        _ => None,
+    }
+}
+
+/// The stored encoding of a draft (without `resourceVersion`).
+pub(crate) fn encode_proto_entry(bare: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + bare.len());
+    out.extend_from_slice(&BARE_ENCODING.to_le_bytes());
+    out.extend_from_slice(bare);
     out
 }
 
-pub(crate) fn decode_proto_entry(raw: &[u8]) -> Option<(u64, &[u8])> {
-    let (head, proto) = raw.split_at_checked(8)?;
-    Some((u64::from_le_bytes(head.try_into().ok()?), proto))
+/// Where the encoding starts in a stored entry of the current layout; `None` for entries of the
+/// older layout (which hold their revision: an encoding is then made from the JSON).
+pub(crate) fn proto_entry_offset(raw: &[u8]) -> Option<usize> {
+    let head = raw.get(..8)?;
+    (u64::from_le_bytes(head.try_into().ok()?) == BARE_ENCODING).then_some(8)
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
+    use super::super::{Key, Kind};
     use super::*;
 
     #[test]
-    fn both_record_layouts_are_read() {
-        let json = br#"{"a":1}"#;
-        let new = encode_record(42, 300, json);
-        let record = decode_record(&new).unwrap();
-        assert_eq!((record.rv, record.proto_len), (42, Some(300)));
-        assert_eq!(&new[record.json_offset..], json);
+    fn every_record_layout_is_read() {
+        let value = json!({"metadata": {"name": "a", "resourceVersion": "9"}, "spec": {}});
+        let draft = Draft::new(Key::new(Kind::Application, "ns", "a"), &value).unwrap();
+        let raw = encode_draft(&draft);
+        let Some(Decoded::Draft {
+            bare_len,
+            rv_at,
+            json,
+        }) = decode(&raw)
+        else {
+            panic!("not read as a draft");
+        };
+        assert_eq!(
+            (bare_len, rv_at, json),
+            (draft.proto.len(), draft.rv_at, &draft.json[..])
+        );
+        assert!(
+            !String::from_utf8_lossy(json).contains('9'),
+            "the revision is not stored"
+        );
 
-        let mut old = 7u64.to_le_bytes().to_vec();
-        old.extend_from_slice(json);
-        let record = decode_record(&old).unwrap();
-        assert_eq!((record.rv, record.proto_len), (7, None));
-        assert_eq!(&old[record.json_offset..], json);
-        assert!(decode_record(b"short").is_none());
-        assert!(decode_record(&[0, 0, 0, 0, 0, 0, 0, 0, WITH_PROTO_LEN, 1]).is_none());
+        let old_json = br#"{"a":1}"#;
+        let mut first = 7u64.to_le_bytes().to_vec();
+        first.extend_from_slice(old_json);
+        assert!(matches!(decode(&first), Some(Decoded::Old { json }) if json == old_json));
+        let mut second = 7u64.to_le_bytes().to_vec();
+        second.push(WITH_PROTO_LEN);
+        second.extend_from_slice(&300u32.to_le_bytes());
+        second.extend_from_slice(old_json);
+        assert!(matches!(decode(&second), Some(Decoded::Old { json }) if json == old_json));
+        assert!(decode(b"short").is_none());
+        assert!(decode(&[0, 0, 0, 0, 0, 0, 0, 0, WITH_PROTO_LEN, 1]).is_none());
+        assert!(decode(&[0, 0, 0, 0, 0, 0, 0, 0, DRAFT, 1, 2]).is_none());
     }
 
     #[test]
-    fn proto_entries_round_trip() {
-        let raw = encode_proto_entry(9, b"\x0a\x01x");
-        assert_eq!(decode_proto_entry(&raw), Some((9, &b"\x0a\x01x"[..])));
-        assert_eq!(decode_proto_entry(b"1234"), None);
+    fn proto_entries_of_the_older_layout_are_not_used() {
+        let raw = encode_proto_entry(b"\x0a\x01x");
+        assert_eq!(
+            proto_entry_offset(&raw).map(|at| &raw[at..]),
+            Some(&b"\x0a\x01x"[..])
+        );
+        let mut old = 9u64.to_le_bytes().to_vec();
+        old.extend_from_slice(b"\x0a\x01x");
+        assert_eq!(proto_entry_offset(&old), None);
+        assert_eq!(proto_entry_offset(b"1234"), None);
     }
 }

@@ -151,12 +151,12 @@ async fn objects_and_revision_survive_reopening() {
     assert_eq!(docs[0].rv, 2);
     // History starts at the reopened revision: older versions must relist.
     assert!(matches!(
-        reg.watch(Kind::Application, 2),
+        reg.watch(Kind::Application, 2).await,
         Err(WatchError::TooOld { .. })
     ));
-    assert!(reg.watch(Kind::Application, 3).is_ok());
+    assert!(reg.watch(Kind::Application, 3).await.is_ok());
     assert!(matches!(
-        reg.watch(Kind::Application, 9),
+        reg.watch(Kind::Application, 9).await,
         Err(WatchError::Future { .. })
     ));
 }
@@ -166,7 +166,7 @@ async fn watches_resume_from_a_version_without_gaps_or_duplicates() {
     let dir = tempfile::tempdir().unwrap();
     let reg = open(dir.path()).await;
     create(&reg, "a").await;
-    let mut first = reg.watch(Kind::Application, 1).unwrap();
+    let mut first = reg.watch(Kind::Application, 1).await.unwrap();
     create(&reg, "b").await;
     create(&reg, "c").await;
     let seen = first.next().await.unwrap().unwrap();
@@ -182,7 +182,7 @@ async fn watches_resume_from_a_version_without_gaps_or_duplicates() {
     }])
     .await
     .unwrap();
-    let mut resumed = reg.watch(Kind::Application, 2).unwrap();
+    let mut resumed = reg.watch(Kind::Application, 2).await.unwrap();
     let c = resumed.next().await.unwrap().unwrap();
     let a = resumed.next().await.unwrap().unwrap();
     assert_eq!((c.rv, c.doc.key.name.as_str()), (3, "c"));
@@ -223,8 +223,9 @@ async fn list_and_watch_is_consistent() {
 async fn history_is_bounded_and_old_versions_must_relist() {
     let dir = tempfile::tempdir().unwrap();
     let reg = open(dir.path()).await;
-    // Batches keep this quick: one commit per 512 objects.
-    let total = watch::HISTORY + 10;
+    // Commits of 512 objects keep this quick; the objects of one commit share its revision.
+    // One commit more than the history holds: the first commit's events are dropped.
+    let total = watch::HISTORY + 512;
     for chunk in (0..total).collect::<Vec<_>>().chunks(512) {
         let changes = chunk
             .iter()
@@ -236,11 +237,12 @@ async fn history_is_bounded_and_old_versions_must_relist() {
         reg.apply(changes).await.unwrap();
     }
     assert!(matches!(
-        reg.watch(Kind::Application, 1),
-        Err(WatchError::TooOld { .. })
+        reg.watch(Kind::Application, 0).await,
+        Err(WatchError::TooOld { oldest: 1, .. })
     ));
-    let oldest = (total - watch::HISTORY) as u64;
-    assert!(reg.watch(Kind::Application, oldest).is_ok());
+    let mut sub = reg.watch(Kind::Application, 1).await.unwrap();
+    let first = sub.next().await.unwrap().unwrap();
+    assert_eq!((first.rv, first.doc.key.name.as_str()), (2, "a512"));
 }
 
 #[tokio::test]
@@ -261,11 +263,11 @@ async fn the_history_is_bounded_in_bytes_too() {
         .unwrap();
     }
     assert!(matches!(
-        reg.watch(Kind::Application, 1),
+        reg.watch(Kind::Application, 1).await,
         Err(WatchError::TooOld { .. })
     ));
     // The latest events are still there.
-    assert!(reg.watch(Kind::Application, 20).is_ok());
+    assert!(reg.watch(Kind::Application, 20).await.is_ok());
 }
 
 #[tokio::test]
@@ -276,7 +278,12 @@ async fn encodings_are_stored_and_match_the_state_listed() {
     let a = create(&reg, "a").await;
     let stored = store.get(&a.key.proto_store_key()).await.unwrap().unwrap();
     let expected = a.encode_proto().unwrap();
-    assert_eq!(&stored.value[8..], &expected[..]);
+    // Stored without the revision, which a read appends.
+    assert_eq!(
+        doc::with_rv(Kind::Application, &stored.value[8..], a.rv),
+        expected
+    );
+    assert_eq!(stored.mod_revision, a.rv);
     assert_eq!(a.proto_len, expected.len());
     assert_eq!(reg.proto(&a).unwrap(), expected);
 
@@ -311,38 +318,52 @@ async fn encodings_are_stored_and_match_the_state_listed() {
 async fn records_of_the_first_layout_are_read() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
-    // How objects were stored before their encodings were: revision, then the JSON.
+    // How objects were stored before their encodings were: revision, then the JSON. The
+    // revision is now the record's mod revision in the store.
     let json =
         br#"{"metadata":{"name":"old","namespace":"argocd","resourceVersion":"3"},"spec":{"project":"p"}}"#;
     let mut record = 3u64.to_le_bytes().to_vec();
     record.extend_from_slice(json);
-    store
-        .commit(vec![
-            Op::Put {
-                key: key("old").store_key(),
-                value: record,
-                expect: Expect::Absent,
-            },
-            Op::Put {
-                key: REVISION_KEY.to_owned(),
-                value: b"3".to_vec(),
-                expect: Expect::Any,
-            },
-        ])
+    let at = store
+        .commit(vec![put(key("old").store_key(), record)])
         .await
         .unwrap();
     let reg = Registry::open(store, test_keys()).await.unwrap();
     let old = reg.get(&key("old")).unwrap();
-    assert_eq!((old.rv, old.summary.project.as_str()), (3, "p"));
+    assert_eq!((old.rv, old.summary.project.as_str()), (at, "p"));
+    assert_eq!(old.value()["metadata"]["resourceVersion"], json!(at.to_string()));
     let listed = reg.protos(&[Arc::clone(&old)]).await.unwrap();
     assert_eq!(listed[0].len(), old.proto_len);
     assert_eq!(listed[0], reg.proto(&old).unwrap());
 }
 
+#[test]
+fn encodings_with_the_revision_appended_decode_as_the_json() {
+    let value = json!({"metadata": {"name": "a", "namespace": "argocd", "labels": {"k": "v"}},
+        "spec": {"project": "p", "source": {"repoURL": "https://r"}}});
+    let draft = Draft::new(key("a"), &value).unwrap();
+    let doc = Doc::at(&draft, 12_345_678_901).unwrap();
+    assert_eq!(doc.value()["metadata"]["resourceVersion"], json!("12345678901"));
+    let proto = doc.encode_proto().unwrap();
+    assert_eq!(proto.len(), doc.proto_len);
+    let schema = Schema::get();
+    let desc = schema.message(Kind::Application.message()).unwrap();
+    let decoded = schema.decode(&desc, &proto).unwrap();
+    assert_eq!(decoded["metadata"], doc.value()["metadata"]);
+    // Restamped at another revision: only the revision differs.
+    let later = doc.restamped(7).unwrap();
+    assert_eq!(later.value()["metadata"]["resourceVersion"], json!("7"));
+    assert_eq!(later.encode_proto().unwrap().len(), later.proto_len);
+    let mut expected = doc.value();
+    expected["metadata"]["resourceVersion"] = json!("7");
+    assert_eq!(later.value(), expected);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_application_writes_share_commits_and_each_gets_its_own_answer() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(FileStore::open(dir.path()).unwrap());
+    let file = Arc::new(FileStore::open(dir.path()).unwrap());
+    let store: Arc<dyn Store> = Arc::clone(&file) as Arc<dyn Store>;
     let reg = Registry::open(Arc::clone(&store), test_keys()).await.unwrap();
     reg.apply(vec![Change::Create {
         key: key("taken"),
@@ -350,7 +371,8 @@ async fn concurrent_application_writes_share_commits_and_each_gets_its_own_answe
     }])
     .await
     .unwrap();
-    let (before, store_before) = (reg.revision(), store.revision().await.unwrap());
+    let before = reg.revision();
+    let transactions = file.write_transactions();
     let (_, mut sub) = reg.list_and_watch(Kind::Application).unwrap();
     let writes: Vec<_> = (0..64)
         .map(|i| {
@@ -384,8 +406,11 @@ async fn concurrent_application_writes_share_commits_and_each_gets_its_own_answe
         (before + 1..=before + 63).collect::<Vec<_>>(),
         "one revision each, no gap"
     );
-    let commits = store.revision().await.unwrap() - store_before;
-    assert!(commits < 63, "63 writes in {commits} commits: none were combined");
+    let commits = file.write_transactions() - transactions;
+    assert!(
+        commits < 63,
+        "63 writes in {commits} transactions: none were combined"
+    );
     for rv in before + 1..=before + 63 {
         let event = sub.next().await.unwrap().unwrap();
         assert_eq!(event.rv, rv, "events in revision order");
@@ -393,7 +418,7 @@ async fn concurrent_application_writes_share_commits_and_each_gets_its_own_answe
 }
 
 #[tokio::test]
-async fn a_queued_application_write_checks_again_when_a_project_changed_since_its_check() {
+async fn an_application_write_planned_before_a_project_changed_does_not_commit() {
     let dir = tempfile::tempdir().unwrap();
     let reg = open(dir.path()).await;
     let project = Key::new(Kind::AppProject, "argocd", "p");
@@ -403,7 +428,18 @@ async fn a_queued_application_write_checks_again_when_a_project_changed_since_it
     })
     .await
     .unwrap();
-    let checked_at = reg.revision();
+    // Planned (and checked) now...
+    let others_at = reg.read().others_at;
+    let plan = |name: &str| {
+        reg.plan(&Change::Create {
+            key: key(name),
+            value: app(name, "p"),
+        })
+        .unwrap()
+    };
+    let stale = vec![plan("stale")];
+    let stale_ops = reg.ops(&stale, None, others_at);
+    // ...committed after the project changed.
     reg.apply_one(Change::Update {
         key: project,
         value: json!({"metadata": {"name": "p"}, "spec": {"description": "changed"}}),
@@ -411,28 +447,67 @@ async fn a_queued_application_write_checks_again_when_a_project_changed_since_it
     })
     .await
     .unwrap();
-    let queue = |name: &str, checked_at| {
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        reg.queue().push_back(combine::Pending {
-            changes: vec![Change::Create {
-                key: key(name),
-                value: app(name, "p"),
-            }],
-            checked_at,
-            reply,
-        });
-        answer
-    };
-    let stale = queue("stale", checked_at);
-    let current = queue("current", reg.revision());
-    {
-        let _writer = reg.writer.lock().await;
-        reg.drain().await;
-    }
-    assert!(matches!(stale.await.unwrap(), combine::Outcome::Again));
+    let err = reg.commit_local(stale_ops, stale).await.unwrap_err();
+    assert!(
+        matches!(&err, RegistryError::Store(StoreError::Conflict { key, .. }) if key == OTHERS_KEY),
+        "{err}"
+    );
     assert!(reg.get(&key("stale")).is_none(), "not written on the old check");
-    assert!(matches!(current.await.unwrap(), combine::Outcome::Done(Ok(_))));
+    let current = vec![plan("current")];
+    let ops = reg.ops(&current, None, reg.read().others_at);
+    reg.commit_local(ops, current).await.unwrap();
     assert!(reg.get(&key("current")).is_some());
+}
+
+#[tokio::test]
+async fn a_checked_project_write_does_not_commit_over_an_application_written_after_its_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(dir.path()).await;
+    let project = Key::new(Kind::AppProject, "argocd", "p");
+    reg.apply_one(Change::Create {
+        key: project.clone(),
+        value: json!({"metadata": {"name": "p"}, "spec": {}}),
+    })
+    .await
+    .unwrap();
+    let (checked_at, others_at) = (reg.revision(), reg.read().others_at);
+    let delete = vec![
+        reg.plan(&Change::Delete {
+            key: project.clone(),
+            expect: None,
+        })
+        .unwrap(),
+    ];
+    let ops = reg.ops(&delete, Some(checked_at), others_at);
+    create(&reg, "joined").await;
+    let err = reg.commit_local(ops, delete).await.unwrap_err();
+    assert!(
+        matches!(&err, RegistryError::Store(StoreError::Conflict { key, .. }) if *key == Kind::Application.store_prefix()),
+        "{err}"
+    );
+    assert!(reg.get(&project).is_some());
+}
+
+#[tokio::test]
+async fn every_event_of_a_commit_reaches_a_live_watcher() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(dir.path()).await;
+    let (_, mut sub) = reg.list_and_watch(Kind::Application).unwrap();
+    let changes = ["x", "y", "z"]
+        .iter()
+        .map(|name| Change::Create {
+            key: key(name),
+            value: app(name, "p"),
+        })
+        .collect();
+    reg.apply(changes).await.unwrap();
+    let mut names = Vec::new();
+    for _ in 0..3 {
+        let event = sub.next().await.unwrap().unwrap();
+        assert_eq!(event.rv, 1, "one commit, one revision");
+        names.push(event.doc.key.name.clone());
+    }
+    assert_eq!(names, ["x", "y", "z"]);
 }
 
 fn cluster(token: &str) -> (Key, Value) {
@@ -466,8 +541,13 @@ async fn credentials_are_sealed_at_rest_and_open_only_with_a_key_of_the_ring() {
         .clone()
         .unwrap();
     drop(legacy);
-    let clear = record::encode_record(doc.rv, doc.proto_len, &doc.json);
-    let proto = record::encode_proto_entry(doc.rv, &doc.encode_proto().unwrap());
+    // The layout before drafts: revision, format 1, the encoding's length, the JSON.
+    let mut clear = doc.rv.to_le_bytes().to_vec();
+    clear.push(1);
+    clear.extend_from_slice(&u32::try_from(doc.proto_len).unwrap().to_le_bytes());
+    clear.extend_from_slice(&doc.json);
+    let mut proto = doc.rv.to_le_bytes().to_vec();
+    proto.extend_from_slice(&doc.encode_proto().unwrap());
     store
         .commit(vec![
             put(key.store_key(), clear),

@@ -31,8 +31,10 @@ impl EventType {
 
 #[derive(Debug)]
 pub struct Event {
-    /// The revision of the write.
+    /// The revision of the write (the changes of one commit share it).
     pub rv: u64,
+    /// The event's place in the history: one per event, increasing.
+    seq: u64,
     pub kind: EventType,
     /// The object after the write; for a deletion, its last stored state.
     pub doc: DocRef,
@@ -60,6 +62,8 @@ pub(crate) struct History {
     bytes: usize,
     /// Every event with a revision above this is in `events`.
     base: u64,
+    /// The sequence number of the next event.
+    next_seq: u64,
     tx: broadcast::Sender<Arc<Event>>,
 }
 
@@ -69,11 +73,20 @@ impl History {
             events: VecDeque::with_capacity(HISTORY),
             bytes: 0,
             base,
+            next_seq: 0,
             tx: broadcast::Sender::new(BACKLOG),
         }
     }
 
-    pub fn push(&mut self, event: Arc<Event>) {
+    pub fn push(&mut self, rv: u64, kind: EventType, doc: DocRef, proto: Bytes) {
+        let event = Arc::new(Event {
+            rv,
+            seq: self.next_seq,
+            kind,
+            doc,
+            proto,
+        });
+        self.next_seq += 1;
         self.bytes += event.bytes();
         self.events.push_back(Arc::clone(&event));
         // The newest event always stays, whatever its size.
@@ -110,6 +123,7 @@ impl History {
             backlog,
             rx: self.tx.subscribe(),
             last: since,
+            next_seq: self.next_seq,
         })
     }
 }
@@ -135,6 +149,8 @@ pub struct Subscription {
     backlog: VecDeque<Arc<Event>>,
     rx: broadcast::Receiver<Arc<Event>>,
     last: u64,
+    /// The first event not in the backlog: live events before it were delivered from there.
+    next_seq: u64,
 }
 
 impl Subscription {
@@ -146,7 +162,7 @@ impl Subscription {
         }
         loop {
             match self.rx.recv().await {
-                Ok(event) if event.rv > self.last && event.doc.key.kind == self.kind => {
+                Ok(event) if event.seq >= self.next_seq && event.doc.key.kind == self.kind => {
                     self.last = event.rv;
                     return Some(Ok(event));
                 }

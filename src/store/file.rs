@@ -35,6 +35,8 @@ pub struct FileStore {
 struct Inner {
     db: Database,
     path: PathBuf,
+    /// Write transactions begun (each commits with one fsync, or aborts).
+    transactions: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for FileStore {
@@ -64,7 +66,11 @@ impl FileStore {
         let db = catch_unwind(AssertUnwindSafe(|| builder.create(&path)))
             .map_err(|_| corrupt(&path, "redb panicked while opening it"))?
             .map_err(|e| open_error(&path, e))?;
-        let inner = Inner { db, path };
+        let inner = Inner {
+            db,
+            path,
+            transactions: std::sync::atomic::AtomicU64::new(0),
+        };
         // Create the tables up front so readers never meet a missing table.
         inner.write(|tx| {
             tx.open_table(KV)?;
@@ -83,6 +89,11 @@ impl FileStore {
         &self.inner.path
     }
 
+    /// How many write transactions this process has made (a group commit is one).
+    pub fn write_transactions(&self) -> u64 {
+        self.inner.transactions.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     async fn blocking<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Inner) -> Result<T, StoreError> + Send + 'static,
@@ -98,6 +109,8 @@ impl Inner {
     /// Runs `f` in a write transaction; commits (fsync) if it succeeds, aborts otherwise.
     fn write<T>(&self, f: impl FnOnce(&WriteTransaction) -> Result<T, Fail>) -> Result<T, StoreError> {
         let run = || {
+            self.transactions
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let tx = self.db.begin_write()?;
             match f(&tx) {
                 Ok(out) => {
@@ -262,19 +275,40 @@ fn read_revision(meta: &impl ReadableTable<&'static str, u64>) -> Result<Revisio
 
 /// Checks every precondition against the state before the commit, then applies the ops.
 fn apply(tx: &WriteTransaction, ops: &[Op]) -> Result<Revision, Fail> {
+    apply_checked(tx, ops)?.map_err(Fail::Store)
+}
+
+/// [`apply`], telling a precondition that does not hold (`Ok(Err)`: nothing was written) from a
+/// failure of the store (`Err`: the transaction must be aborted).
+fn apply_checked(tx: &WriteTransaction, ops: &[Op]) -> Result<Result<Revision, StoreError>, Fail> {
+    if let Err(e) = super::keys_once(ops) {
+        return Ok(Err(e));
+    }
     let mut kv = tx.open_table(KV)?;
     let mut meta = tx.open_table(META)?;
     let next = read_revision(&meta)? + 1;
     let mut created = Vec::with_capacity(ops.len());
     for op in ops {
-        let entry = kv
-            .get(op.key())?
-            .map(|raw| decode(op.key(), raw.value()))
-            .transpose()?;
-        check(op.key(), op.expect(), entry.as_ref().map(|e| e.mod_revision))?;
-        created.push(entry.map(|e| e.create_revision));
+        let actual = match op {
+            Op::Unchanged { prefix, .. } => {
+                // The newest write under the prefix decides.
+                list_in(&kv, prefix)?.iter().map(|e| e.mod_revision).max()
+            }
+            _ => {
+                let entry = kv
+                    .get(op.key())?
+                    .map(|raw| decode(op.key(), raw.value()))
+                    .transpose()?;
+                created.push(entry.as_ref().map(|e| e.create_revision));
+                entry.map(|e| e.mod_revision)
+            }
+        };
+        if let Err(e) = check(op.key(), op.expect(), actual) {
+            return Ok(Err(e));
+        }
     }
-    for (op, create) in ops.iter().zip(created) {
+    let keyed = ops.iter().filter(|op| !matches!(op, Op::Unchanged { .. }));
+    for (op, create) in keyed.zip(created) {
         match op {
             Op::Put { key, value, .. } => {
                 kv.insert(
@@ -285,10 +319,11 @@ fn apply(tx: &WriteTransaction, ops: &[Op]) -> Result<Revision, Fail> {
             Op::Delete { key, .. } => {
                 kv.remove(key.as_str())?;
             }
+            Op::Check { .. } | Op::Unchanged { .. } => {}
         }
     }
     meta.insert(REVISION, next)?;
-    Ok(next)
+    Ok(Ok(next))
 }
 
 #[async_trait::async_trait]
@@ -345,6 +380,25 @@ impl Store for FileStore {
         super::keys_once(&ops)?;
         self.blocking(move |inner| inner.write(|tx| apply(tx, &ops)))
             .await
+    }
+
+    async fn commit_each(&self, batches: Vec<Vec<Op>>) -> Vec<Result<Revision, StoreError>> {
+        let count = batches.len();
+        let done = self
+            .blocking(move |inner| {
+                inner.write(|tx| {
+                    batches
+                        .iter()
+                        .map(|ops| apply_checked(tx, ops))
+                        .collect::<Result<Vec<_>, Fail>>()
+                })
+            })
+            .await;
+        match done {
+            Ok(outcomes) => outcomes,
+            // Nothing was written: every batch gets the store's failure.
+            Err(e) => (0..count).map(|_| Err(e.clone())).collect(),
+        }
     }
 
     async fn revision(&self) -> Result<Revision, StoreError> {

@@ -68,6 +68,9 @@ pub enum Expect {
     Absent,
     /// The key exists and was last written at this revision.
     ModRevision(Revision),
+    /// The key is absent or was last written at or before this revision (of a prefix: every
+    /// key under it; deleted keys are not seen).
+    NotAfter(Revision),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,19 +84,38 @@ pub enum Op {
         key: String,
         expect: Expect,
     },
+    /// Writes nothing: the commit takes place only if `key` is as expected.
+    Check {
+        key: String,
+        expect: Expect,
+    },
+    /// Writes nothing: the commit takes place only if no key under `prefix` was written after
+    /// revision `since` (a condition on a range, as etcd's compares allow).
+    Unchanged {
+        prefix: String,
+        since: Revision,
+    },
 }
 
 impl Op {
+    /// The key written or checked (the prefix of an [`Op::Unchanged`]).
     pub fn key(&self) -> &str {
         match self {
-            Op::Put { key, .. } | Op::Delete { key, .. } => key,
+            Op::Put { key, .. } | Op::Delete { key, .. } | Op::Check { key, .. } => key,
+            Op::Unchanged { prefix, .. } => prefix,
         }
     }
 
     pub fn expect(&self) -> Expect {
         match self {
-            Op::Put { expect, .. } | Op::Delete { expect, .. } => *expect,
+            Op::Put { expect, .. } | Op::Delete { expect, .. } | Op::Check { expect, .. } => *expect,
+            Op::Unchanged { since, .. } => Expect::NotAfter(*since),
         }
+    }
+
+    /// Whether this op writes (puts or deletes) rather than only checks.
+    pub fn writes(&self) -> bool {
+        matches!(self, Op::Put { .. } | Op::Delete { .. })
     }
 }
 
@@ -109,6 +131,17 @@ pub trait Store: Send + Sync + 'static {
     /// Deleting an absent key with [`Expect::Any`] is a no-op; a key may appear only once per batch
     /// (as in an etcd transaction), so every precondition sees the state before the commit.
     async fn commit(&self, ops: Vec<Op>) -> Result<Revision, StoreError>;
+    /// Several independent commits, in order: each is checked against the state its
+    /// predecessors left, takes its own revision and has its own outcome (one whose
+    /// preconditions fail does not stop the others). The embedded store makes them durable
+    /// together, with one fsync (group commit); by default they are committed one by one.
+    async fn commit_each(&self, batches: Vec<Vec<Op>>) -> Vec<Result<Revision, StoreError>> {
+        let mut out = Vec::with_capacity(batches.len());
+        for ops in batches {
+            out.push(self.commit(ops).await);
+        }
+        out
+    }
     async fn revision(&self) -> Result<Revision, StoreError>;
     /// Every entry under each of `prefixes` (in key order, one list per prefix), all read at one
     /// revision, and that revision: the start of a view that then follows [`Store::feed`].
@@ -133,7 +166,7 @@ pub trait Feed: Send + 'static {
     async fn next(&mut self) -> Result<Changes, StoreError>;
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     #[error("conflict on {key}: expected {expected}, found {}", Found(*.actual))]
     Conflict {
@@ -161,6 +194,7 @@ impl fmt::Display for Expect {
             Expect::Any => f.write_str("any state"),
             Expect::Absent => f.write_str("absent"),
             Expect::ModRevision(r) => write!(f, "mod revision {r}"),
+            Expect::NotAfter(r) => write!(f, "no write after revision {r}"),
         }
     }
 }
@@ -195,6 +229,7 @@ pub(crate) fn check(key: &str, expected: Expect, actual: Option<Revision>) -> Re
         Expect::Any => true,
         Expect::Absent => actual.is_none(),
         Expect::ModRevision(r) => actual == Some(r),
+        Expect::NotAfter(r) => actual.is_none_or(|a| a <= r),
     };
     if ok {
         Ok(())

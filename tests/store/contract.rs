@@ -202,6 +202,93 @@ pub async fn failed_preconditions_write_nothing(store: &dyn Store) {
     assert_eq!(store.get("other").await.unwrap(), None);
 }
 
+/// Checks write nothing; a commit takes place only when they hold, and a failed one names the
+/// key (or prefix) and the newest revision found.
+pub async fn checks_and_range_checks(store: &dyn Store) {
+    let r0 = store.revision().await.unwrap();
+    let check = |key: &str, expect| Op::Check {
+        key: key.to_owned(),
+        expect,
+    };
+    let unchanged = |prefix: &str, since| Op::Unchanged {
+        prefix: prefix.to_owned(),
+        since,
+    };
+    store
+        .commit(vec![
+            put("apps/a", "1", Expect::Any),
+            put("apps/b", "1", Expect::Any),
+        ])
+        .await
+        .unwrap();
+    store.commit(vec![put("apps/b", "2", Expect::Any)]).await.unwrap();
+    // Held: the commit happens, and the checked keys are untouched.
+    let at = store
+        .commit(vec![
+            check("apps/a", Expect::ModRevision(r0 + 1)),
+            check("missing", Expect::Absent),
+            unchanged("apps/", r0 + 2),
+            unchanged("none/", r0),
+            put("out", "x", Expect::Any),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(at, r0 + 3);
+    assert_eq!(value(store, "apps/a").await.as_deref(), Some("1"));
+    // Not held: nothing is written, and the newest write under the prefix is named.
+    assert_eq!(
+        conflict(
+            store
+                .commit(vec![unchanged("apps/", r0 + 1), put("out", "y", Expect::Any)])
+                .await
+        ),
+        ("apps/".to_owned(), Expect::NotAfter(r0 + 1), Some(r0 + 2))
+    );
+    assert_eq!(
+        conflict(
+            store
+                .commit(vec![
+                    check("apps/b", Expect::ModRevision(r0 + 1)),
+                    put("out", "y", Expect::Any)
+                ])
+                .await
+        ),
+        ("apps/b".to_owned(), Expect::ModRevision(r0 + 1), Some(r0 + 2))
+    );
+    assert_eq!(value(store, "out").await.as_deref(), Some("x"));
+    assert_eq!(store.revision().await.unwrap(), r0 + 3);
+}
+
+/// Commits made together are still separate: in order, a revision each, each with its own
+/// outcome.
+pub async fn commits_made_together_stay_separate(store: &dyn Store) {
+    let r0 = store.revision().await.unwrap();
+    let outcomes = store
+        .commit_each(vec![
+            vec![put("k", "1", Expect::Absent)],
+            // Sees the first commit's write: fails alone.
+            vec![put("k", "2", Expect::Absent)],
+            vec![
+                put("k", "3", Expect::ModRevision(r0 + 1)),
+                put("j", "3", Expect::Any),
+            ],
+            vec![put("j", "a", Expect::Any), delete("j", Expect::Any)],
+        ])
+        .await;
+    assert_eq!(outcomes.len(), 4);
+    assert_eq!(*outcomes[0].as_ref().unwrap(), r0 + 1);
+    assert_eq!(conflict(outcomes[1].clone()).0, "k");
+    assert_eq!(*outcomes[2].as_ref().unwrap(), r0 + 2);
+    assert!(
+        matches!(outcomes[3], Err(StoreError::Invalid(_))),
+        "{:?}",
+        outcomes[3]
+    );
+    assert_eq!(value(store, "k").await.as_deref(), Some("3"));
+    assert_eq!(value(store, "j").await.as_deref(), Some("3"));
+    assert_eq!(store.revision().await.unwrap(), r0 + 2);
+}
+
 /// A key at most once per batch, whatever the ops.
 pub async fn a_key_twice_is_refused(store: &dyn Store) {
     let r0 = store.revision().await.unwrap();
@@ -325,4 +412,6 @@ both!(
     json_helpers,
     lists_in_key_order,
     snapshots_read_several_prefixes_at_one_revision,
+    checks_and_range_checks,
+    commits_made_together_stay_separate,
 );

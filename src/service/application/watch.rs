@@ -28,7 +28,7 @@ pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     let (initial, sub) = match since {
         Some(rv) if q.name.is_empty() => (
             Vec::new(),
-            registry.watch(Kind::Application, rv).map_err(watch_error)?,
+            registry.watch(Kind::Application, rv).await.map_err(watch_error)?,
         ),
         _ => registry.list_and_watch(Kind::Application).map_err(watch_error)?,
     };

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, GetOptions, GetResponse, KeyValue, KvClient, Txn, TxnOp,
-    TxnOpResponse, TxnResponse,
+    Client, Compare, CompareOp, ConnectOptions, GetOptions, GetResponse, KeyValue, KvClient, SortOrder,
+    SortTarget, Txn, TxnOp, TxnOpResponse, TxnResponse,
 };
 use tokio::time::Instant;
 
@@ -266,10 +266,13 @@ impl EtcdStore {
     /// attempt's writes are what the keys hold now (every put's value, at one revision, every
     /// deleted key absent). Returns the revision the commit took effect at, if so.
     async fn applied_earlier(&self, ops: &[Op]) -> Result<Option<Revision>, StoreError> {
-        let keys: Vec<String> = ops.iter().map(|op| op.key().to_owned()).collect();
+        // The guarded writes identify the commit: unguarded ones (a marker every commit puts)
+        // may have been overwritten by others since.
+        let ours: Vec<&Op> = ops.iter().filter(|op| op.writes() && guards(op)).collect();
+        let keys: Vec<String> = ours.iter().map(|op| op.key().to_owned()).collect();
         let (entries, read_at) = self.read_keys(&keys).await?;
         let mut at = None;
-        for (op, entry) in ops.iter().zip(&entries) {
+        for (op, entry) in ours.into_iter().zip(&entries) {
             match (op, entry) {
                 (Op::Put { value, .. }, Some(entry)) if entry.value == *value => {
                     if *at.get_or_insert(entry.mod_revision) != entry.mod_revision {
@@ -400,13 +403,7 @@ impl Store for EtcdStore {
         if ops.is_empty() {
             return self.revision().await;
         }
-        let guarded = ops.iter().any(|op| {
-            matches!(
-                (op, op.expect()),
-                (Op::Put { .. }, Expect::Absent | Expect::ModRevision(_))
-                    | (Op::Delete { .. }, Expect::ModRevision(_))
-            )
-        });
+        let guarded = ops.iter().any(guards);
         let txn = self.transaction(&ops);
         let deadline = self.deadline();
         let mut backoff = FIRST_BACKOFF;
@@ -465,27 +462,60 @@ impl EtcdStore {
         let mut reads = Vec::new();
         for op in ops {
             let key = self.full_key(op.key());
-            let compare = match op.expect() {
+            let at = |r: Revision| i64::try_from(r).unwrap_or(i64::MAX);
+            let (compare, read) = match op.expect() {
                 Expect::Any => continue,
-                Expect::Absent => Compare::create_revision(key.as_str(), CompareOp::Equal, 0),
-                Expect::ModRevision(r) => Compare::mod_revision(
-                    key.as_str(),
-                    CompareOp::Equal,
-                    i64::try_from(r).unwrap_or(i64::MAX),
+                Expect::Absent => (
+                    Compare::create_revision(key.as_str(), CompareOp::Equal, 0),
+                    TxnOp::get(key, None),
+                ),
+                Expect::ModRevision(r) => (
+                    Compare::mod_revision(key.as_str(), CompareOp::Equal, at(r)),
+                    TxnOp::get(key, None),
+                ),
+                Expect::NotAfter(r) if matches!(op, Op::Unchanged { .. }) => (
+                    Compare::mod_revision(key.as_str(), CompareOp::Less, at(r).saturating_add(1))
+                        .with_prefix(),
+                    // On failure, the newest write under the prefix names the conflict.
+                    TxnOp::get(
+                        key,
+                        Some(
+                            GetOptions::new()
+                                .with_prefix()
+                                .with_sort(SortTarget::Mod, SortOrder::Descend)
+                                .with_limit(1)
+                                .with_keys_only(),
+                        ),
+                    ),
+                ),
+                Expect::NotAfter(r) => (
+                    Compare::mod_revision(key.as_str(), CompareOp::Less, at(r).saturating_add(1)),
+                    TxnOp::get(key, None),
                 ),
             };
             compares.push(compare);
-            reads.push(TxnOp::get(key, None));
+            reads.push(read);
         }
         let writes: Vec<TxnOp> = ops
             .iter()
-            .map(|op| match op {
-                Op::Put { key, value, .. } => TxnOp::put(self.full_key(key), value.clone(), None),
-                Op::Delete { key, .. } => TxnOp::delete(self.full_key(key), None),
+            .filter_map(|op| match op {
+                Op::Put { key, value, .. } => Some(TxnOp::put(self.full_key(key), value.clone(), None)),
+                Op::Delete { key, .. } => Some(TxnOp::delete(self.full_key(key), None)),
+                Op::Check { .. } | Op::Unchanged { .. } => None,
             })
             .collect();
         Txn::new().when(compares).and_then(writes).or_else(reads)
     }
+}
+
+/// Whether `op` cannot take effect twice: once applied, its own precondition fails (a put
+/// expecting absence or a mod revision, a delete expecting a mod revision).
+fn guards(op: &Op) -> bool {
+    matches!(
+        (op, op.expect()),
+        (Op::Put { .. }, Expect::Absent | Expect::ModRevision(_))
+            | (Op::Delete { .. }, Expect::ModRevision(_))
+    )
 }
 
 /// A start over TLS that failed: when handshakes of our own tell why (a member's certificate
