@@ -127,7 +127,7 @@ impl Session {
     }
 }
 
-fn create_args<'a>(name: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+pub fn create_args<'a>(name: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "app",
         "create",

@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 
-use crate::cli_apps::{Session, session_token, start_server_with};
+use crate::cli_apps::{Session, create_args, session_token, start_server_with};
 use crate::support::TestServer;
 use crate::support::client::{Conn, Proto, connect, get, grpc_frame, grpc_web_frames, request};
 
@@ -315,4 +315,90 @@ fn decode(raw: &str) -> String {
     percent_encoding::percent_decode_str(raw)
         .decode_utf8_lossy()
         .into_owned()
+}
+
+/// `tiphys app watch` outlives the server it started on: the server's shutdown ends the watch
+/// with UNAVAILABLE, and the CLI reconnects by itself (here to the server started again on the
+/// same address, as a load balancer would pick another replica) and goes on printing.
+#[test]
+fn the_cli_watch_reconnects_when_the_server_shuts_down() {
+    use std::io::BufRead as _;
+    use std::process::{Command, Stdio};
+
+    let work = tempfile::tempdir().unwrap();
+    let data = work.path().join("data");
+    let (mut first, config) = start_server_with(Some(&data), &[]);
+    let admin = Session::login(&first, "admin", &[]);
+    admin.ok(&create_args("before", &[]));
+
+    let mut cmd = Command::new(crate::support::bin());
+    cmd.args(["app", "watch", "--config"]).arg(admin.config());
+    for (var, _) in std::env::vars_os() {
+        if var.to_string_lossy().starts_with("TIPHYS_") {
+            cmd.env_remove(var);
+        }
+    }
+    let mut watch = cmd
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    let stdout = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let stderr = watch.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let until = |name: &str, within: Duration| -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut seen = Vec::new();
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.split_whitespace().nth(1).is_some_and(|n| n.ends_with(name));
+                    seen.push(line);
+                    if found {
+                        return seen;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        panic!("no event for {name} within {within:?}: {seen:?}");
+    };
+    let seen = until("before", Duration::from_secs(20));
+    assert!(seen[0].starts_with("ADDED "), "{seen:?}");
+
+    assert!(first.terminate().success(), "{}", first.logs());
+    let port = first.port.to_string();
+    // The same accounts and data: the CLI's session holds on the server started again.
+    let second = TestServer::start(&[
+        "--insecure",
+        "--config-dir",
+        config.path().to_str().unwrap(),
+        &format!("--data-dir={}", data.display()),
+        "--port",
+        &port,
+    ]);
+    admin.ok(&create_args("after", &[]));
+    until("after", Duration::from_secs(60));
+    assert!(
+        watch.try_wait().unwrap().is_none(),
+        "the watch runs on across the restart"
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let stderr = stderr.join().unwrap();
+    assert!(
+        stderr.contains("server shutting down, reconnect; reconnecting"),
+        "{stderr}"
+    );
+    drop(second);
 }
