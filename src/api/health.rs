@@ -9,7 +9,7 @@ use crate::app::App;
 /// balancer drains this replica. While a shared store (etcd) cannot be followed the replica
 /// still answers reads, so it stays in rotation (200) and says what is degraded.
 pub async fn healthz(State(state): State<Arc<App>>) -> (StatusCode, String) {
-    if !state.is_serving() {
+    if !state.drain.is_serving() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n".to_owned());
     }
     match state.registry.degraded() {

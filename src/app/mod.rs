@@ -3,11 +3,11 @@
 //! so the server and the in-process tests build it the same way. No globals: tests run
 //! several in one process.
 
+pub mod drain;
 pub mod projects;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::auth::{Auth, AuthOptions, LoginLimits};
 use crate::config::ConfigWatch;
@@ -69,8 +69,8 @@ pub struct App {
     pub basehref: String,
     /// Single sign-on (idle unless `oidc.config` is set).
     pub oidc: Arc<Oidc>,
-    /// False once shutdown has begun: `/healthz` then answers 503.
-    serving: AtomicBool,
+    /// Shutdown as the use cases see it: `/healthz`, open streams.
+    pub drain: drain::Drain,
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
@@ -161,7 +161,7 @@ impl App {
             url_flag: options.url,
             basehref: options.basehref,
             oidc,
-            serving: AtomicBool::new(true),
+            drain: drain::Drain::default(),
         })
     }
 
@@ -191,13 +191,5 @@ impl App {
             .clone()
             .or_else(|| self.url_flag.clone())
             .unwrap_or_default()
-    }
-
-    pub fn is_serving(&self) -> bool {
-        self.serving.load(Ordering::Acquire)
-    }
-
-    pub fn stop_serving(&self) {
-        self.serving.store(false, Ordering::Release);
     }
 }

@@ -31,6 +31,27 @@ pub enum AppCommand {
     Sync(SyncArgs),
     /// Stop (or withdraw) the application's running operation.
     TerminateOp(NameArgs),
+    /// Print changes to applications as they happen, one line each, until interrupted. When
+    /// the server shuts down (or the connection drops), reconnect and resume where it left off.
+    Watch(WatchArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct WatchArgs {
+    /// Only this application, as NAME or NAMESPACE/NAME (its current state first).
+    pub name: Option<String>,
+    /// Only applications of these projects (repeatable).
+    #[arg(short = 'p', long = "project")]
+    pub projects: Vec<String>,
+    /// Start after this resourceVersion (from a list) instead of with every application's
+    /// current state.
+    #[arg(long)]
+    pub resource_version: Option<String>,
+    /// Output: json (one event per line) or name [default: TYPE NAME SYNC HEALTH].
+    #[arg(short = 'o', long, value_enum)]
+    pub output: Option<Shape>,
+    #[command(flatten)]
+    pub conn: ClientOpts,
 }
 
 #[derive(clap::Args, Debug)]
@@ -173,7 +194,40 @@ pub async fn run(config: &Path, command: AppCommand, out: &mut dyn Write) -> any
         AppCommand::Delete(args) => delete(config, args, out).await,
         AppCommand::Sync(args) => sync(config, args, out).await,
         AppCommand::TerminateOp(args) => terminate(config, args, out).await,
+        AppCommand::Watch(args) => watch(config, args, out).await,
     }
+}
+
+async fn watch(config: &Path, args: WatchArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let client = Client::connect(config, &args.conn, None).await?;
+    let (namespace, name) = match &args.name {
+        Some(name) => split_qualified(name, None),
+        None => (String::new(), String::new()),
+    };
+    let request = json!({
+        "name": name,
+        "appNamespace": namespace,
+        "projects": args.projects,
+        "resourceVersion": args.resource_version.unwrap_or_default(),
+    });
+    let mut events = call::watch(&client, "app watch failed", &format!("{SVC}/Watch"), &request).await?;
+    while let Some(event) = events.next().await? {
+        let app = &event["application"];
+        match args.output {
+            Some(Shape::Json) => writeln!(out, "{}", serde_json::to_string(&event)?)?,
+            Some(Shape::Name) => writeln!(out, "{}", qualified(app))?,
+            _ => writeln!(
+                out,
+                "{:<8} {} {} {}",
+                str_at(&event, "/type"),
+                qualified(app),
+                str_at(app, "/status/sync/status"),
+                str_at(app, "/status/health/status")
+            )?,
+        }
+        out.flush()?;
+    }
+    Ok(())
 }
 
 fn print_app(out: &mut dyn Write, shape: Option<Shape>, app: &Value, message: &str) -> anyhow::Result<()> {

@@ -3,6 +3,8 @@
 //! schema (`crate::schema`), sent as raw bytes over the command's connection (native gRPC or
 //! gRPC-Web, with its token), and the answer decoded back to Go-style JSON.
 
+use std::time::Duration;
+
 use anyhow::{Context as _, anyhow};
 use bytes::Bytes;
 use http::uri::PathAndQuery;
@@ -106,23 +108,162 @@ impl JsonStream {
 
 /// A server-streaming call (such as `/application.ApplicationService/Watch`).
 pub async fn stream(client: &Client, what: &str, path: &str, request: &Value) -> anyhow::Result<JsonStream> {
-    let (method, path) = method(path)?;
-    if !method.is_server_streaming() {
-        return Err(anyhow!("{path} is not a server-streaming method"));
-    }
+    let (method, path) = streaming_method(path)?;
     let body = encode(&method, request)?;
-    let mut grpc = grpc(client).await?;
-    // A stream may stay quiet for as long as nothing changes: no request timeout (keep-alives
-    // find a dead server instead, see `conn`).
-    let mut request = tonic::Request::new(body);
-    request.extensions_mut().insert(super::deadline::Streaming);
-    let result = grpc.server_streaming(request, path, RawCodec).await;
+    let result = open_stream(client, path, body).await;
     let inner = finish(client, what, result)?;
     Ok(JsonStream {
         method,
         inner,
         what: what.to_owned(),
     })
+}
+
+fn streaming_method(path: &str) -> anyhow::Result<(MethodDescriptor, PathAndQuery)> {
+    let (method, path) = method(path)?;
+    if !method.is_server_streaming() {
+        return Err(anyhow!("{path} is not a server-streaming method"));
+    }
+    Ok((method, path))
+}
+
+async fn open_stream(
+    client: &Client,
+    path: PathAndQuery,
+    body: Bytes,
+) -> Result<tonic::Response<tonic::Streaming<Bytes>>, tonic::Status> {
+    let mut grpc =
+        tonic::client::Grpc::with_origin(client.conn.transport.clone(), client.conn.origin.clone())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    grpc.ready().await.map_err(tonic::Status::from_error)?;
+    // A stream may stay quiet for as long as nothing changes: no request timeout (keep-alives
+    // find a dead server instead, see `conn`).
+    let mut request = tonic::Request::new(body);
+    request.extensions_mut().insert(super::deadline::Streaming);
+    grpc.server_streaming(request, path, RawCodec).await
+}
+
+/// Failed attempts in a row after which a [`Watch`] gives up (about a minute of backoff).
+const WATCH_RETRIES: u32 = 10;
+
+/// A watch (`…/Watch` with a `resourceVersion` field) that outlives the server it started on.
+/// When the stream breaks off as unavailable (the server ends its watches as it shuts down, or
+/// the connection drops), it is opened again, through the same address (a load balancer then
+/// picks a live replica), resuming after the last `resourceVersion` seen; when the server no
+/// longer has that version, it starts over, as a fresh watch does.
+pub struct Watch<'a> {
+    client: &'a Client,
+    what: String,
+    method: MethodDescriptor,
+    path: PathAndQuery,
+    request: Value,
+    resource_version: Option<u64>,
+    inner: Option<tonic::Streaming<Bytes>>,
+}
+
+/// Starts a [`Watch`]; a first failure is reported as [`stream`] reports it.
+pub async fn watch<'a>(
+    client: &'a Client,
+    what: &str,
+    path: &str,
+    request: &Value,
+) -> anyhow::Result<Watch<'a>> {
+    let (method, path) = streaming_method(path)?;
+    let resource_version = request
+        .get("resourceVersion")
+        .and_then(Value::as_str)
+        .and_then(|rv| rv.parse().ok());
+    let mut watch = Watch {
+        client,
+        what: what.to_owned(),
+        method,
+        path,
+        request: request.clone(),
+        resource_version,
+        inner: None,
+    };
+    let result = watch.open().await;
+    watch.inner = Some(finish(client, what, result)?);
+    Ok(watch)
+}
+
+impl Watch<'_> {
+    async fn open(&self) -> Result<tonic::Response<tonic::Streaming<Bytes>>, tonic::Status> {
+        let mut request = self.request.clone();
+        if let Value::Object(fields) = &mut request {
+            let rv = self.resource_version.map(|rv| rv.to_string()).unwrap_or_default();
+            fields.insert("resourceVersion".to_owned(), Value::String(rv));
+        }
+        let body =
+            encode(&self.method, &request).map_err(|e| tonic::Status::invalid_argument(e.to_string()))?;
+        open_stream(self.client, self.path.clone(), body).await
+    }
+
+    /// The next message; `None` when the server ended the stream without an error.
+    pub async fn next(&mut self) -> anyhow::Result<Option<Value>> {
+        let mut failures = 0;
+        loop {
+            let status = match &mut self.inner {
+                Some(inner) => match inner.message().await {
+                    Ok(Some(bytes)) => {
+                        let message = decode(&self.method, &bytes)?;
+                        self.note_version(&message);
+                        return Ok(Some(message));
+                    }
+                    Ok(None) => return Ok(None),
+                    Err(status) => status,
+                },
+                None => match self.open().await {
+                    Ok(response) => {
+                        self.inner = Some(response.into_inner());
+                        continue;
+                    }
+                    Err(status) => status,
+                },
+            };
+            self.inner = None;
+            match status.code() {
+                tonic::Code::Aborted if self.resource_version.is_some() => {
+                    eprintln!(
+                        "note: {}: {}; watching from the start again",
+                        self.what,
+                        status.message()
+                    );
+                    self.resource_version = None;
+                }
+                // Unknown: a connection cut without a status (a server or proxy gone).
+                tonic::Code::Unavailable | tonic::Code::Unknown if failures < WATCH_RETRIES => {
+                    if failures == 0 {
+                        eprintln!("note: {}: {}; reconnecting", self.what, status.message());
+                    }
+                    let pause = Duration::from_millis(250 << failures.min(6)).min(Duration::from_secs(10));
+                    tokio::time::sleep(pause).await;
+                    failures += 1;
+                }
+                code => return Err(with_kind(call_error(&self.what, &status), Some(code))),
+            }
+        }
+    }
+
+    /// Remembers the newest `metadata.resourceVersion` of the event's object.
+    fn note_version(&mut self, event: &Value) {
+        let newest = event
+            .as_object()
+            .into_iter()
+            .flat_map(|fields| fields.values())
+            .filter_map(|object| {
+                object
+                    .pointer("/metadata/resourceVersion")?
+                    .as_str()?
+                    .parse::<u64>()
+                    .ok()
+            })
+            .max();
+        if let Some(rv) = newest {
+            self.resource_version = Some(self.resource_version.map_or(rv, |seen| seen.max(rv)));
+        }
+    }
 }
 
 /// A string field of a JSON object (empty when absent).

@@ -3,6 +3,7 @@
 pub mod codec;
 pub mod dynamic;
 mod encode;
+pub mod health;
 mod reflection;
 mod services;
 

@@ -70,9 +70,18 @@ where
                 .map_err(|e| AppError::InvalidArgument(format!("invalid request: {e}")))?;
             // Read your writes on every replica: the view first catches up with the store.
             ctx.app.registry.fresh().await?;
-            f(ctx, req).await
+            let app = Arc::clone(&ctx.app);
+            match f(ctx, req).await? {
+                // Every stream, whatever its transport, ends when the server ends streams.
+                Reply::Stream(stream) => Ok(Reply::Stream(app.drain.bound(stream, shutting_down))),
+                reply => Ok(reply),
+            }
         })
     }))
+}
+
+fn shutting_down() -> AppError {
+    AppError::Unavailable(crate::app::drain::SHUTTING_DOWN.to_owned())
 }
 
 pub fn route(method: http::Method, path: &'static str, body: Body) -> Route {

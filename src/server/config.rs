@@ -93,7 +93,11 @@ pub struct ServerArgs {
     /// Largest gRPC message, in bytes, either direction (RESOURCE_EXHAUSTED above it).
     #[arg(long, env = "TIPHYS_GRPC_MAX_MESSAGE_BYTES", default_value_t = 200 * 1024 * 1024)]
     pub grpc_max_message_bytes: usize,
-    /// On SIGTERM/SIGINT, in-flight requests get this long to finish.
+    /// On SIGTERM/SIGINT, keep accepting and serving this long while /healthz answers 503, so
+    /// load balancers stop sending first (0: stop accepting at once; a second signal skips it).
+    #[arg(long, env = "TIPHYS_SHUTDOWN_DELAY", default_value = "5s", value_parser = parse_duration)]
+    pub shutdown_delay: Duration,
+    /// After the shutdown delay, in-flight requests get this long to finish (open watches end at once).
     #[arg(long, env = "TIPHYS_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = parse_duration)]
     pub shutdown_timeout: Duration,
     /// Value of X-Frame-Options on HTML responses ("" disables it).
@@ -144,6 +148,8 @@ pub struct ServerConfig {
     pub namespace: String,
     pub url: Option<url_host::ExternalUrl>,
     pub limits: Limits,
+    /// How long a stopping server keeps serving with `/healthz` at 503.
+    pub shutdown_delay: Duration,
     pub html_headers: HtmlHeaders,
     pub staticassets: Option<PathBuf>,
     pub ready_file: Option<PathBuf>,
@@ -256,6 +262,7 @@ impl ServerArgs {
                 grpc_max_message_bytes: self.grpc_max_message_bytes,
                 shutdown_timeout: self.shutdown_timeout,
             },
+            shutdown_delay: self.shutdown_delay,
             html_headers: HtmlHeaders {
                 x_frame_options: self.x_frame_options.clone(),
                 content_security_policy: self.content_security_policy.clone(),

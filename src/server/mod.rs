@@ -28,6 +28,7 @@ use self::config::{ServerArgs, ServerConfig};
 use self::dispatch::Dispatcher;
 use self::listener::Front;
 use self::metrics::Metrics;
+use self::shutdown::Shutdown;
 use self::tls::{CertSource, TlsPolicy};
 use crate::app::App;
 use crate::config::ConfigWatch;
@@ -92,7 +93,8 @@ impl Server {
         crate::config::log_policy(&config_watch.current());
         check_sso_url(&state)?;
         let metrics = Arc::new(Metrics::default());
-        let (health, health_service) = tonic_health::server::health_reporter();
+        let health = tonic_health::server::HealthReporter::new();
+        let health_service = crate::grpc::health::server(&health, &state);
         let dispatcher = Dispatcher::new(&state, &config, Arc::clone(&metrics), health_service)?;
         let front = Arc::new(Front::new(dispatcher, acceptor, config.limits));
 
@@ -120,8 +122,8 @@ impl Server {
         self.metrics_listener.local_addr()
     }
 
-    /// Serves until `shutdown` fires, then drains.
-    pub async fn serve(self, shutdown: CancellationToken) -> anyhow::Result<()> {
+    /// Serves until `shutdown` begins, then drains (see [`drain`]).
+    pub async fn serve(self, shutdown: Shutdown) -> anyhow::Result<()> {
         let addr = self.local_addr()?;
         let metrics_addr = self.metrics_addr()?;
         let internal = CancellationToken::new();
@@ -163,20 +165,50 @@ impl Server {
             self.config.url.as_ref().map_or("unset", |u| u.raw.as_str()),
             self.config.rootpath,
         );
-        let state = Arc::clone(&self.state);
-        let health = self.health.clone();
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            stop.cancelled().await;
-            state.stop_serving();
-            health
-                .set_service_status("", tonic_health::ServingStatus::NotServing)
-                .await;
-        });
-        listener::serve(self.listener, self.front, shutdown).await;
+        let stop_accepting = CancellationToken::new();
+        tokio::spawn(drain(
+            shutdown,
+            self.config.shutdown_delay,
+            Arc::clone(&self.state),
+            self.health.clone(),
+            stop_accepting.clone(),
+        ));
+        listener::serve(self.listener, self.front, stop_accepting).await;
         internal.cancel();
         Ok(())
     }
+}
+
+/// The shutdown sequence, once `shutdown` begins: report not serving (`/healthz` 503, gRPC
+/// health NOT_SERVING) while still accepting and serving for `delay`, so that load balancers
+/// and Kubernetes take this replica out of rotation before any connection is refused; then
+/// stop accepting and end every open stream at once (clients reconnect elsewhere). The
+/// listener then waits for in-flight requests, up to `--shutdown-timeout`.
+async fn drain(
+    shutdown: Shutdown,
+    delay: std::time::Duration,
+    state: Arc<App>,
+    health: tonic_health::server::HealthReporter,
+    stop_accepting: CancellationToken,
+) {
+    shutdown.begin.cancelled().await;
+    state.drain.stop_serving();
+    health
+        .set_service_status("", tonic_health::ServingStatus::NotServing)
+        .await;
+    if !delay.is_zero() {
+        tracing::info!(
+            ?delay,
+            "shutting down: /healthz answers 503; still serving until the delay (--shutdown-delay) \
+             has passed or another signal comes"
+        );
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = shutdown.hurry.cancelled() => tracing::info!("second signal: the rest of the shutdown delay is skipped"),
+        }
+    }
+    stop_accepting.cancel();
+    state.drain.end_streams();
 }
 
 /// Single sign-on needs the external URL: the provider sends browsers back

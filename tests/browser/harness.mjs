@@ -92,7 +92,8 @@ export async function startServer(opts = {}) {
   if (assets) args.push("--staticassets", assets);
   if (opts.args) args.push(...opts.args);
   const log = join(dir, "server.log");
-  const child = spawn(TIPHYS, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, NO_COLOR: "1" } });
+  // Stops are immediate unless a test gives --shutdown-delay (the flag wins over the variable).
+  const child = spawn(TIPHYS, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, NO_COLOR: "1", TIPHYS_SHUTDOWN_DELAY: "0" } });
   const chunks = [];
   child.stderr.on("data", (c) => chunks.push(c));
   const exited = new Promise((r) => child.on("exit", r));

@@ -17,6 +17,11 @@ const MODES: [&[&str]; 2] = [&[], &["--grpc-web"]];
 /// A plaintext server with `admin` and `bob` (login only, no permissions), both with
 /// [`PASSWORD`].
 pub fn start_server(data_dir: Option<&Path>) -> (TestServer, tempfile::TempDir) {
+    start_server_with(data_dir, &[])
+}
+
+/// [`start_server`], with more server flags.
+pub fn start_server_with(data_dir: Option<&Path>, extra: &[&str]) -> (TestServer, tempfile::TempDir) {
     let config = tempfile::tempdir().unwrap();
     let hash = bcrypt::hash(PASSWORD, 4).unwrap();
     let write = |name: &str, text: String| std::fs::write(config.path().join(name), text).unwrap();
@@ -37,7 +42,8 @@ pub fn start_server(data_dir: Option<&Path>) -> (TestServer, tempfile::TempDir) 
     if let Some(dir) = data_dir {
         args.push(format!("--data-dir={}", dir.display()));
     }
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend_from_slice(extra);
     (TestServer::start(&args), config)
 }
 
@@ -121,7 +127,7 @@ impl Session {
     }
 }
 
-fn create_args<'a>(name: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+pub fn create_args<'a>(name: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "app",
         "create",

@@ -55,6 +55,8 @@ impl TestServer {
             .args(args)
             .env("RUST_LOG", "tiphys=debug")
             .env("NO_COLOR", "1")
+            // Stops are immediate unless a test gives --shutdown-delay (the flag wins).
+            .env("TIPHYS_SHUTDOWN_DELAY", "0")
             .stdout(Stdio::null())
             .stderr(log);
         let mut child = cmd.spawn().unwrap();
@@ -101,19 +103,26 @@ impl TestServer {
 
     /// SIGTERM, then wait (bounded) for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
+        self.signal_term();
+        self.wait_exit(Duration::from_secs(30))
+    }
+
+    /// Sends SIGTERM to this server (and only to it, by its pid).
+    pub fn signal_term(&self) {
         let _ = Command::new("kill")
             .arg("-TERM")
             .arg(self.child.id().to_string())
             .status();
-        let deadline = Instant::now() + Duration::from_secs(30);
+    }
+
+    /// Waits for the server to exit; fails the test if it runs on for `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return status;
             }
-            assert!(
-                Instant::now() < deadline,
-                "server did not exit within 30 s of SIGTERM"
-            );
+            assert!(Instant::now() < deadline, "server did not exit within {within:?}");
             std::thread::sleep(Duration::from_millis(20));
         }
     }
