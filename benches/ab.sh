@@ -13,6 +13,8 @@
 # Needs what run.sh needs; bare_tonic must be built (cargo build --release --example bare_tonic;
 # it is looked for under $CARGO_TARGET_DIR or target/, or TONIC_BIN=PATH).
 # Only loopback addresses are used; only processes this script started are stopped, by PID.
+# The servers a benchmark starts stop at once (no --shutdown-delay drain).
+export TIPHYS_SHUTDOWN_DELAY=0
 set -euo pipefail
 
 [ $# -eq 2 ] || { echo "usage: bash benches/ab.sh OLD_BINARY NEW_BINARY" >&2; exit 2; }

@@ -12,6 +12,8 @@
 # phase), AUTH_RATE=2000 (version requests/s), AUTH_ROUNDS=3 (quiet/loaded pairs per login_load
 # run), AUTH_RUNS=3, BENCH_SKIP_BUILD=1.
 # Needs h2load (nghttp2-client). Only processes started here are stopped, by PID.
+# The servers a benchmark starts stop at once (no --shutdown-delay drain).
+export TIPHYS_SHUTDOWN_DELAY=0
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"

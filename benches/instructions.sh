@@ -10,6 +10,8 @@
 # are zeroed once the server answers, so start-up is not counted; the profile is kept in
 # $OUT_DIR (default: a temporary directory, printed). Needs valgrind, h2load, curl, openssl.
 # Only loopback addresses are used; only the process this script started is stopped, by PID.
+# The servers a benchmark starts stop at once (no --shutdown-delay drain).
+export TIPHYS_SHUTDOWN_DELAY=0
 set -euo pipefail
 
 [ $# -ge 2 ] || { echo "usage: bash benches/instructions.sh BINARY grpc|rest|token|anonymous [REQUESTS]" >&2; exit 2; }

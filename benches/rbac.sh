@@ -18,6 +18,8 @@
 # PEER_GO=~/.cache/peer-go/peer-go, BENCH_SKIP_BUILD=1, RBAC_KEEP=1 (keep the temp dir).
 # The peer is optional: without its binary only tiphys is measured. Only processes started here
 # are stopped, by PID. About 1-4 minutes with the peer (its uncached passes are slow), 30 s without.
+# The servers a benchmark starts stop at once (no --shutdown-delay drain).
+export TIPHYS_SHUTDOWN_DELAY=0
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"

@@ -20,6 +20,8 @@
 #
 # Needs: cargo, openssl, curl, h2load (nghttp2-client), nginx (optional: skipped if missing).
 # Only loopback addresses are used; only processes this script started are stopped, by PID.
+# The servers a benchmark starts stop at once (no --shutdown-delay drain).
+export TIPHYS_SHUTDOWN_DELAY=0
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"

@@ -29,6 +29,8 @@
 # target/); TIPHYS_BIN=PATH profiles that binary instead (with BENCH_SKIP_BUILD=1).
 # Needs: cargo, valgrind, openssl, curl, h2load (nghttp2-client), python3, nm (binutils).
 # Only loopback addresses are used; only the process this script started is stopped, by PID.
+# The servers a benchmark starts stop at once (no --shutdown-delay drain).
+export TIPHYS_SHUTDOWN_DELAY=0
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)"
