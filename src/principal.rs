@@ -300,6 +300,10 @@ pub struct RequestContext {
     pub caller: Caller,
     pub auth: AuthInfo,
     pub scheme: ClientScheme,
+    /// The registry's view had reached every registry write acknowledged before the request
+    /// arrived (the fence ran beside the caller's identification), so the use case need not
+    /// wait for it again.
+    pub fenced: bool,
 }
 
 impl RequestContext {

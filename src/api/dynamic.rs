@@ -234,6 +234,7 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
     let ctx = Ctx {
         app: Arc::clone(&state),
         caller,
+        fenced: context.is_some_and(|c| c.fenced),
     };
     match call(ctx, json).await? {
         Reply::Session { message, cookie } => {

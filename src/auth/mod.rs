@@ -25,7 +25,6 @@ pub mod mirror;
 pub mod password;
 pub mod project_tokens;
 pub mod revocations;
-pub mod shared_read;
 pub mod sso_sessions;
 pub mod throttle;
 pub mod tokens;

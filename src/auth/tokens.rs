@@ -23,11 +23,11 @@ use super::jwt::Claims;
 use super::keys::TokenKeys;
 use super::project_tokens::ProjectTokens;
 use super::revocations::{self, Revocations};
-use super::shared_read::SharedReads;
 use super::sso_sessions::{self, SsoSessions};
 use crate::clock::now_ms;
 use crate::config::{AccountConfig, ConfigWatch};
 use crate::principal::{AccountPrincipal, LOCAL_ISSUER, Principal, TokenKind};
+use crate::store::shared_read::SharedReads;
 use crate::store::{Outage, Store, StoreError};
 
 /// A login token is renewed when less than this (or half its lifetime) is left.

@@ -121,9 +121,14 @@ impl Call {
                 .decode(&self.method.input(), request.get_ref())
                 .map_err(|e| AppError::InvalidArgument(e.to_string()))?
         };
+        let fenced = request
+            .extensions()
+            .get::<crate::principal::RequestContext>()
+            .is_some_and(|c| c.fenced);
         let ctx = Ctx {
             app: self.state,
             caller,
+            fenced,
         };
         Ok((self.call)(ctx, json).await?)
     }

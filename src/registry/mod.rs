@@ -48,6 +48,7 @@ pub use self::sealing::SecretsKeys;
 use self::watch::History;
 pub use self::watch::{Event, EventType, Subscription, WatchError};
 use crate::schema::{Schema, SchemaError};
+use crate::store::shared_read::SharedReads;
 use crate::store::{Expect, Op, Outage, Revision, Store, StoreError};
 
 /// Every registry commit puts this key (outside [`kind::PREFIX`]), so its mod revision is the
@@ -96,6 +97,9 @@ pub struct Registry {
     /// When the last fence read failed: reads skip the fence for [`FENCE_PAUSE`] after, so an
     /// unreachable etcd does not slow every read down.
     fence_failed: Outage,
+    /// Fence reads shared by the requests that overlap: one quorum read serves every request
+    /// that arrived before it started, however many arrive at once.
+    fences: SharedReads<Result<Option<Revision>, String>>,
     /// The follower's tasks (`follow.rs`), ended with the registry.
     follower: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -191,6 +195,7 @@ impl Registry {
             following: AtomicBool::new(true),
             unpublished: AtomicBool::new(false),
             fence_failed: Outage::new(FENCE_PAUSE),
+            fences: SharedReads::default(),
             follower: Mutex::new(Vec::new()),
         });
         registry.follow();
@@ -215,14 +220,17 @@ impl Registry {
         if self.fence_failed.pausing() {
             return Ok(());
         }
-        let target = match tokio::time::timeout(FENCE_READ, self.store.get(HEAD_KEY)).await {
-            Ok(Ok(Some(entry))) => entry.mod_revision,
-            Ok(Ok(None)) => return Ok(()),
-            unreachable => {
-                let why = match unreachable {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no answer within {FENCE_READ:?}"),
-                };
+        let read = || async {
+            match tokio::time::timeout(FENCE_READ, self.store.get(HEAD_KEY)).await {
+                Ok(Ok(entry)) => Ok(entry.map(|e| e.mod_revision)),
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {FENCE_READ:?}")),
+            }
+        };
+        let target = match self.fences.get(HEAD_KEY, read).await {
+            Ok(Some(target)) => target,
+            Ok(None) => return Ok(()),
+            Err(why) => {
                 tracing::debug!("reading from the view without a fence: {why}");
                 self.fence_failed.failed();
                 return Ok(());

@@ -220,11 +220,18 @@ impl Dispatcher {
                     caller: Caller::anonymous(ip),
                     auth: AuthInfo::default(),
                     scheme,
+                    fenced: false,
                 };
                 return (context, None);
             }
         };
-        let identified = self.app.auth.authenticator.identify(headers, channel, ip).await;
+        // The registry's fence (read your writes on every replica, one quorum read on etcd) runs
+        // beside the token check (quorum reads too) instead of after it: a request waits for
+        // etcd once, not twice.
+        let (identified, fence) = tokio::join!(
+            self.app.auth.authenticator.identify(headers, channel, ip),
+            self.app.registry.fresh()
+        );
         let renewal = match (&identified.caller.credentials, identified.renewed) {
             (Credentials::Valid(presented), Some(token)) => Some(Renewal {
                 token,
@@ -241,6 +248,7 @@ impl Dispatcher {
                 cookie_chunks: identified.cookie_chunks,
             },
             scheme,
+            fenced: fence.is_ok(),
         };
         (context, renewal)
     }

@@ -17,6 +17,9 @@ use crate::registry::DocRef;
 pub struct Ctx {
     pub app: Arc<App>,
     pub caller: Caller,
+    /// The registry's view had caught up with the store when the request arrived
+    /// ([`RequestContext::fenced`](crate::principal::RequestContext)).
+    pub fenced: bool,
 }
 
 /// A use case's answer.

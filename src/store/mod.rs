@@ -5,6 +5,7 @@
 pub mod etcd;
 pub mod file;
 mod outage;
+pub mod shared_read;
 
 use std::fmt;
 use std::path::PathBuf;

@@ -1,5 +1,5 @@
 //! Store reads shared by the checks that overlap, without ever answering from a read that
-//! started before the check did. On etcd every token check reads the account's record and the
+//! started before the check did (token checks; the registry's fence reads). On etcd every token check reads the account's record and the
 //! token's revocation (one quorum read), so that a logout on another replica is in force at the
 //! next request. One event sent to 1,000 watches of one user makes 1,000 checks at once; here
 //! they cost two reads: the one running when they arrive cannot serve them (it may have started
