@@ -9,27 +9,16 @@ impl From<RegistryError> for AppError {
     fn from(err: RegistryError) -> Self {
         match err {
             RegistryError::NotFound(key) => {
-                AppError::NotFound(format!("{} {:?} not found", singular(key.kind), key.name))
+                AppError::NotFound(format!("{} {:?} not found", key.kind.singular(), key.name))
             }
             RegistryError::AlreadyExists(key) => {
-                AppError::AlreadyExists(format!("{} {:?} already exists", singular(key.kind), key.name))
+                AppError::AlreadyExists(format!("{} {:?} already exists", key.kind.singular(), key.name))
             }
             err @ RegistryError::Conflict { .. } => AppError::Aborted(err.to_string()),
             RegistryError::Invalid { err, .. } => AppError::InvalidArgument(err.to_string()),
             RegistryError::Store(StoreError::Unavailable(why)) => AppError::Unavailable(why),
             RegistryError::Store(err) => AppError::Internal(err.into()),
         }
-    }
-}
-
-fn singular(kind: crate::registry::Kind) -> &'static str {
-    use crate::registry::Kind;
-    match kind {
-        Kind::Application => "application",
-        Kind::AppProject => "project",
-        Kind::Cluster => "cluster",
-        Kind::Repository => "repository",
-        Kind::RepoCreds => "repository credentials",
     }
 }
 
