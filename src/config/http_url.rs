@@ -25,7 +25,8 @@ pub fn parse(raw: &str) -> Result<Url, &'static str> {
     if raw.get(scheme_len..scheme_len + 3) != Some("://") {
         return Err("is not a URL (expected scheme://host)");
     }
-    if url.host_str().is_none_or(str::is_empty) {
+    // `https:///x` has an empty authority, which the parser repairs by taking `x` as the host.
+    if url.host_str().is_none_or(str::is_empty) || raw[scheme_len + 3..].starts_with('/') {
         return Err("has no host");
     }
     Ok(url)
@@ -62,6 +63,8 @@ mod tests {
             (" https://x", "blanks"),
             ("https://x\n", "control"),
             ("https://a b", "blanks"),
+            ("https:///x", "has no host"),
+            ("http:////x/y", "has no host"),
         ] {
             let err = parse(bad).expect_err(bad);
             assert!(err.contains(why), "{bad}: {err}");

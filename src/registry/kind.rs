@@ -34,6 +34,17 @@ impl Kind {
         }
     }
 
+    /// What one object of this kind is called in messages.
+    pub fn singular(self) -> &'static str {
+        match self {
+            Kind::Application => "application",
+            Kind::AppProject => "project",
+            Kind::Cluster => "cluster",
+            Kind::Repository => "repository",
+            Kind::RepoCreds => "repository credentials",
+        }
+    }
+
     /// The protobuf message that describes an object of this kind.
     pub const fn message(self) -> &'static str {
         match self {

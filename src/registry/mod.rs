@@ -73,6 +73,10 @@ const FRESH_WAIT: Duration = Duration::from_secs(5);
 const FENCE_READ: Duration = Duration::from_secs(6);
 /// After a fence read failed, reads answer from the view without trying again for this long.
 const FENCE_PAUSE: Duration = Duration::from_secs(2);
+/// The largest object stored, as its canonical JSON: etcd's default request limit (1.5 MiB),
+/// which bounds every Kubernetes object. Upstream's Applications and AppProjects are custom
+/// resources, which Kubernetes keeps in etcd as JSON, so the JSON is what meets the limit there.
+pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
 
 pub struct Registry {
     /// This registry, for the commits that must finish even when their caller goes away.
@@ -692,7 +696,8 @@ fn delete(key: String) -> Op {
 
 /// The canonical draft for `value` stored as `key`: unknown fields dropped and types checked by
 /// the schema, and for objects with metadata the server-owned fields set (name, namespace, uid,
-/// creationTimestamp, generation; resourceVersion when committed).
+/// creationTimestamp, generation; resourceVersion when committed). At most
+/// [`MAX_OBJECT_BYTES`].
 fn build(key: &Key, value: &Value, previous: Option<&DocRef>) -> Result<Draft, RegistryError> {
     let invalid = |err| RegistryError::Invalid {
         key: key.clone(),
@@ -704,7 +709,21 @@ fn build(key: &Key, value: &Value, previous: Option<&DocRef>) -> Result<Draft, R
     if key.kind.has_metadata() {
         stamp_metadata(key, &mut value, previous.map(|p| p.value()).as_ref());
     }
-    Draft::new(key.clone(), &value).map_err(invalid)
+    let draft = Draft::new(key.clone(), &value).map_err(invalid)?;
+    // Here, where every write passes (the server's own too: operations, project tokens), and
+    // on the object as it would be stored. The JSON lacks only the resourceVersion's digits.
+    if draft.json.len() > MAX_OBJECT_BYTES {
+        return Err(invalid(SchemaError::new(
+            "",
+            format!(
+                "the {} object is {} bytes as stored (canonical JSON), more than the limit of {MAX_OBJECT_BYTES} \
+                 bytes (1.5 MiB) for an object",
+                key.kind.singular(),
+                draft.json.len()
+            ),
+        )));
+    }
+    Ok(draft)
 }
 
 fn stamp_metadata(key: &Key, value: &mut Value, previous: Option<&Value>) {

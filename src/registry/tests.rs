@@ -670,3 +670,43 @@ async fn a_server_key_changed_while_running_reseals_so_the_next_start_opens_with
         "kept-token"
     );
 }
+
+#[tokio::test]
+async fn an_object_over_the_size_limit_is_refused_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = open(dir.path()).await;
+    let a = create(&reg, "a").await;
+    // The padding goes into a string field, so the JSON grows by its length exactly.
+    let sized = |name: &str, bytes: usize| {
+        let mut value = app(name, "p");
+        value["spec"]["source"]["path"] = json!("x".repeat(bytes));
+        value
+    };
+    // (An empty string would be left out, so the base is measured with one byte.)
+    let base = build(&key("b"), &sized("b", 1), None).unwrap().json.len() - 1;
+    let fits = MAX_OBJECT_BYTES - base;
+    assert_eq!(
+        build(&key("b"), &sized("b", fits), None).unwrap().json.len(),
+        MAX_OBJECT_BYTES
+    );
+    let over = |bytes| Change::Update {
+        key: key("a"),
+        value: sized("a", bytes),
+        expect: None,
+    };
+    let err = reg.apply(vec![over(fits + 1)]).await.unwrap_err();
+    let RegistryError::Invalid { err, .. } = err else {
+        panic!("{err}");
+    };
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the application object is {} bytes as stored (canonical JSON), more than the limit of \
+             1572864 bytes (1.5 MiB) for an object",
+            MAX_OBJECT_BYTES + 1
+        )
+    );
+    assert_eq!(reg.revision(), a.rv);
+    assert_eq!(reg.get(&key("a")).unwrap().json, a.json);
+    reg.apply(vec![over(fits)]).await.unwrap();
+}

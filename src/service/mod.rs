@@ -6,6 +6,7 @@ pub mod access;
 pub mod account;
 pub mod application;
 pub mod cluster;
+pub mod limits;
 pub mod project;
 pub mod project_rules;
 pub mod redact;

@@ -51,7 +51,7 @@ impl CredsView {
 }
 
 fn validate(view: &CredsView) -> Result<(), AppError> {
-    check_url(WHAT, &view.url)?;
+    check_url(WHAT, "url", &view.url)?;
     if !TYPES.contains(&view.kind.as_str()) {
         return Err(AppError::InvalidArgument(format!(
             "unknown repository type {:?}: use git, helm or oci",

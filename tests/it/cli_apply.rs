@@ -317,3 +317,52 @@ fn an_export_of_the_data_dir_restores_everything_on_a_fresh_server() {
         assert!(restored.contains(secret), "{secret} not restored: {restored}");
     }
 }
+
+/// `apply` goes through the API, so Kubernetes' limits (names, labels, annotations, URLs with a
+/// host) refuse each bad object with the server's message, and none of them is stored.
+#[test]
+fn apply_reports_each_object_over_a_limit_and_stores_none_of_them() {
+    let (server, _config) = start_server(None);
+    let admin = Session::login(&server, "admin", &[]);
+    let before = snapshot(&admin);
+    let app = |name: &str, labels: Value| {
+        serde_json::json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": name, "labels": labels},
+            "spec": {"source": {"repoURL": REPO, "path": "p"},
+                     "destination": {"server": "https://kubernetes.default.svc", "namespace": "web"}}
+        })
+        .to_string()
+    };
+    let manifests = [
+        app("a..b", serde_json::json!({})),
+        app("ok-name", serde_json::json!({"team": "v".repeat(64)})),
+        format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata:\n  name: web\n  annotations:\n    \
+             note: {}\nspec:\n  sourceRepos: ['*']\n",
+            "x".repeat(262_141)
+        ),
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: c\n  labels:\n    argocd.argoproj.io/secret-type: \
+         cluster\nstringData:\n  name: c\n  server: https:///x\n"
+            .to_owned(),
+    ];
+    let run = admin.run_with(&["apply", "-f", "-"], &manifests.join("\n---\n"));
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(run.out, "", "{run:?}");
+    for message in [
+        "metadata.name: invalid application name \"a..b\": it and each of its dot-separated parts must \
+         start and end with a lower case letter or digit (a DNS-1123 subdomain)",
+        &format!(
+            "metadata.labels[\"team\"]: invalid label value \"{}\": it has 64 characters; a label value \
+             has at most 63",
+            "v".repeat(64)
+        ),
+        "metadata.annotations: the annotations are 262145 bytes (keys and values), more than the limit \
+         of 262144 bytes (256 KiB)",
+        "server: invalid cluster server \"https:///x\": it has no host; it must be an http or https URL \
+         with a host",
+    ] {
+        assert!(run.err.contains(message), "{message}\n{}", run.err);
+    }
+    assert_eq!(snapshot(&admin), before);
+}

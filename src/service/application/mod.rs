@@ -17,8 +17,9 @@ use self::selector::Selector;
 pub use self::sync::{sync, terminate_operation};
 pub use self::watch::watch;
 use super::access::{Access, Missing};
+use super::limits::{check_annotations, check_labels, check_namespace, check_object_name};
 use super::project_rules::ProjectRules;
-use super::resource::{check_object_name, check_repo_url, parse_resource_version};
+use super::resource::{check_repo_url, parse_resource_version};
 use super::sensitive::check_no_password;
 use super::sync_windows::{Assignment, SyncWindow, Target};
 use crate::error::AppError;
@@ -218,6 +219,7 @@ struct MetaView {
     name: String,
     namespace: String,
     resource_version: String,
+    labels: std::collections::BTreeMap<String, String>,
     annotations: std::collections::BTreeMap<String, String>,
 }
 
@@ -279,24 +281,43 @@ impl AppView {
 fn validate(state: &App, app: &AppView) -> Result<Key, AppError> {
     check_object_name("application", &app.metadata.name)?;
     let ns = namespace_of(state, &app.metadata.namespace);
-    check_object_name("namespace", &ns)?;
+    check_namespace(&ns)?;
+    let meta = &app.metadata;
+    check_labels(
+        "metadata.labels",
+        meta.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )?;
+    check_annotations(
+        "metadata.annotations",
+        meta.annotations.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )?;
     let project = app.project();
     let rules = ProjectRules::load(&state.registry, &state.namespace, project)?;
     rules.check_app_namespace(project, &ns, &state.namespace)?;
-    let sources: Vec<&SourceView> = app.spec.source.iter().chain(&app.spec.sources).collect();
+    // Each source with the field it is at, for messages.
+    let sources: Vec<(String, &SourceView)> = (app.spec.source.iter())
+        .map(|s| ("spec.source".to_owned(), s))
+        .chain(
+            app.spec
+                .sources
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (format!("spec.sources[{i}]"), s)),
+        )
+        .collect();
     if sources.is_empty() {
         return Err(AppError::InvalidArgument(
             "application spec is invalid: at least one source is required (spec.source or spec.sources)"
                 .to_owned(),
         ));
     }
-    for source in sources {
+    for (at, source) in sources {
         if source.repo_url.is_empty() {
-            return Err(AppError::InvalidArgument(
-                "application spec is invalid: a source has no repoURL".to_owned(),
-            ));
+            return Err(AppError::InvalidArgument(format!(
+                "application spec is invalid: a source has no repoURL ({at}.repoURL)"
+            )));
         }
-        check_repo_url(&source.repo_url)?;
+        check_repo_url(&format!("{at}.repoURL"), &source.repo_url)?;
         check_no_password("application source repoURL", &source.repo_url)?;
         rules.check_source(project, &source.repo_url)?;
     }

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use self::lookup::{AppCounts, ClusterView, Entry, normalize_server};
 pub use self::lookup::{ClusterId, Lookup, in_cluster_enabled, rbac_object};
 use super::access::{Access, Missing};
+use super::limits::{check_annotations, check_labels, string_map};
 use super::project_rules::IN_CLUSTER_SERVER;
 use super::redact;
 use super::sensitive::{
@@ -164,18 +165,24 @@ fn client_fields(mut value: Value) -> Value {
     value
 }
 
-/// A cluster's server must be an http(s) URL without a password, and its name non-empty.
-fn validate(state: &App, view: &ClusterView) -> Result<(), AppError> {
+/// A cluster's server must be an http(s) URL with a host and without a password, its name
+/// non-empty, and its labels and annotations within Kubernetes' limits (upstream keeps them on
+/// the cluster's Secret).
+fn validate(state: &App, view: &ClusterView, value: &Value) -> Result<(), AppError> {
     let server = &view.server;
     if server.is_empty() {
-        return Err(AppError::InvalidArgument("cluster server is required".to_owned()));
+        return Err(AppError::InvalidArgument(
+            "server: cluster server is required".to_owned(),
+        ));
     }
     check_no_password("cluster server", server)?;
-    if crate::config::http_url::parse(server).is_err() {
+    if let Err(why) = crate::config::http_url::parse(server) {
         return Err(AppError::InvalidArgument(format!(
-            "invalid cluster server {server:?}: it must be an http or https URL"
+            "server: invalid cluster server {server:?}: it {why}; it must be an http or https URL with a host"
         )));
     }
+    check_labels("labels", string_map(value, "labels"))?;
+    check_annotations("annotations", string_map(value, "annotations"))?;
     if view.name.trim().is_empty() {
         return Err(AppError::InvalidArgument("cluster name is required".to_owned()));
     }
@@ -244,7 +251,7 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let value = client_fields(req.cluster);
     let view = ClusterView::read(&value);
-    validate(&ctx.app, &view)?;
+    validate(&ctx.app, &view, &value)?;
     let access = Access::hidden(RESOURCE, "create");
     let object = rbac_object(&view.project, &view.server);
     access.check(&ctx.app, principal, &object)?;
@@ -311,7 +318,7 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
                 .to_owned(),
         ));
     }
-    validate(&ctx.app, &view)?;
+    validate(&ctx.app, &view, &value)?;
     let (_, entries) = lookup::all(&ctx.app);
     check_name_free(&entries, &view)?;
     save(&ctx.app, store(&existing, value)).await

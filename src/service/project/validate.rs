@@ -1,6 +1,7 @@
-//! What an AppProject must satisfy before it is stored (create, update): its roles (names,
-//! policy lines, groups), no duplicate destinations, source repositories or sync windows, and
-//! sync windows that make sense. The rules are upstream's (`argocd-rbac.md` §9); a bad input
+//! What an AppProject must satisfy before it is stored (create, update): Kubernetes' limits on
+//! its labels and annotations (`limits.rs`), its roles (names, policy lines, groups), no
+//! duplicate destinations, source repositories or sync windows, and sync windows that make
+//! sense. The rules are upstream's (`argocd-rbac.md` §9); a bad input
 //! is `INVALID_ARGUMENT` naming the role and the policy line, a duplicate `ALREADY_EXISTS`.
 
 use std::collections::HashSet;
@@ -11,6 +12,7 @@ use serde_json::Value;
 use crate::error::AppError;
 use crate::rbac::project::PROJECT_SCOPED;
 use crate::registry::projects::Roles;
+use crate::service::limits::{check_annotations, check_labels, string_map};
 use crate::service::sync_windows::SyncWindow;
 
 /// What validation reads of a project.
@@ -80,6 +82,9 @@ fn normalize_policy(line: &str) -> String {
 
 /// Checks project `name` (its JSON, policies already normalized).
 pub fn check_project(name: &str, project: &Value) -> Result<(), AppError> {
+    let meta = project.get("metadata").unwrap_or(&Value::Null);
+    check_labels("metadata.labels", string_map(meta, "labels"))?;
+    check_annotations("metadata.annotations", string_map(meta, "annotations"))?;
     let view = ProjectView::deserialize(project)
         .map_err(|e| AppError::InvalidArgument(format!("invalid project: {e}")))?;
     let spec = &view.spec;

@@ -73,14 +73,16 @@ impl RepoView {
     }
 }
 
-/// A repository URL as accepted on write: no password in it (checked first, so no message
-/// below ever quotes one), and an allowed scheme (SEC-25).
-pub fn check_url(what: &str, url: &str) -> Result<(), AppError> {
+/// A repository URL (at `field`) as accepted on write: no password in it (checked first, so no
+/// message below ever quotes one), and an allowed scheme with a host (SEC-25).
+pub fn check_url(what: &str, field: &str, url: &str) -> Result<(), AppError> {
     if url.is_empty() {
-        return Err(AppError::InvalidArgument(format!("{what} URL is required")));
+        return Err(AppError::InvalidArgument(format!(
+            "{field}: {what} URL is required"
+        )));
     }
     check_no_password(what, url)?;
-    check_repo_url(url)
+    check_repo_url(field, url)
 }
 
 /// A repository as answered: credentials removed, `inheritedCreds` when a template supplies
@@ -186,7 +188,7 @@ fn client_fields(mut value: Value) -> Value {
 }
 
 fn validate(view: &RepoView) -> Result<(), AppError> {
-    check_url(WHAT, &view.repo)?;
+    check_url(WHAT, "repo", &view.repo)?;
     if !TYPES.contains(&view.kind.as_str()) {
         return Err(AppError::InvalidArgument(format!(
             "unknown repository type {:?}: use git, helm or oci",
@@ -338,15 +340,15 @@ mod tests {
 
     #[test]
     fn urls_are_checked_without_quoting_passwords() {
-        assert!(check_url(WHAT, "https://git.example/a.git").is_ok());
-        assert!(check_url(WHAT, "git@github.com:a/b.git").is_ok());
+        assert!(check_url(WHAT, "repo", "https://git.example/a.git").is_ok());
+        assert!(check_url(WHAT, "repo", "git@github.com:a/b.git").is_ok());
         for bad in [
             "",
             "javascript:alert(1)",
             "file:///etc/passwd",
             "https://u:hunter2@h/x",
         ] {
-            let err = check_url(WHAT, bad).unwrap_err();
+            let err = check_url(WHAT, "repo", bad).unwrap_err();
             assert!(matches!(err, AppError::InvalidArgument(_)), "{bad}");
             assert!(!err.to_string().contains("hunter2"));
         }
