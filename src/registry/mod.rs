@@ -77,6 +77,9 @@ const FENCE_PAUSE: Duration = Duration::from_secs(2);
 /// which bounds every Kubernetes object. Upstream's Applications and AppProjects are custom
 /// resources, which Kubernetes keeps in etcd as JSON, so the JSON is what meets the limit there.
 pub const MAX_OBJECT_BYTES: usize = 1536 * 1024;
+/// The largest object (JSON and encoding together) whose encoding is stored beside it: one etcd
+/// transaction carries both, and etcd refuses requests above 1.5 MiB by default.
+const STORED_ENCODING_LIMIT: usize = 1 << 20;
 
 pub struct Registry {
     /// This registry, for the commits that must finish even when their caller goes away.
@@ -438,7 +441,13 @@ impl Registry {
                         value: record::encode_draft(draft),
                         expect,
                     });
-                    ops.push(put(proto, record::encode_proto_entry(&draft.proto)));
+                    // A large object's encoding is made from its JSON when read, so that the
+                    // object alone meets etcd's request limit.
+                    if draft.json.len() + draft.proto.len() <= STORED_ENCODING_LIMIT {
+                        ops.push(put(proto, record::encode_proto_entry(&draft.proto)));
+                    } else {
+                        ops.push(delete(proto));
+                    }
                 }
                 None => {
                     ops.push(Op::Delete { key: record, expect });

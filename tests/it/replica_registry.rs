@@ -782,3 +782,24 @@ async fn a_replica_cut_off_past_etcds_compaction_loads_afresh_and_ends_its_watch
         "{r:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_object_near_the_size_limit_fits_etcds_default_request_limit() {
+    let p = pair("/it-rr-large/").await;
+    // About 1.4 MiB of JSON: with its encoding beside it, one transaction would exceed etcd's
+    // default 1.5 MiB request limit.
+    let mut app = application("large", "guestbook");
+    app["spec"]["source"]["helm"] = json!({"values": "x".repeat(1_400_000)});
+    let written = p
+        .call(p.a.addr(), "POST", "/api/v1/applications", Some(&app))
+        .await;
+    assert_eq!(written.status, 200, "{:?}", written.body["message"]);
+    let read = p
+        .call(p.b.addr(), "GET", "/api/v1/applications/large", None)
+        .await;
+    assert_eq!(rv(&read), rv(&written));
+    assert_eq!(
+        read.body["spec"]["source"]["helm"]["values"],
+        app["spec"]["source"]["helm"]["values"]
+    );
+}
