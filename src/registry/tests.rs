@@ -417,10 +417,9 @@ async fn concurrent_application_writes_share_commits_and_each_gets_its_own_answe
     }
 }
 
-#[tokio::test]
-async fn an_application_write_planned_before_a_project_changed_does_not_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let reg = open(dir.path()).await;
+/// A registry holding project `p`, and that project's key.
+async fn with_project(dir: &std::path::Path) -> (Arc<Registry>, Key) {
+    let reg = open(dir).await;
     let project = Key::new(Kind::AppProject, "argocd", "p");
     reg.apply_one(Change::Create {
         key: project.clone(),
@@ -428,6 +427,13 @@ async fn an_application_write_planned_before_a_project_changed_does_not_commit()
     })
     .await
     .unwrap();
+    (reg, project)
+}
+
+#[tokio::test]
+async fn an_application_write_planned_before_a_project_changed_does_not_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reg, project) = with_project(dir.path()).await;
     // Planned (and checked) now...
     let others_at = reg.read().others_at;
     let plan = |name: &str| {
@@ -462,14 +468,7 @@ async fn an_application_write_planned_before_a_project_changed_does_not_commit()
 #[tokio::test]
 async fn a_checked_project_write_does_not_commit_over_an_application_written_after_its_check() {
     let dir = tempfile::tempdir().unwrap();
-    let reg = open(dir.path()).await;
-    let project = Key::new(Kind::AppProject, "argocd", "p");
-    reg.apply_one(Change::Create {
-        key: project.clone(),
-        value: json!({"metadata": {"name": "p"}, "spec": {}}),
-    })
-    .await
-    .unwrap();
+    let (reg, project) = with_project(dir.path()).await;
     let (checked_at, others_at) = (reg.revision(), reg.read().others_at);
     let delete = vec![
         reg.plan(&Change::Delete {

@@ -36,15 +36,7 @@ async fn without_a_delay_sigterm_stops_accepting_at_once_and_lets_an_in_flight_r
         TcpStream::connect(server.addr()).await.is_err(),
         "no new connections after SIGTERM"
     );
-    tcp.write_all(b"\x00\x00\x00").await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer))
-        .await
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8_lossy(&answer);
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(text.contains("grpc-status:0"), "{text}");
+    finish_half_sent(&mut tcp).await;
     assert!(server.terminate().success());
     assert!(
         server.logs().contains("all connections closed"),
@@ -271,15 +263,7 @@ async fn sigterm_keeps_serving_for_the_delay_then_ends_every_watch_and_finishes_
         TcpStream::connect(server.addr()).await.is_err(),
         "no new connections after the delay"
     );
-    slow.write_all(b"\x00\x00\x00").await.unwrap();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut answer))
-        .await
-        .unwrap()
-        .unwrap();
-    let text = String::from_utf8_lossy(&answer);
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(text.contains("grpc-status:0"), "{text}");
+    finish_half_sent(&mut slow).await;
 
     let status = server.wait_exit(Duration::from_secs(10));
     assert!(status.success(), "{status}: {}", server.logs());
@@ -401,4 +385,18 @@ fn the_cli_watch_reconnects_when_the_server_shuts_down() {
         "{stderr}"
     );
     drop(second);
+}
+
+/// Sends the rest of a half-sent unary call (its last bytes) and checks that it is answered in
+/// full, with success.
+async fn finish_half_sent(tcp: &mut TcpStream) {
+    tcp.write_all(b"\x00\x00\x00").await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), tcp.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("grpc-status:0"), "{text}");
 }
