@@ -174,12 +174,13 @@ fn err(obj: &RawObject, key: &str, reason: impl fmt::Display) -> ConfigError {
     ConfigError::new(obj.locate(key), format!("{key}: {reason}")).in_object(obj.name)
 }
 
-/// The RBAC policy of `argocd-rbac-cm`, compiled; a bad line is located at its key.
+/// The RBAC policy of `argocd-rbac-cm`, compiled; a bad rule is located at its own line (as
+/// `tiphys admin settings rbac validate` says it).
 fn compile_policy(rbac: &RawObject) -> Result<Arc<Policy>, ConfigError> {
     match Policy::from_config(&rbac.data, LoadOptions::default()) {
         Ok(policy) => Ok(Arc::new(policy)),
         Err(LoadError::Line(e)) => {
-            Err(ConfigError::new(rbac.locate(&e.source), e.to_string()).in_object(rbac.name))
+            Err(ConfigError::new(rbac.locate_line(&e.source, e.line), e.to_string()).in_object(rbac.name))
         }
         Err(LoadError::Scopes(why)) => Err(err(rbac, "scopes", why)),
     }

@@ -56,6 +56,9 @@ pub struct RawObject {
     pub data: BTreeMap<String, String>,
     /// 1-based line of each key in a manifest (none for the volume form).
     pub lines: BTreeMap<String, u32>,
+    /// The keys whose manifest value is a literal block scalar (`key: |`): line N of the value
+    /// is N lines below the key.
+    pub literal: std::collections::BTreeSet<String>,
 }
 
 /// Where a key is defined, for error messages.
@@ -103,6 +106,30 @@ impl RawObject {
             object: self.name,
         }
     }
+}
+
+impl RawObject {
+    /// Where line `line` (1-based) of key `key`'s value is: in a manifest, that many lines below
+    /// the key when the value is a literal block (as policies are written), else the key's line;
+    /// in a volume, that line of the key's file.
+    pub fn locate_line(&self, key: &str, line: usize) -> Location {
+        let mut at = self.locate(key);
+        let line = u32::try_from(line).unwrap_or(u32::MAX);
+        at.line = match (&at.path, at.line) {
+            (Some(path), Some(key_line)) if is_manifest_path(path) && self.literal.contains(key) => {
+                Some(key_line.saturating_add(line))
+            }
+            (Some(path), _) if !is_manifest_path(path) => Some(line),
+            (_, known) => known,
+        };
+        at
+    }
+}
+
+/// Whether a `key: value` line starts a literal block scalar (`|`, `|-`, `|+`).
+fn is_literal_block(line: &str) -> bool {
+    let line = line.trim_end();
+    [": |", ": |-", ": |+"].iter().any(|end| line.ends_with(end))
 }
 
 fn is_manifest_path(path: &Path) -> bool {
@@ -234,7 +261,7 @@ pub fn parse_input(name: &'static str, input: &Input) -> Result<RawObject, Confi
                 name,
                 origin: Some(path.clone()),
                 data,
-                lines: BTreeMap::new(),
+                ..RawObject::empty(name)
             })
         }
         Input::Manifest { path, bytes } => parse_manifest(name, path, bytes),
@@ -339,6 +366,10 @@ fn parse_manifest(name: &'static str, path: &Path, bytes: &[u8]) -> Result<RawOb
             obj.data.insert(key.clone(), value);
             if let Some(&line) = lines.get(key) {
                 obj.lines.insert(key.clone(), line);
+                let text_line = text.lines().nth(line as usize - 1).unwrap_or_default();
+                if is_literal_block(text_line) {
+                    obj.literal.insert(key.clone());
+                }
             }
         }
     }

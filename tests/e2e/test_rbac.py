@@ -113,14 +113,16 @@ class RbacCM:
             elif entry.name not in self.data:
                 entry.unlink()
 
-    def location(self, key):
-        """Where the server says `key` is: `FILE:LINE` of the manifest, or the volume's key file."""
+    def location(self, key, line=None):
+        """Where the server says `key` is (or line `line` of its value): `FILE:LINE` of the
+        manifest (a multi-line value is a literal block, so its line N is N lines below the key),
+        or the volume's key file (`FILE:LINE` with a line)."""
         if self.form == "volume":
-            return str(self.volume / key)
+            return str(self.volume / key) + (f":{line}" if line else "")
         lines = self.manifest_path.read_text().splitlines()
-        line = next(i for i, text in enumerate(lines, 1)
-                    if text.startswith((f"  {key}:", f"  {json.dumps(key)}:")))
-        return f"{self.manifest_path}:{line}"
+        at = next(i for i, text in enumerate(lines, 1)
+                  if text.startswith((f"  {key}:", f"  {json.dumps(key)}:")))
+        return f"{self.manifest_path}:{at + (line or 0)}"
 
 
 def policy(*lines):
@@ -462,7 +464,7 @@ def test_invalid_policy_edit_is_refused_and_the_last_valid_policy_stays(kind, rb
     logs = server.logs()
     errors = [line for line in logs.splitlines() if "ERROR" in line and "argocd-rbac-cm" in line]
     assert errors, logs[-3000:]
-    assert rbac.location("policy.csv") in errors[-1] and "policy.csv line 3" in errors[-1], errors[-1]
+    assert rbac.location("policy.csv", 3) in errors[-1] and "policy.csv line 3" in errors[-1], errors[-1]
     assert re.search(reason, errors[-1]), errors[-1]
 
     # the same bad content is reported once, not at every poll, and never applied
@@ -484,7 +486,7 @@ def test_invalid_overlay_edit_in_volume_form_is_refused(rbac_server):
     wait_until(lambda: metric(server, RELOAD_ERRORS) == 1, LIMIT, interval=POLL, what="the bad overlay being refused")
     assert can_i(server, alice, *q) == "yes"
     errors = [line for line in server.logs().splitlines() if "ERROR" in line and "policy.extra.csv" in line]
-    assert errors and rbac.location("policy.extra.csv") in errors[-1], server.logs()[-3000:]
+    assert errors and rbac.location("policy.extra.csv", 2) in errors[-1], server.logs()[-3000:]
     assert "policy.extra.csv line 2" in errors[-1] and "not closed" in errors[-1], errors[-1]
     rbac.update({"policy.extra.csv": policy("# an overlay", "g, alice, role:admin")})
     wait_until(lambda: can_i(server, alice, "clusters", "delete", "https://k") == "yes", LIMIT,
@@ -503,7 +505,7 @@ def test_invalid_policy_at_startup_refuses_to_start(kind, form, tmp_path, config
                               "policy.csv": policy("p, alice, applications, sync, */*, allow", "", bad)})
     res = run_server_expecting_exit(tmp_path, "--config-dir", str(cfg.path))
     assert res.returncode != 0, res
-    assert rbac.location("policy.csv") in res.stderr, res.stderr
+    assert rbac.location("policy.csv", 3) in res.stderr, res.stderr
     assert "policy.csv line 3" in res.stderr and re.search(reason, res.stderr), res.stderr
 
 

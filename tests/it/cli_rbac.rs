@@ -272,6 +272,15 @@ fn a_policy_that_does_not_load_is_reported_with_file_and_line() {
         "{run:?}"
     );
     assert!(run.err.contains("not closed"), "{run:?}");
+    // The server refuses the same policy at the same line.
+    let config = tempfile::tempdir().unwrap();
+    std::fs::copy(&bad, config.path().join("argocd-rbac-cm.yaml")).unwrap();
+    let config_dir = config.path().to_str().unwrap();
+    let log = match TestServer::spawn(tempfile::tempdir().unwrap(), &["--config-dir", config_dir]) {
+        Ok(_) => panic!("the server started on a bad policy"),
+        Err(log) => log,
+    };
+    assert!(log.contains("argocd-rbac-cm.yaml:9: policy.csv line 2:"), "{log}");
     let run = fails(
         &files.write("nope.yaml", &manifest("  policy.default: 1\n")),
         &["a", "get", "app"],
