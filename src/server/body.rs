@@ -237,8 +237,13 @@ async fn drain<B: RequestBody>(mut body: B) {
                 let len = frame.data_ref().map_or(0, |d| d.len() as u64);
                 left = left.saturating_sub(len);
             }
-            // The end, a broken stream, or time is up.
-            Ok(None | Some(Err(_))) | Err(_) => return,
+            Ok(None) => return,
+            Ok(Some(Err(err))) => {
+                tracing::debug!(error = %err, drained = DRAIN_BYTES - left, "request body ended while drained");
+                return;
+            }
+            Err(_) => break,
         }
     }
+    tracing::debug!(drained = DRAIN_BYTES - left, "stopped draining a request body");
 }
