@@ -238,6 +238,15 @@ impl Caller {
         }
     }
 
+    /// Whether [`Caller::require`] lets the caller through, without building its error.
+    pub fn has_access(&self) -> bool {
+        match (&self.credentials, &self.principal) {
+            (Credentials::Rejected(_), _) => false,
+            (_, Principal::Anonymous) => self.anonymous_allowed,
+            _ => true,
+        }
+    }
+
     /// The principal of a use case that needs one. A token that was presented
     /// and rejected is refused even when anonymous access is on: a bad token
     /// is never silently downgraded.
@@ -251,6 +260,50 @@ impl Caller {
             }
             (_, principal) => Ok(principal),
         }
+    }
+}
+
+/// Why a request body stopped being read: its limit . Carries both
+/// forms of the refusal: tonic finds the status in the error's source chain, REST takes the
+/// error.
+#[derive(Debug)]
+pub struct BodyRefused {
+    pub limit: BodyLimit,
+    status: tonic::Status,
+}
+
+impl BodyRefused {
+    pub fn new(limit: BodyLimit) -> Self {
+        Self {
+            limit,
+            status: limit.refusal().into(),
+        }
+    }
+
+    /// The `AppError` of a request body that failed to read: the limit's refusal (wherever
+    /// in the chain of wrapping errors it is), or (the client went away, a broken frame) a
+    /// bad request.
+    pub fn app_error(err: &(dyn std::error::Error + 'static)) -> AppError {
+        let mut cause = Some(err);
+        while let Some(err) = cause {
+            if let Some(refused) = err.downcast_ref::<Self>() {
+                return refused.limit.refusal();
+            }
+            cause = err.source();
+        }
+        AppError::InvalidArgument(format!("cannot read the request body: {err}"))
+    }
+}
+
+impl std::fmt::Display for BodyRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.status.message())
+    }
+}
+
+impl std::error::Error for BodyRefused {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.status)
     }
 }
 
@@ -304,6 +357,64 @@ pub struct RequestContext {
     /// arrived (the fence ran beside the caller's identification), so the use case need not
     /// wait for it again.
     pub fenced: bool,
+    /// What the request may send.
+    pub body_limit: BodyLimit,
+}
+
+/// What a request may send, decided by the dispatcher from its headers once the caller is
+/// known: enforced while the body is read, and for gRPC against a message's declared length
+/// before the message itself is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BodyLimit {
+    /// Bytes of body (REST, the dashboard) or of the one request message (gRPC, gRPC-Web).
+    pub bytes: u64,
+    pub over: OverLimit,
+}
+
+/// What sending more than the limit means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverLimit {
+    /// Larger than the server takes: `noun` is what was too large, `why` names the limit
+    /// (its flag).
+    TooLarge { noun: &'static str, why: &'static str },
+    /// The caller has no valid session, and without one only a small request is read;
+    /// `rejected`: a token was presented and refused.
+    Unauthenticated { rejected: bool },
+}
+
+impl BodyLimit {
+    /// No limit (requests the dispatcher did not see: in-process calls).
+    pub const NONE: Self = Self {
+        bytes: u64::MAX,
+        over: OverLimit::TooLarge {
+            noun: "request",
+            why: "no limit",
+        },
+    };
+
+    /// Whether `len` bytes are more than the limit.
+    pub fn exceeded_by(&self, len: u64) -> bool {
+        len > self.bytes
+    }
+
+    /// The error that refuses a request over the limit: 401/UNAUTHENTICATED for a caller
+    /// without a valid session (its body is never read), else 413/RESOURCE_EXHAUSTED.
+    pub fn refusal(&self) -> AppError {
+        let bytes = self.bytes;
+        match self.over {
+            OverLimit::TooLarge { noun, why } => {
+                AppError::PayloadTooLarge(format!("{noun} is larger than {bytes} bytes ({why})"))
+            }
+            OverLimit::Unauthenticated { rejected } => AppError::Unauthenticated(format!(
+                "{}: without a valid session a request may send at most {bytes} bytes",
+                if rejected {
+                    "invalid session"
+                } else {
+                    "no session information"
+                }
+            )),
+        }
+    }
 }
 
 impl RequestContext {

@@ -24,7 +24,7 @@ use super::fields::Fields;
 use crate::app::App;
 use crate::auth::cookie::CookieScope;
 use crate::error::AppError;
-use crate::principal::{ClientScheme, RequestContext};
+use crate::principal::{BodyRefused, ClientScheme, RequestContext};
 use crate::registry::DocRef;
 use crate::rpc::{Body as BodyMap, Handler, Rpc};
 use crate::schema::Schema;
@@ -174,9 +174,10 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
     let body = if route.body == BodyMap::None {
         Bytes::new()
     } else {
+        // The dispatcher's limit stops the body (see `BodyLimit`).
         axum::body::to_bytes(body, usize::MAX)
             .await
-            .map_err(|_| AppError::PayloadTooLarge("request body is too large".to_owned()))?
+            .map_err(|err| BodyRefused::app_error(&err))?
     };
 
     let input = method.input();

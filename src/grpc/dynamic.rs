@@ -17,6 +17,7 @@ use super::codec::RawCodec;
 use super::encode::{encode_event, encode_list_head, list_item_prefix};
 use crate::app::App;
 use crate::error::AppError;
+use crate::principal::{BodyLimit, OverLimit, RequestContext};
 use crate::registry::{DocRef, Registry};
 use crate::rpc::{Handler, Rpc};
 use crate::schema::Schema;
@@ -93,11 +94,18 @@ impl tower::Service<http::Request<tonic::body::Body>> for DynService {
                 method: method.clone(),
                 state: this.state,
             };
+            let limit = request_limit(&req, this.max_message_bytes);
             if !method.is_server_streaming() {
-                return Ok(unary(svc, req, this.max_message_bytes).await);
+                return Ok(unary(svc, req, limit, this.max_message_bytes).await);
             }
+            // tonic checks the length prefix against the size limit; a caller without a
+            // session is stopped by the body's own limit, with UNAUTHENTICATED.
+            let decode_limit = match limit.over {
+                OverLimit::TooLarge { .. } => usize::try_from(limit.bytes).unwrap_or(usize::MAX),
+                OverLimit::Unauthenticated { .. } => this.max_message_bytes,
+            };
             let mut grpc = tonic::server::Grpc::new(RawCodec)
-                .apply_max_message_size_config(Some(this.max_message_bytes), Some(this.max_message_bytes));
+                .apply_max_message_size_config(Some(decode_limit), Some(this.max_message_bytes));
             Ok(grpc.server_streaming(svc, req).await)
         })
     }
@@ -123,7 +131,7 @@ impl Call {
         };
         let fenced = request
             .extensions()
-            .get::<crate::principal::RequestContext>()
+            .get::<RequestContext>()
             .is_some_and(|c| c.fenced);
         let ctx = Ctx {
             app: self.state,
@@ -183,10 +191,11 @@ impl tonic::server::ServerStreamingService<Bytes> for Call {
 async fn unary(
     call: Call,
     req: http::Request<tonic::body::Body>,
+    limit: BodyLimit,
     max: usize,
 ) -> http::Response<tonic::body::Body> {
     let (parts, body) = req.into_parts();
-    let message = match read_message(body, max).await {
+    let message = match read_message(body, limit).await {
         Ok(message) => message,
         Err(status) => return status.into_http(),
     };
@@ -270,37 +279,60 @@ async fn unary(
     response
 }
 
-/// Reads the one message of a unary request (uncompressed; at most `max` bytes).
-async fn read_message(body: tonic::body::Body, max: usize) -> Result<Bytes, Status> {
+/// What the request may send, as the dispatcher decided from its caller; without one (not
+/// through the dispatcher), the message size limit.
+fn request_limit<B>(req: &http::Request<B>, max: usize) -> BodyLimit {
+    match req.extensions().get::<RequestContext>() {
+        Some(context) if context.body_limit != BodyLimit::NONE => context.body_limit,
+        _ => BodyLimit {
+            bytes: max as u64,
+            over: OverLimit::TooLarge {
+                noun: "request message",
+                why: "--grpc-max-message-bytes",
+            },
+        },
+    }
+}
+
+/// Reads the one message of a unary request (uncompressed). Its length prefix is held against
+/// `limit` before the message is read, so a message over it is refused having read 5 bytes.
+async fn read_message(mut body: tonic::body::Body, limit: BodyLimit) -> Result<Bytes, Status> {
     use http_body_util::BodyExt as _;
-    let limited = http_body_util::Limited::new(body, max.saturating_add(5));
-    let mut bytes = match limited.collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(err) if err.is::<http_body_util::LengthLimitError>() => {
-            return Err(Status::resource_exhausted(format!(
-                "the request is larger than the limit of {max} bytes (--grpc-max-message-bytes)"
-            )));
+    let mut bytes = bytes::BytesMut::new();
+    // The framed length, once the prefix is in.
+    let mut framed: Option<usize> = None;
+    while let Some(frame) = body.frame().await {
+        // A body stopped at its limit carries the refusal as its status.
+        let Ok(data) = frame?.into_data() else {
+            continue;
+        };
+        bytes.extend_from_slice(&data);
+        if framed.is_none() && bytes.len() >= FRAME_HEADER {
+            if bytes[0] != 0 {
+                return Err(Status::unimplemented("compressed messages are not supported"));
+            }
+            let len = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
+            if limit.exceeded_by(u64::from(len)) {
+                return Err(limit.refusal().into());
+            }
+            let total = FRAME_HEADER + len as usize;
+            bytes.reserve(total.saturating_sub(bytes.len()));
+            framed = Some(total);
         }
-        Err(err) => return Err(Status::cancelled(format!("cannot read the request: {err}"))),
-    };
-    if bytes.is_empty() {
-        return Ok(bytes);
+        if framed.is_some_and(|total| bytes.len() > total) {
+            return Err(Status::invalid_argument(
+                "a unary call carries exactly one message",
+            ));
+        }
     }
-    if bytes.len() < 5 {
-        return Err(Status::invalid_argument("truncated gRPC message frame"));
+    match framed {
+        None if bytes.is_empty() => Ok(Bytes::new()),
+        Some(total) if bytes.len() == total => {
+            bytes.advance(FRAME_HEADER);
+            Ok(bytes.freeze())
+        }
+        _ => Err(Status::invalid_argument("truncated gRPC message frame")),
     }
-    let compressed = bytes[0];
-    let len = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]) as usize;
-    if compressed != 0 {
-        return Err(Status::unimplemented("compressed messages are not supported"));
-    }
-    if bytes.len() != 5 + len {
-        return Err(Status::invalid_argument(
-            "a unary call carries exactly one message",
-        ));
-    }
-    bytes.advance(5);
-    Ok(bytes)
 }
 
 /// The compression flag and the big-endian length before each gRPC message.

@@ -87,10 +87,16 @@ pub struct ServerArgs {
     /// HTTP/2 streams one connection may have open at once.
     #[arg(long, env = "TIPHYS_HTTP2_MAX_STREAMS", default_value_t = 1000)]
     pub http2_max_concurrent_streams: u32,
-    /// Largest REST request body, in bytes (413 above it).
-    #[arg(long, env = "TIPHYS_MAX_BODY_BYTES", default_value_t = 16 * 1024 * 1024)]
+    /// Largest REST request body, in bytes (413 above it, refused from Content-Length when it
+    /// says so, else once that much has been read).
+    #[arg(long, env = "TIPHYS_MAX_BODY_BYTES", default_value_t = 2 * 1024 * 1024)]
     pub max_body_bytes: usize,
-    /// Largest gRPC message, in bytes, either direction (RESOURCE_EXHAUSTED above it).
+    /// Largest gRPC or gRPC-Web request message, in bytes (RESOURCE_EXHAUSTED above it, refused
+    /// from the message's length prefix before the message is read).
+    #[arg(long, env = "TIPHYS_GRPC_MAX_REQUEST_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub grpc_max_request_bytes: usize,
+    /// Largest gRPC message, in bytes, either direction: caps replies (a List of many
+    /// objects) and, when lower than --grpc-max-request-bytes, requests too.
     #[arg(long, env = "TIPHYS_GRPC_MAX_MESSAGE_BYTES", default_value_t = 200 * 1024 * 1024)]
     pub grpc_max_message_bytes: usize,
     /// On SIGTERM/SIGINT, keep accepting and serving this long while /healthz answers 503, so
@@ -184,6 +190,7 @@ pub struct Limits {
     pub max_header_bytes: usize,
     pub http2_max_concurrent_streams: u32,
     pub max_body_bytes: usize,
+    pub grpc_max_request_bytes: usize,
     pub grpc_max_message_bytes: usize,
     pub shutdown_timeout: Duration,
 }
@@ -259,6 +266,7 @@ impl ServerArgs {
                 max_header_bytes: self.max_header_bytes,
                 http2_max_concurrent_streams: self.http2_max_concurrent_streams,
                 max_body_bytes: self.max_body_bytes,
+                grpc_max_request_bytes: self.grpc_max_request_bytes,
                 grpc_max_message_bytes: self.grpc_max_message_bytes,
                 shutdown_timeout: self.shutdown_timeout,
             },

@@ -15,13 +15,12 @@ use http::header::{
     STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
-use http_body_util::Limited;
 use ipnet::IpNet;
 use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_web::GrpcWebService;
 use tower::{Service, ServiceExt};
 
-use super::body::{InFlight, ObservedBody, PendingOutcome};
+use super::body::{Bounded, InFlight, ObservedBody, PendingOutcome};
 use super::config::{HtmlHeaders, ServerConfig};
 use super::conn::ConnInfo;
 use super::edge::{self, Decision};
@@ -34,12 +33,16 @@ use crate::auth::cookie::CookieScope;
 use crate::auth::{Carrier, Channel};
 use crate::error::rest_error;
 use crate::grpc::GrpcServices;
-use crate::principal::{AuthInfo, ClientScheme, RequestContext};
+use crate::principal::{AuthInfo, BodyLimit, ClientScheme, OverLimit, RequestContext};
 use crate::principal::{Caller, Credentials};
 use crate::service::SessionCookie;
 
 pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call reached tiphys over HTTP/1.1 \
 (a proxy in between downgraded it): use the CLI's --grpc-web flag, or let the proxy speak HTTP/2 (h2c) to the server";
+
+/// What a caller without a valid session may send: a login, never an application. Larger
+/// requests are refused (401, UNAUTHENTICATED) from their headers, or once this much is read.
+pub const UNAUTHENTICATED_BODY_BYTES: u64 = 64 * 1024;
 
 pub const PLAINTEXT_GRPC_REFUSED: &str = "this port serves gRPC over TLS only: connect with TLS \
 (drop --plaintext), or start the server with --plaintext-grpc";
@@ -72,7 +75,9 @@ pub struct Dispatcher {
     plaintext_grpc: bool,
     trusted_proxies: Vec<IpNet>,
     rootpath: String,
-    max_body_bytes: usize,
+    max_body_bytes: u64,
+    /// The largest gRPC request message, and the flag that sets it.
+    grpc_request_limit: (u64, &'static str),
     /// Media types a state-changing REST call may carry (CSRF defence); empty: unchecked.
     api_content_types: Vec<String>,
     html_headers: HtmlHeaders,
@@ -100,7 +105,19 @@ impl Dispatcher {
             plaintext_grpc: config.plaintext_grpc,
             trusted_proxies: config.trusted_proxies.clone(),
             rootpath: config.rootpath.clone(),
-            max_body_bytes: config.limits.max_body_bytes,
+            max_body_bytes: config.limits.max_body_bytes as u64,
+            grpc_request_limit: if config.limits.grpc_max_message_bytes < config.limits.grpc_max_request_bytes
+            {
+                (
+                    config.limits.grpc_max_message_bytes as u64,
+                    "--grpc-max-message-bytes",
+                )
+            } else {
+                (
+                    config.limits.grpc_max_request_bytes as u64,
+                    "--grpc-max-request-bytes",
+                )
+            },
             api_content_types: config.api_content_types.clone(),
             html_headers: config.html_headers.clone(),
             downgrade_warning: LogThrottle::default(),
@@ -137,9 +154,12 @@ impl Dispatcher {
     /// The protocol, the route label (an index of `metrics.routes()`) and the response.
     async fn route<B: RequestBody>(
         &self,
-        mut req: Request<B>,
+        req: Request<B>,
         conn: ConnInfo,
     ) -> (Protocol, usize, Response<Body>) {
+        // From here on, whatever refuses or answers the request, a body left unread is
+        // drained after the response (see `Bounded`), so HTTP/2 clients read the answer.
+        let mut req = req.map(Bounded::new);
         let wire = Protocol::of_content_type(req.headers());
         let scheme = match self.scheme(&req, conn, wire) {
             Ok(scheme) => scheme,
@@ -173,9 +193,15 @@ impl Dispatcher {
         }
         let protocol = wire.at_path(req.uri().path());
         let route = self.metrics.routes().index(protocol, req.uri().path());
-        let (context, renewed) = self.identify(req.headers(), protocol, conn, scheme).await;
+        let (mut context, renewed) = self.identify(req.headers(), protocol, conn, scheme).await;
         let verified_bearer = context.auth.carrier == Some(Carrier::Bearer)
             && matches!(context.caller.credentials, Credentials::Valid(_));
+        // Who is calling is known before a byte of the body is read: that decides how much
+        // of it may be read.
+        let limit = self.body_limit(protocol, &context.caller);
+        let raw_limit = raw_body_limit(protocol, limit, req.headers());
+        req.body_mut().set_limit(raw_limit, limit);
+        context.body_limit = limit;
         req.extensions_mut().insert(context);
         let mut response = match protocol {
             Protocol::Grpc => {
@@ -191,7 +217,7 @@ impl Dispatcher {
                 response
             }
             Protocol::Rest | Protocol::Ui => {
-                let mut response = self.call_http(req, verified_bearer).await;
+                let mut response = self.call_http(req, verified_bearer, limit).await;
                 self.add_security_headers(&mut response, scheme);
                 response
             }
@@ -221,6 +247,7 @@ impl Dispatcher {
                     auth: AuthInfo::default(),
                     scheme,
                     fenced: false,
+                    body_limit: BodyLimit::NONE,
                 };
                 return (context, None);
             }
@@ -249,6 +276,7 @@ impl Dispatcher {
             },
             scheme,
             fenced: fence.is_ok(),
+            body_limit: BodyLimit::NONE,
         };
         (context, renewal)
     }
@@ -340,16 +368,14 @@ impl Dispatcher {
         }
     }
 
-    /// `verified_bearer`: see [`super::csrf::refusal`].
-    async fn call_http<B: RequestBody>(&self, req: Request<B>, verified_bearer: bool) -> Response<Body> {
-        let declared = req
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if declared.is_some_and(|len| len > self.max_body_bytes as u64) {
-            return too_large(self.max_body_bytes);
-        }
+    /// `verified_bearer`: see [`super::csrf::refusal`]. A body whose `Content-Length` is over
+    /// `limit` is refused from the headers; one without is stopped at the limit while read.
+    async fn call_http<B: RequestBody>(
+        &self,
+        req: Request<Bounded<B>>,
+        verified_bearer: bool,
+        limit: BodyLimit,
+    ) -> Response<Body> {
         if let Some(refusal) = super::csrf::refusal(
             &self.api_content_types,
             req.method(),
@@ -359,9 +385,50 @@ impl Dispatcher {
         ) {
             return refusal;
         }
-        let limit = self.max_body_bytes;
-        let req = req.map(|body| Body::new(Limited::new(body, limit)));
-        call(self.http.clone(), req).await
+        if declared_length(req.headers()).is_some_and(|len| limit.exceeded_by(len)) {
+            return axum::response::IntoResponse::into_response(limit.refusal());
+        }
+        call(self.http.clone(), req.map(Body::new)).await
+    }
+
+    /// How much a request may send: the protocol's limit, or, for a caller without a valid
+    /// session, [`UNAUTHENTICATED_BODY_BYTES`].
+    fn body_limit(&self, protocol: Protocol, caller: &Caller) -> BodyLimit {
+        let full = match protocol {
+            Protocol::Grpc | Protocol::GrpcWeb => BodyLimit {
+                bytes: self.grpc_request_limit.0,
+                over: OverLimit::TooLarge {
+                    noun: "request message",
+                    why: self.grpc_request_limit.1,
+                },
+            },
+            Protocol::Rest => BodyLimit {
+                bytes: self.max_body_bytes,
+                over: OverLimit::TooLarge {
+                    noun: "request body",
+                    why: "--max-body-bytes",
+                },
+            },
+            // The dashboard's files take no body, and identify no one.
+            Protocol::Ui => {
+                return BodyLimit {
+                    bytes: UNAUTHENTICATED_BODY_BYTES.min(self.max_body_bytes),
+                    over: OverLimit::TooLarge {
+                        noun: "request body",
+                        why: "the dashboard takes none",
+                    },
+                };
+            }
+        };
+        if caller.has_access() || full.bytes <= UNAUTHENTICATED_BODY_BYTES {
+            return full;
+        }
+        BodyLimit {
+            bytes: UNAUTHENTICATED_BODY_BYTES,
+            over: OverLimit::Unauthenticated {
+                rejected: matches!(caller.credentials, Credentials::Rejected(_)),
+            },
+        }
     }
 
     fn add_security_headers(&self, response: &mut Response<Body>, scheme: ClientScheme) {
@@ -490,13 +557,31 @@ fn not_found() -> Response<Body> {
     rest_error(tonic::Code::NotFound, StatusCode::NOT_FOUND, "Not Found")
 }
 
-fn too_large(limit: usize) -> Response<Body> {
-    let message = format!("request body is larger than {limit} bytes (--max-body-bytes)");
-    rest_error(
-        tonic::Code::ResourceExhausted,
-        StatusCode::PAYLOAD_TOO_LARGE,
-        &message,
-    )
+fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// The bytes of body a request may send under `limit`: a gRPC message comes with its 5-byte
+/// prefix, and gRPC-Web text is base64 (a third longer, padded per chunk).
+fn raw_body_limit(protocol: Protocol, limit: BodyLimit, headers: &http::HeaderMap) -> u64 {
+    const FRAME: u64 = 5;
+    match protocol {
+        Protocol::Rest | Protocol::Ui => limit.bytes,
+        Protocol::Grpc => limit.bytes.saturating_add(FRAME),
+        Protocol::GrpcWeb => {
+            let framed = limit.bytes.saturating_add(FRAME);
+            let text = super::protocol::media_type(headers)
+                .is_some_and(|m| m.starts_with("application/grpc-web-text"));
+            if text {
+                framed.div_ceil(3).saturating_mul(4).saturating_add(4096)
+            } else {
+                framed
+            }
+        }
+    }
 }
 
 /// Lets a repeated warning through at most once a minute.
