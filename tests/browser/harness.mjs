@@ -84,7 +84,8 @@ export async function startServer(opts = {}) {
   writeConfig(config, opts);
   const ready = join(dir, "ready.json");
   rmSync(ready, { force: true });
-  const args = ["server", "--insecure", "--address", "127.0.0.1", "--port", String(opts.port ?? 0), "--metrics-address", "127.0.0.1", "--metrics-port", "0",
+  // `tls`: the server's own generated certificate (HTTP/2 to the browser), else plaintext.
+  const args = ["server", ...(opts.tls ? [] : ["--insecure"]), "--address", "127.0.0.1", "--port", String(opts.port ?? 0), "--metrics-address", "127.0.0.1", "--metrics-port", "0",
     "--data-dir", join(dir, "data"), "--config-dir", config, "--ready-file", ready, "--log-level", "warn"];
   if (opts.basehref) args.push("--basehref", opts.basehref);
   if (opts.rootpath) args.push("--rootpath", opts.rootpath);
@@ -102,7 +103,7 @@ export async function startServer(opts = {}) {
     throw new Error(`${err.message}\n${Buffer.concat(chunks).toString()}`);
   });
   const prefix = (opts.rootpath || "").replace(/\/+$/, "");
-  const origin = `http://127.0.0.1:${info.port}`;
+  const origin = `${opts.tls ? "https" : "http"}://127.0.0.1:${info.port}`;
   return {
     port: info.port,
     metricsPort: info.metrics_port,
