@@ -17,14 +17,8 @@ use crate::support::client::{Conn, Proto, connect, get, grpc_frame, grpc_web_fra
 #[tokio::test]
 async fn without_a_delay_sigterm_stops_accepting_at_once_and_lets_an_in_flight_request_finish() {
     let mut server = TestServer::start(&["--insecure", "--shutdown-delay=0"]);
-    let mut tcp = TcpStream::connect(server.addr()).await.unwrap();
     // A gRPC-Web call whose body is only half sent when the signal arrives.
-    tcp.write_all(
-        b"POST /version.VersionService/Version HTTP/1.1\r\nHost: x\r\n\
-          Content-Type: application/grpc-web+proto\r\nContent-Length: 5\r\n\r\n\x00\x00",
-    )
-    .await
-    .unwrap();
+    let mut tcp = half_sent(server.addr()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let pid = server.pid();
     let _ = std::process::Command::new("kill")
@@ -157,13 +151,7 @@ async fn sigterm_keeps_serving_for_the_delay_then_ends_every_watch_and_finishes_
     let (status, sse) = open(&mut h1, sse).await;
     assert_eq!(status, 200);
     // A unary call in flight: its body is only half sent when the signal arrives.
-    let mut slow = TcpStream::connect(server.addr()).await.unwrap();
-    slow.write_all(
-        b"POST /version.VersionService/Version HTTP/1.1\r\nHost: x\r\n\
-          Content-Type: application/grpc-web+proto\r\nContent-Length: 5\r\n\r\n\x00\x00",
-    )
-    .await
-    .unwrap();
+    let mut slow = half_sent(server.addr()).await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     let watches = [
         ("gRPC", grpc),
@@ -385,6 +373,18 @@ fn the_cli_watch_reconnects_when_the_server_shuts_down() {
         "{stderr}"
     );
     drop(second);
+}
+
+/// A unary gRPC-Web call to `addr` whose body is only half sent (see [`finish_half_sent`]).
+async fn half_sent(addr: std::net::SocketAddr) -> TcpStream {
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(
+        b"POST /version.VersionService/Version HTTP/1.1\r\nHost: x\r\n\
+          Content-Type: application/grpc-web+proto\r\nContent-Length: 5\r\n\r\n\x00\x00",
+    )
+    .await
+    .unwrap();
+    tcp
 }
 
 /// Sends the rest of a half-sent unary call (its last bytes) and checks that it is answered in
