@@ -36,15 +36,10 @@ fn order_text() -> BuildResult {
     if !lld_default || opted_out || !list.exists() {
         return Ok(());
     }
-    match list.to_str() {
-        Some(list) => {
-            println!("cargo:rustc-link-arg-bin=tiphys=-Wl,--symbol-ordering-file={list}");
-            println!("cargo:rustc-link-arg-bin=tiphys=-Wl,--no-warn-symbol-ordering");
-        }
-        None => {
-            println!("cargo:warning=the checkout's path is not UTF-8: the code is left in the linker's order")
-        }
-    }
+    // Relative to the package, where cargo runs the linker: an absolute path would be kept by
+    // a build cache shared by checkouts (CI's) and break the link once that checkout is gone.
+    println!("cargo:rustc-link-arg-bin=tiphys=-Wl,--symbol-ordering-file={LIST}");
+    println!("cargo:rustc-link-arg-bin=tiphys=-Wl,--no-warn-symbol-ordering");
     Ok(())
 }
 

@@ -138,7 +138,8 @@ impl App {
         ));
         let oidc = Arc::new(Oidc::new(Arc::clone(&config), Arc::clone(&store)));
         let auth = Auth::open(
-            store,
+            // Token checks read through the registry's fence (`registry::fence`).
+            registry.fencing_store(),
             Arc::clone(&config),
             AuthOptions {
                 data_dir: options.store.is_exclusive().then(|| options.data_dir.clone()),

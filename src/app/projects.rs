@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use crate::auth::{ProjectTokenClaims, ProjectTokenSource};
 use crate::rbac::{ProjectRole, ProjectRoles, ProjectSource};
@@ -74,7 +75,15 @@ impl ProjectSource for RegistryProjects {
     }
 }
 
+#[async_trait::async_trait]
 impl ProjectTokenSource for RegistryProjects {
+    async fn caught_up(&self, began: Instant) -> Result<(), String> {
+        self.registry
+            .fresh_since(began)
+            .await
+            .map_err(|e| format!("cannot check the token now: {e}"))
+    }
+
     fn check(&self, project: &str, role: &str, claims: &ProjectTokenClaims<'_>) -> Result<(), String> {
         let (roles, _) = self
             .roles(project)

@@ -5,7 +5,7 @@
 //! [`ProjectTokenSource`], given when it is made.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::jwt::Claims;
 use super::keys::TokenKeys;
@@ -14,11 +14,18 @@ use crate::clock::now_s;
 use crate::principal::{LOCAL_ISSUER, Principal, ProjectPrincipal};
 
 /// Where presented project tokens are looked up: the AppProjects.
+#[async_trait::async_trait]
 pub trait ProjectTokenSource: Send + Sync {
     /// Ok when project `project` exists, has role `role`, and that role still records the
     /// token (by `jti`, or by `iat` for a token without an id, with the same expiry); else
     /// why not.
     fn check(&self, project: &str, role: &str, claims: &ProjectTokenClaims<'_>) -> Result<(), String>;
+
+    /// Waits until [`Self::check`] sees every change acknowledged before `began`, on any
+    /// replica (a role that lost the token on another one).
+    async fn caught_up(&self, _began: Instant) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// What of a verified project token the source compares.
@@ -95,15 +102,7 @@ impl ProjectTokens {
         if project.is_empty() || role.is_empty() {
             return Err("token subject is invalid".to_owned());
         }
-        self.source.check(
-            project,
-            role,
-            &ProjectTokenClaims {
-                jti: &claims.jti,
-                iat: claims.iat,
-                exp: claims.exp,
-            },
-        )?;
+        let began = Instant::now();
         if !claims.jti.is_empty()
             && self
                 .revocations
@@ -113,6 +112,17 @@ impl ProjectTokens {
         {
             return Err("token is revoked".to_owned());
         }
+        // On etcd the revocation read above has also learned how far the view must be.
+        self.source.caught_up(began).await?;
+        self.source.check(
+            project,
+            role,
+            &ProjectTokenClaims {
+                jti: &claims.jti,
+                iat: claims.iat,
+                exp: claims.exp,
+            },
+        )?;
         Ok(Principal::Project(ProjectPrincipal::new(
             project,
             role,

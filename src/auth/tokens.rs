@@ -3,7 +3,8 @@
 //! tokens it issues and renews.
 //!
 //! On a shared store (etcd) every check reads what can change elsewhere (the account's record,
-//! the token id's revocation, the SSO session) from the store, in one read: another replica's
+//! the token id's revocation, the SSO session) from the store, in one read that also serves the
+//! request's read-your-writes fence (`registry::fence`): another replica's
 //! logout, password change or disablement is in force at the next request, with no cache to go
 //! stale. On a store this process alone writes (redb), the same records come from the mirrors
 //! of its own writes ([`super::mirror`]), with no store read. While etcd cannot be reached, a

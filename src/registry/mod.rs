@@ -20,6 +20,7 @@
 
 mod combine;
 mod doc;
+mod fence;
 mod follow;
 mod kind;
 mod load;
@@ -48,8 +49,7 @@ pub use self::sealing::SecretsKeys;
 use self::watch::History;
 pub use self::watch::{Event, EventType, Subscription, WatchError};
 use crate::schema::{Schema, SchemaError};
-use crate::store::shared_read::SharedReads;
-use crate::store::{Expect, Op, Outage, Revision, Store, StoreError};
+use crate::store::{Expect, Op, Revision, Store, StoreError};
 
 /// Every registry commit puts this key (outside [`kind::PREFIX`]), so its mod revision is the
 /// revision of the last registry write: what a read waits for the view to reach.
@@ -66,13 +66,6 @@ const WRITE_RETRY_FOR: Duration = Duration::from_secs(10);
 const MAX_WRITE_PAUSE: Duration = Duration::from_millis(8);
 /// How long a read waits for the view to reach the registry's latest revision.
 const FRESH_WAIT: Duration = Duration::from_secs(5);
-/// How long a read waits for etcd to say what the latest revision is: longer than an election,
-/// and than one attempt on a connection that hangs plus a retry on another member (the etcd
-/// store gives an attempt a quarter of its 10 s request timeout). Past it (etcd unreachable) the
-/// view answers as it is.
-const FENCE_READ: Duration = Duration::from_secs(6);
-/// After a fence read failed, reads answer from the view without trying again for this long.
-const FENCE_PAUSE: Duration = Duration::from_secs(2);
 /// The largest object stored, as its canonical JSON: etcd's default request limit (1.5 MiB),
 /// which bounds every Kubernetes object. Upstream's Applications and AppProjects are custom
 /// resources, which Kubernetes keeps in etcd as JSON, so the JSON is what meets the limit there.
@@ -101,12 +94,8 @@ pub struct Registry {
     following: AtomicBool,
     /// A commit's outcome was not published; see [`Registry::recover`].
     unpublished: AtomicBool,
-    /// When the last fence read failed: reads skip the fence for [`FENCE_PAUSE`] after, so an
-    /// unreachable etcd does not slow every read down.
-    fence_failed: Outage,
-    /// Fence reads shared by the requests that overlap: one quorum read serves every request
-    /// that arrived before it started, however many arrive at once.
-    fences: SharedReads<Result<Option<Revision>, String>>,
+    /// Read your writes: the reads that bring the view up to the store (`fence.rs`).
+    fences: fence::Fences,
     /// The follower's tasks (`follow.rs`), ended with the registry.
     follower: Mutex<Vec<tokio::task::AbortHandle>>,
 }
@@ -201,8 +190,7 @@ impl Registry {
             seen,
             following: AtomicBool::new(true),
             unpublished: AtomicBool::new(false),
-            fence_failed: Outage::new(FENCE_PAUSE),
-            fences: SharedReads::default(),
+            fences: fence::Fences::default(),
             follower: Mutex::new(Vec::new()),
         });
         registry.follow();
@@ -214,46 +202,6 @@ impl Registry {
     pub fn degraded(&self) -> Option<&'static str> {
         (self.shared && !self.following.load(Ordering::Acquire))
             .then_some("the registry cannot follow etcd: reads may be stale and writes fail until it is back")
-    }
-
-    /// Waits until the view holds every registry write acknowledged before this call, on any
-    /// replica (a quorum read of the last registry commit's revision, then a bounded wait for the
-    /// view). Immediate on a store this process owns alone. While the store cannot be reached
-    /// the view answers as it is, and [`Registry::degraded`] says so.
-    pub async fn fresh(&self) -> Result<(), RegistryError> {
-        if !self.shared {
-            return Ok(());
-        }
-        if self.fence_failed.pausing() {
-            return Ok(());
-        }
-        let read = || async {
-            match tokio::time::timeout(FENCE_READ, self.store.get(HEAD_KEY)).await {
-                Ok(Ok(entry)) => Ok(entry.map(|e| e.mod_revision)),
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!("no answer within {FENCE_READ:?}")),
-            }
-        };
-        let target = match self.fences.get(HEAD_KEY, read).await {
-            Ok(Some(target)) => target,
-            Ok(None) => return Ok(()),
-            Err(why) => {
-                tracing::debug!("reading from the view without a fence: {why}");
-                self.fence_failed.failed();
-                return Ok(());
-            }
-        };
-        let mut seen = self.seen.subscribe();
-        let reached = tokio::time::timeout(FRESH_WAIT, seen.wait_for(|at| *at >= target)).await;
-        if matches!(reached, Ok(Ok(_))) {
-            return Ok(());
-        }
-        Err(StoreError::Unavailable(format!(
-            "this replica's view of the registry has not reached etcd's revision {target} (it is at {}) \
-             within {FRESH_WAIT:?}; try again",
-            *self.seen.borrow()
-        ))
-        .into())
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {

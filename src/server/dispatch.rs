@@ -252,13 +252,12 @@ impl Dispatcher {
                 return (context, None);
             }
         };
-        // The registry's fence (read your writes on every replica, one quorum read on etcd) runs
-        // beside the token check (quorum reads too) instead of after it: a request waits for
-        // etcd once, not twice.
-        let (identified, fence) = tokio::join!(
-            self.app.auth.authenticator.identify(headers, channel, ip),
-            self.app.registry.fresh()
-        );
+        // Read your writes on every replica: the view catches up with the registry before the
+        // request reads it. On etcd the token check's quorum read also learns how far (see
+        // `registry::fence`), so a request waits for etcd once, not twice.
+        let began = Instant::now();
+        let identified = self.app.auth.authenticator.identify(headers, channel, ip).await;
+        let fence = self.app.registry.fresh_since(began).await;
         let renewal = match (&identified.caller.credentials, identified.renewed) {
             (Credentials::Valid(presented), Some(token)) => Some(Renewal {
                 token,

@@ -563,6 +563,61 @@ async fn a_replica_that_follows_etcd_late_still_reads_the_other_replicas_writes(
     }
 }
 
+/// A project token deleted on A is refused by B at its next request, even when B's view follows
+/// etcd late: B checks the project's roles only once its view has caught up (before, B read the
+/// role from its view while the token check's store read ran, and let the token in).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_project_token_deleted_on_one_replica_is_refused_at_once_by_a_replica_that_follows_late() {
+    let cluster = EtcdCluster::start(3);
+    let config = config();
+    let prefix = "/it-rr-ptoken/";
+    let a = replica(&cluster, prefix, &config);
+    let slow = Link::start(&cluster.endpoints()[0], Duration::from_millis(300)).await;
+    let args = [
+        "--insecure",
+        "--config-dir",
+        config.path().to_str().unwrap(),
+        "--etcd-endpoints",
+        &slow.url,
+        "--etcd-prefix",
+        prefix,
+    ];
+    let b = TestServer::start(&args);
+    let admin = token_of(&login(a.addr(), "admin", PASSWORD, &[]).await);
+    let body = json!({"project": {"metadata": {"name": "pt"}, "spec": {"roles": [
+        {"name": "ci", "policies": ["p, proj:pt:ci, applications, get, pt/*, allow"]}]}}});
+    let r = call(
+        a.addr(),
+        "POST",
+        "/api/v1/projects",
+        Some(&admin),
+        &[],
+        Some(&body),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let path = "/api/v1/projects/pt/roles/ci/token";
+    let made = call(a.addr(), "POST", path, Some(&admin), &[], Some(&json!({}))).await;
+    assert_eq!(made.status, 200, "{made:?}");
+    let token = made.body["token"].as_str().unwrap().to_owned();
+    let read = call(b.addr(), "GET", "/api/v1/applications", Some(&token), &[], None).await;
+    assert_eq!(
+        read.status, 200,
+        "B accepts the token while the role records it: {read:?}"
+    );
+    let project = call(a.addr(), "GET", "/api/v1/projects/pt", Some(&admin), &[], None).await;
+    let issued = &project.body["spec"]["roles"][0]["jwtTokens"][0];
+    let (iat, jti) = (issued["iat"].as_i64().unwrap(), issued["id"].as_str().unwrap());
+    let gone = format!("/api/v1/projects/pt/roles/ci/token/{iat}?id={jti}");
+    let r = call(a.addr(), "DELETE", &gone, Some(&admin), &[], None).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let refused = call(b.addr(), "GET", "/api/v1/applications", Some(&token), &[], None).await;
+    assert_eq!(
+        refused.status, 401,
+        "B let a deleted project token in: {refused:?}"
+    );
+}
+
 /// `/healthz` of `on` until it answers `want` (bounded).
 async fn health_becomes(on: SocketAddr, want: &str, within: Duration) -> String {
     let deadline = tokio::time::Instant::now() + within;
