@@ -9,9 +9,19 @@ pub enum LogFormat {
     Json,
 }
 
-/// `level` is used when `RUST_LOG` is unset, e.g. `info` or `tiphys=debug`.
+/// `level` is used when `RUST_LOG` is unset, e.g. `info` or `tiphys=debug`. The audit trail
+/// (target `audit`, `rpc::audit`) is logged whatever the level, unless the filter names it
+/// (`audit=off`).
 pub fn init(format: LogFormat, level: &str) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let directives = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| level.to_owned());
+    let filter = if directives.contains("audit") {
+        EnvFilter::new(directives)
+    } else {
+        EnvFilter::new(format!("{directives},audit=info"))
+    };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -11,6 +11,7 @@ mod support;
 mod etcd_cluster;
 
 mod atomic_authz;
+mod audit;
 mod bad_input;
 mod cli;
 mod cli_accounts;

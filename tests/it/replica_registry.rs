@@ -524,23 +524,46 @@ async fn relay(client: tokio::net::TcpStream, server: tokio::net::TcpStream, del
     let _ = tokio::join!(upstream, downstream, deliver);
 }
 
+/// Replica A on etcd, and B whose etcd link delivers 300 ms late: B's view follows late.
+struct SlowPair {
+    _cluster: EtcdCluster,
+    _config: tempfile::TempDir,
+    _link: Link,
+    a: TestServer,
+    b: TestServer,
+}
+
+impl SlowPair {
+    async fn start(prefix: &str) -> Self {
+        let cluster = EtcdCluster::start(3);
+        let config = config();
+        let a = replica(&cluster, prefix, &config);
+        let link = Link::start(&cluster.endpoints()[0], Duration::from_millis(300)).await;
+        let args = [
+            "--insecure",
+            "--config-dir",
+            config.path().to_str().unwrap(),
+            "--etcd-endpoints",
+            &link.url,
+            "--etcd-prefix",
+            prefix,
+        ];
+        let b = TestServer::start(&args);
+        Self {
+            _cluster: cluster,
+            _config: config,
+            _link: link,
+            a,
+            b,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_replica_that_follows_etcd_late_still_reads_the_other_replicas_writes() {
-    let cluster = EtcdCluster::start(3);
-    let config = config();
-    let prefix = "/it-rr-slow/";
-    let a = replica(&cluster, prefix, &config);
-    let slow = Link::start(&cluster.endpoints()[0], Duration::from_millis(300)).await;
-    let args = [
-        "--insecure",
-        "--config-dir",
-        config.path().to_str().unwrap(),
-        "--etcd-endpoints",
-        &slow.url,
-        "--etcd-prefix",
-        prefix,
-    ];
-    let b = TestServer::start(&args);
+    // (Bound whole: the cluster, the configuration and the link live as long as the test.)
+    let pair = SlowPair::start("/it-rr-slow/").await;
+    let (a, b) = (&pair.a, &pair.b);
     let token = token_of(&login(a.addr(), "admin", PASSWORD, &[]).await);
     for i in 0..3 {
         let body = project(&format!("s{i}"), &[], None);
@@ -568,21 +591,9 @@ async fn a_replica_that_follows_etcd_late_still_reads_the_other_replicas_writes(
 /// role from its view while the token check's store read ran, and let the token in).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_project_token_deleted_on_one_replica_is_refused_at_once_by_a_replica_that_follows_late() {
-    let cluster = EtcdCluster::start(3);
-    let config = config();
-    let prefix = "/it-rr-ptoken/";
-    let a = replica(&cluster, prefix, &config);
-    let slow = Link::start(&cluster.endpoints()[0], Duration::from_millis(300)).await;
-    let args = [
-        "--insecure",
-        "--config-dir",
-        config.path().to_str().unwrap(),
-        "--etcd-endpoints",
-        &slow.url,
-        "--etcd-prefix",
-        prefix,
-    ];
-    let b = TestServer::start(&args);
+    // (Bound whole: the cluster, the configuration and the link live as long as the test.)
+    let pair = SlowPair::start("/it-rr-ptoken/").await;
+    let (a, b) = (&pair.a, &pair.b);
     let admin = token_of(&login(a.addr(), "admin", PASSWORD, &[]).await);
     let body = json!({"project": {"metadata": {"name": "pt"}, "spec": {"roles": [
         {"name": "ci", "policies": ["p, proj:pt:ci, applications, get, pt/*, allow"]}]}}});

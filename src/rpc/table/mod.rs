@@ -29,10 +29,12 @@ pub fn table() -> Vec<Arc<Rpc>> {
 }
 
 fn rpc<const N: usize>(path: &'static str, rest: [Route; N], handler: Handler) -> Arc<Rpc> {
+    // Every method with a REST mapping other than GET changes something: each call is audited.
+    let mutates = rest.iter().any(|r| r.method != Method::GET);
     Arc::new(Rpc {
         path,
         rest: rest.into(),
-        handler,
+        handler: super::audit::audited(path, mutates, handler),
         method: crate::schema::Schema::get().method(path),
     })
 }
