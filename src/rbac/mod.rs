@@ -136,6 +136,7 @@ impl Rbac {
             target: "audit",
             subject = principal.subject(),
             groups = ?self.policy().groups(principal.claims()),
+            token_id = crate::rpc::audit::token_id(principal),
             resource,
             action,
             object,

@@ -1,9 +1,9 @@
 //! The audit trail: one line (tracing target `audit`, JSON with `--log-format json`) for every
 //! call that changes something (a method with a REST mapping other than GET: creates, updates,
 //! deletes, syncs, logins, logouts, token and password changes), and for every call refused
-//! for who the caller is (`Unauthenticated`, `PermissionDenied`, `Throttled`: failed logins and
-//! lockouts among them). Every RPC passes through [`audited`], on every transport, so no use
-//! case can forget it.
+//! for who the caller is (`Unauthenticated`, `Throttled`: failed logins and lockouts among
+//! them). Every RPC passes through [`audited`], on every transport, so no use case can forget
+//! it. A `PermissionDenied` is logged once, by `Rbac::deny`, with what RBAC checked.
 //!
 //! Fields (README, "Audit trail"): `event` (`call`), `method` (the gRPC method), `subject`,
 //! `groups`, `token_id`, `client` (the address after trusted proxies), `object` (the names the
@@ -46,11 +46,11 @@ pub fn audited(method: &'static str, mutates: bool, handler: Handler) -> Handler
         let reply = inner(ctx, json);
         Box::pin(async move {
             let reply = reply.await;
-            let refused = matches!(
-                reply,
-                Err(AppError::Unauthenticated(_) | AppError::PermissionDenied(_) | AppError::Throttled(..))
-            );
-            if mutates || refused {
+            // An RBAC denial has its line already, from the one place that denies
+            // (`Rbac::deny`, with what was checked): one line per denial.
+            let denied = matches!(reply, Err(AppError::PermissionDenied(_)));
+            let refused = matches!(reply, Err(AppError::Unauthenticated(_) | AppError::Throttled(..)));
+            if (mutates && !denied) || refused {
                 let (app, caller) = who;
                 let groups = app.rbac.policy().groups(caller.principal.claims()).join(",");
                 record(method, &caller, &groups, object.as_deref().unwrap_or(""), &reply);
@@ -90,7 +90,7 @@ fn record<T>(method: &str, caller: &Caller, groups: &str, object: &str, reply: &
 }
 
 /// The id of the token the caller presented ("" without one): what a revocation names.
-fn token_id(principal: &Principal) -> &str {
+pub fn token_id(principal: &Principal) -> &str {
     match principal {
         Principal::Anonymous => "",
         Principal::Account(a) => &a.jti,
