@@ -31,4 +31,5 @@ mod replicas;
 mod repositories;
 mod secrets_at_rest;
 mod shutdown;
+mod taken_names;
 mod tls;
