@@ -27,7 +27,9 @@ use super::edge::{self, Decision};
 use super::metrics::Metrics;
 use super::outcome::{self, Final};
 use super::protocol::{GRPC_MESSAGE, GRPC_STATUS, Protocol};
+use super::redirect::RedirectHosts;
 use super::routes;
+use super::tls::CertResolver;
 use crate::app::App;
 use crate::auth::cookie::CookieScope;
 use crate::auth::{Carrier, Channel};
@@ -43,6 +45,9 @@ pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call 
 /// What a caller without a valid session may send: a login, never an application. Larger
 /// requests are refused (401, UNAUTHENTICATED) from their headers, or once this much is read.
 pub const UNAUTHENTICATED_BODY_BYTES: u64 = 64 * 1024;
+
+pub const FOREIGN_HOST: &str = "this port expects TLS, and the Host header names a host this \
+server does not answer for: it redirects plaintext requests only to its own hosts";
 
 pub const PLAINTEXT_GRPC_REFUSED: &str = "this port serves gRPC over TLS only: connect with TLS \
 (drop --plaintext), or start the server with --plaintext-grpc";
@@ -74,6 +79,10 @@ pub struct Dispatcher {
     tls_mode: bool,
     plaintext_grpc: bool,
     trusted_proxies: Vec<IpNet>,
+    /// Where a plaintext request may be redirected.
+    redirect_hosts: RedirectHosts,
+    /// `--url`: the external URL when argocd-cm sets none.
+    flag_url: Option<String>,
     rootpath: String,
     max_body_bytes: u64,
     /// The largest gRPC request message, and the flag that sets it.
@@ -92,6 +101,7 @@ impl Dispatcher {
         config: &ServerConfig,
         metrics: Arc<Metrics>,
         health: HealthServer<impl Health>,
+        cert: Option<Arc<CertResolver>>,
     ) -> anyhow::Result<Self> {
         let grpc = crate::grpc::routes(app, health, config.limits.grpc_max_message_bytes);
         let ui = crate::ui::Ui::new(config.staticassets.clone(), &config.basehref)?;
@@ -104,6 +114,8 @@ impl Dispatcher {
             tls_mode: !config.insecure,
             plaintext_grpc: config.plaintext_grpc,
             trusted_proxies: config.trusted_proxies.clone(),
+            redirect_hosts: RedirectHosts::new(&config.redirect_hosts, cert),
+            flag_url: config.url.as_ref().map(|u| u.raw.clone()),
             rootpath: config.rootpath.clone(),
             max_body_bytes: config.limits.max_body_bytes as u64,
             grpc_request_limit: if config.limits.grpc_max_message_bytes < config.limits.grpc_max_request_bytes
@@ -348,12 +360,18 @@ impl Dispatcher {
                 )))
             };
         }
+        let settings = self.app.config.peek();
+        let to = edge::Redirect {
+            hosts: &self.redirect_hosts,
+            rootpath: &self.rootpath,
+            external: settings.url.as_deref().or(self.flag_url.as_deref()),
+        };
         match edge::decide(
             req.uri(),
             req.headers(),
             conn.peer.ip(),
             &self.trusted_proxies,
-            &self.rootpath,
+            &to,
         ) {
             Decision::Serve(scheme) => Ok(scheme),
             Decision::Redirect(location) => {
@@ -364,6 +382,11 @@ impl Dispatcher {
                 tonic::Code::InvalidArgument,
                 StatusCode::BAD_REQUEST,
                 "this port expects TLS; a plaintext request needs a valid Host header to be redirected to https",
+            ))),
+            Decision::ForeignHost => Err(Box::new(rest_error(
+                tonic::Code::InvalidArgument,
+                StatusCode::BAD_REQUEST,
+                FOREIGN_HOST,
             ))),
         }
     }

@@ -25,6 +25,7 @@ mod metrics;
 mod migrate;
 mod paths;
 mod projects;
+mod redirect;
 mod refusals;
 mod replica_registry;
 mod replicas;
