@@ -32,7 +32,7 @@ use super::routes;
 use super::tls::CertResolver;
 use crate::app::App;
 use crate::auth::cookie::CookieScope;
-use crate::auth::{Carrier, Channel};
+use crate::auth::{Ambiguous, Carrier, Channel};
 use crate::error::rest_error;
 use crate::grpc::GrpcServices;
 use crate::principal::{AuthInfo, BodyLimit, ClientScheme, OverLimit, RequestContext};
@@ -205,7 +205,10 @@ impl Dispatcher {
         }
         let protocol = wire.at_path(req.uri().path());
         let route = self.metrics.routes().index(protocol, req.uri().path());
-        let (mut context, renewed) = self.identify(req.headers(), protocol, conn, scheme).await;
+        let (mut context, renewed) = match self.identify(req.headers(), protocol, conn, scheme).await {
+            Ok(identified) => identified,
+            Err(Ambiguous(why)) => return (protocol, route, ambiguous(protocol, req.headers(), why)),
+        };
         let verified_bearer = context.auth.carrier == Some(Carrier::Bearer)
             && matches!(context.caller.credentials, Credentials::Valid(_));
         // Who is calling is known before a byte of the body is read: that decides how much
@@ -248,7 +251,7 @@ impl Dispatcher {
         protocol: Protocol,
         conn: ConnInfo,
         scheme: ClientScheme,
-    ) -> (RequestContext, Option<Renewal>) {
+    ) -> Result<(RequestContext, Option<Renewal>), Ambiguous> {
         let ip = edge::client_ip(headers, conn.peer.ip(), &self.trusted_proxies);
         let channel = match protocol {
             Protocol::Grpc | Protocol::GrpcWeb => Channel::Grpc,
@@ -261,7 +264,7 @@ impl Dispatcher {
                     fenced: false,
                     body_limit: BodyLimit::NONE,
                 };
-                return (context, None);
+                return Ok((context, None));
             }
         };
         // The registry's fence (read your writes on every replica, one quorum read on etcd) runs
@@ -271,6 +274,7 @@ impl Dispatcher {
             self.app.auth.authenticator.identify(headers, channel, ip),
             self.app.registry.fresh()
         );
+        let identified = identified?;
         let renewal = match (&identified.caller.credentials, identified.renewed) {
             (Credentials::Valid(presented), Some(token)) => Some(Renewal {
                 token,
@@ -290,7 +294,7 @@ impl Dispatcher {
             fenced: fence.is_ok(),
             body_limit: BodyLimit::NONE,
         };
-        (context, renewal)
+        Ok((context, renewal))
     }
 
     /// Hands a renewed login token back where only the client can read it:
@@ -565,6 +569,27 @@ fn strip_prefix(uri: &Uri, root: &str) -> Option<Uri> {
 
 pub fn grpc_error(code: tonic::Code, message: &str) -> Response<Body> {
     tonic::Status::new(code, message).into_http::<Body>()
+}
+
+/// 400 (INVALID_ARGUMENT on gRPC and gRPC-Web) for a request whose credentials disagree,
+/// answered from its headers: the body is never read.
+fn ambiguous(protocol: Protocol, headers: &http::HeaderMap, why: &str) -> Response<Body> {
+    match protocol {
+        Protocol::Grpc => grpc_error(tonic::Code::InvalidArgument, why),
+        Protocol::GrpcWeb => {
+            // A trailers-only answer, in the gRPC-Web media type the client sent.
+            let mut response = grpc_error(tonic::Code::InvalidArgument, why);
+            if let Some(media) = super::protocol::media_type(headers)
+                && let Ok(value) = HeaderValue::from_str(&media)
+            {
+                response.headers_mut().insert(CONTENT_TYPE, value);
+            }
+            response
+        }
+        Protocol::Rest | Protocol::Ui => {
+            rest_error(tonic::Code::InvalidArgument, StatusCode::BAD_REQUEST, why)
+        }
+    }
 }
 
 fn redirect(location: &str) -> Response<Body> {
