@@ -229,6 +229,7 @@ impl Dispatcher {
                 normalize_grpc_web_content_type(&mut req);
                 let mut response = call(self.grpc_web.clone(), req).await;
                 fix_message_size_status(&mut response);
+                fix_bad_base64_status(&mut response);
                 response
             }
             Protocol::Rest | Protocol::Ui => {
@@ -546,6 +547,27 @@ fn fix_message_size_status(response: &mut Response<Body>) {
             });
     if too_large {
         headers.insert(GRPC_STATUS, HeaderValue::from_static("8"));
+    }
+}
+
+/// tonic-web reports a gRPC-Web text body that is not base64 as INTERNAL ("tonic-web: Invalid
+/// symbol …", "tonic-web: malformed base64 request"): the client sent it, so it is
+/// INVALID_ARGUMENT, with a message that says what was wrong.
+fn fix_bad_base64_status(response: &mut Response<Body>) {
+    let headers = response.headers_mut();
+    let detail = headers
+        .get(GRPC_MESSAGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|m| m.strip_prefix("tonic-web:%20"))
+        .filter(|m| m.starts_with("Invalid%20") || m.starts_with("malformed%20base64"))
+        .map(str::to_owned);
+    let Some(detail) = detail.filter(|_| headers.get(GRPC_STATUS).is_some_and(|v| v == "13")) else {
+        return;
+    };
+    let message = format!("malformed%20gRPC-Web%20text%20body:%20not%20valid%20base64%20({detail})");
+    if let Ok(value) = HeaderValue::from_str(&message) {
+        headers.insert(GRPC_STATUS, HeaderValue::from_static("3"));
+        headers.insert(GRPC_MESSAGE, value);
     }
 }
 

@@ -91,3 +91,27 @@ def test_grpc_web_credentials_that_disagree_are_invalid_argument(env):
     assert r.headers.get("content-type", "").startswith("application/grpc-web"), r.headers
     assert (r.headers.get("grpc-status"), "different%20tokens" in r.headers.get("grpc-message", "")) == ("3", True), \
         r.headers
+
+
+GRPC_WEB_TEXT = {
+    # case: (body, what grpc-message must say)
+    "a symbol outside base64": (b"!!!!AAAA", "not valid base64"),
+    "a length that is no multiple of 4": (b"AAAAAAUAAAA", "not valid base64"),
+    "a truncated frame": (b"AAAAAAU=", "truncated gRPC message frame"),  # 5 bytes announced, none sent
+}
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["h1", "h2c"])
+@pytest.mark.parametrize("case", sorted(GRPC_WEB_TEXT))
+def test_malformed_grpc_web_text_is_invalid_argument(env, http2, case):
+    body, message = GRPC_WEB_TEXT[case]
+    cmd = ["curl", "-sS", "--max-time", "10", "-D", "-", "-o", "/dev/null", "-X", "POST",
+           *(["--http2-prior-knowledge"] if http2 else []),
+           "-H", "content-type: application/grpc-web-text", "-H", "accept: application/grpc-web-text",
+           "--data-binary", "@-", env["server"].url("/session.SessionService/Create")]
+    res = subprocess.run(cmd, input=body, capture_output=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    head = dict(line.split(": ", 1) for line in res.stdout.decode().splitlines()[1:] if ": " in line)
+    head = {k.lower(): v for k, v in head.items()}
+    assert head.get("grpc-status") == "3", (case, head)
+    assert message.replace(" ", "%20") in head.get("grpc-message", ""), (case, head)
