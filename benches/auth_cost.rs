@@ -34,7 +34,7 @@ async fn main() -> anyhow::Result<()> {
     let time = async |headers: &HeaderMap| {
         let start = Instant::now();
         for _ in 0..iterations {
-            std::hint::black_box(
+            let _ = std::hint::black_box(
                 auth.identify(std::hint::black_box(headers), Channel::Http, ip)
                     .await,
             );

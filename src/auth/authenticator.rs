@@ -53,10 +53,17 @@ impl Authenticator {
         Self { tokens, config, oidc }
     }
 
-    pub async fn identify(&self, headers: &HeaderMap, channel: Channel, ip: IpAddr) -> Identified {
+    /// Who sent the request; [`Ambiguous`] when it carries credentials that disagree (no
+    /// rule could say which one the caller meant, so none is tried).
+    pub async fn identify(
+        &self,
+        headers: &HeaderMap,
+        channel: Channel,
+        ip: IpAddr,
+    ) -> Result<Identified, Ambiguous> {
         let mut caller = Caller::anonymous(ip);
         caller.anonymous_allowed = self.config.peek().anonymous_enabled;
-        let (found, cookie_chunks) = find_token(headers, channel);
+        let (found, cookie_chunks) = find_token(headers, channel)?;
         let mut out = Identified {
             caller,
             carrier: None,
@@ -64,7 +71,7 @@ impl Authenticator {
             cookie_chunks,
         };
         let Some((carrier, token)) = found else {
-            return out;
+            return Ok(out);
         };
         out.carrier = Some(carrier);
         let checked = match token {
@@ -82,7 +89,7 @@ impl Authenticator {
                 out.caller.credentials = Credentials::Rejected(Arc::from(reason));
             }
         }
-        out
+        Ok(out)
     }
 }
 
@@ -122,33 +129,66 @@ impl Authenticator {
 
 type Found = Option<(Carrier, Result<String, String>)>;
 
+/// A request whose credentials disagree: answered 400 (INVALID_ARGUMENT) with this message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ambiguous(pub &'static str);
+
+pub const TWO_AUTHORIZATION: Ambiguous =
+    Ambiguous("the request carries more than one Authorization header: send one");
+pub const TWO_TOKEN_METADATA: Ambiguous =
+    Ambiguous("the request carries more than one `token` metadata entry: send one");
+pub const DIFFERENT_TOKENS: Ambiguous = Ambiguous(
+    "the request carries different tokens (session cookie, Authorization bearer, `token` metadata): send one",
+);
+
 /// The gRPC metadata key Argo CD's clients send their token in.
 const TOKEN_METADATA: http::HeaderName = http::HeaderName::from_static("token");
 
-/// The token a request carries, where from, and how many session cookie
-/// chunks it sent.
-fn find_token(headers: &HeaderMap, channel: Channel) -> (Found, usize) {
+/// The token a request carries, where from, and how many session cookie chunks it sent.
+/// Every place a token may be read from on `channel` is read: two that disagree (or two
+/// `Authorization` headers, or two `token` entries) are refused, never "first wins", so a
+/// proxy or page that adds a credential cannot silently change who the caller is.
+fn find_token(headers: &HeaderMap, channel: Channel) -> Result<(Found, usize), Ambiguous> {
     let sent = super::cookie::read(headers);
     let chunks = sent.chunks;
-    if channel == Channel::Grpc
-        && let Some(v) = headers.get(TOKEN_METADATA)
-    {
+    // gRPC metadata is read on gRPC only.
+    let mut metadata = headers
+        .get_all(TOKEN_METADATA)
+        .iter()
+        .filter(|_| channel == Channel::Grpc);
+    let first_metadata = metadata.next();
+    if metadata.next().is_some() {
+        return Err(TWO_TOKEN_METADATA);
+    }
+    let mut authorization = headers.get_all(AUTHORIZATION).iter();
+    let first_authorization = authorization.next();
+    if authorization.next().is_some() {
+        return Err(TWO_AUTHORIZATION);
+    }
+    let metadata = first_metadata.map(|v| {
         let token = v
             .to_str()
             .map(str::to_owned)
             .map_err(|_| "token metadata is not ASCII".to_owned());
-        return (Some((Carrier::Metadata, token)), chunks);
-    }
+        (Carrier::Metadata, token)
+    });
     // Other schemes (Basic, …) carry no token of ours.
-    if let Some(token) = headers.get(AUTHORIZATION).and_then(|v| bearer(v.as_bytes())) {
-        return (Some((Carrier::Bearer, token)), chunks);
-    }
-    if channel == Channel::Http
-        && let Some(token) = sent.token
+    let bearer = first_authorization
+        .and_then(|v| bearer(v.as_bytes()))
+        .map(|token| (Carrier::Bearer, token));
+    // Never the cookie on gRPC: a browser page cannot be made to send one there.
+    let cookie = match (channel, sent.token) {
+        (Channel::Http, Some(token)) => Some((Carrier::Cookie, token.map_err(|e| e.to_string()))),
+        _ => None,
+    };
+    let mut found = [metadata, bearer, cookie].into_iter().flatten();
+    let first = found.next();
+    if let Some((_, token)) = &first
+        && found.any(|(_, other)| &other != token)
     {
-        return (Some((Carrier::Cookie, token.map_err(|e| e.to_string()))), chunks);
+        return Err(DIFFERENT_TOKENS);
     }
-    (None, chunks)
+    Ok((first, chunks))
 }
 
 /// `Bearer <token>`, the scheme matched case-insensitively (RFC 7235).
@@ -192,24 +232,24 @@ mod tests {
     fn bearer_scheme_is_case_insensitive() {
         for scheme in ["Bearer", "bearer", "BEARER"] {
             let h = headers(&[("authorization", &format!("{scheme} a.b.c"))]);
-            let (found, _) = find_token(&h, Channel::Http);
+            let (found, _) = find_token(&h, Channel::Http).unwrap();
             assert_eq!(found, Some((Carrier::Bearer, Ok("a.b.c".into()))));
         }
         let h = headers(&[("authorization", "Basic dXNlcjpwYXNz")]);
-        assert_eq!(find_token(&h, Channel::Http).0, None);
+        assert_eq!(find_token(&h, Channel::Http).unwrap().0, None);
     }
 
     #[test]
     fn grpc_reads_metadata_first_and_never_the_cookie() {
-        let h = headers(&[("token", "m.m.m"), ("authorization", "Bearer b.b.b")]);
+        let h = headers(&[("token", "m.m.m"), ("authorization", "Bearer m.m.m")]);
         assert_eq!(
-            find_token(&h, Channel::Grpc).0,
+            find_token(&h, Channel::Grpc).unwrap().0,
             Some((Carrier::Metadata, Ok("m.m.m".into())))
         );
         let h = headers(&[("cookie", "argocd.token=c.c.c")]);
-        assert_eq!(find_token(&h, Channel::Grpc).0, None);
+        assert_eq!(find_token(&h, Channel::Grpc).unwrap().0, None);
         assert_eq!(
-            find_token(&h, Channel::Http).0,
+            find_token(&h, Channel::Http).unwrap().0,
             Some((Carrier::Cookie, Ok("c.c.c".into())))
         );
     }
@@ -218,8 +258,71 @@ mod tests {
     fn empty_bearer_is_a_rejected_token() {
         let h = headers(&[("authorization", "Bearer ")]);
         assert!(matches!(
-            find_token(&h, Channel::Http).0,
+            find_token(&h, Channel::Http).unwrap().0,
             Some((Carrier::Bearer, Err(_)))
         ));
+    }
+
+    #[test]
+    fn credentials_that_disagree_are_refused() {
+        type Case<'a> = (&'a [(&'a str, &'a str)], Channel, Ambiguous);
+        let cases: [Case<'_>; 6] = [
+            (
+                &[
+                    ("authorization", "Bearer a.a.a"),
+                    ("authorization", "Bearer a.a.a"),
+                ],
+                Channel::Http,
+                TWO_AUTHORIZATION,
+            ),
+            (
+                &[
+                    ("authorization", "Basic dXNlcjpwYXNz"),
+                    ("authorization", "Bearer a.a.a"),
+                ],
+                Channel::Grpc,
+                TWO_AUTHORIZATION,
+            ),
+            (
+                &[("token", "a.a.a"), ("token", "b.b.b")],
+                Channel::Grpc,
+                TWO_TOKEN_METADATA,
+            ),
+            (
+                &[
+                    ("cookie", "argocd.token=c.c.c"),
+                    ("authorization", "Bearer b.b.b"),
+                ],
+                Channel::Http,
+                DIFFERENT_TOKENS,
+            ),
+            (
+                &[("token", "m.m.m"), ("authorization", "Bearer b.b.b")],
+                Channel::Grpc,
+                DIFFERENT_TOKENS,
+            ),
+            (
+                &[("cookie", "argocd.token=c.c.c"), ("authorization", "Bearer ")],
+                Channel::Http,
+                DIFFERENT_TOKENS,
+            ),
+        ];
+        for (pairs, channel, why) in cases {
+            assert_eq!(find_token(&headers(pairs), channel), Err(why), "{pairs:?}");
+        }
+        // The same token twice over is one caller; the cookie is never read on gRPC.
+        let h = headers(&[
+            ("cookie", "argocd.token=c.c.c"),
+            ("authorization", "Bearer c.c.c"),
+        ]);
+        assert_eq!(
+            find_token(&h, Channel::Http).unwrap().0,
+            Some((Carrier::Bearer, Ok("c.c.c".into())))
+        );
+        let h = headers(&[
+            ("cookie", "argocd.token=c.c.c"),
+            ("authorization", "Bearer b.b.b"),
+        ]);
+        assert!(find_token(&h, Channel::Grpc).is_ok());
     }
 }

@@ -32,7 +32,7 @@ pub mod tokens;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-pub use self::authenticator::{Authenticator, Channel, Identified};
+pub use self::authenticator::{Ambiguous, Authenticator, Channel, Identified};
 pub use self::logins::{LoginError, LoginLimits};
 pub use self::project_tokens::{ProjectTokenClaims, ProjectTokenSource};
 use crate::config::{ConfigWatch, Settings};

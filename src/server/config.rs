@@ -54,6 +54,10 @@ pub struct ServerArgs {
     /// Comma-separated CIDRs of proxies whose X-Forwarded-Proto / Forwarded headers are believed.
     #[arg(long, env = "TIPHYS_TRUSTED_PROXIES", value_delimiter = ',')]
     pub trusted_proxies: Vec<IpNet>,
+    /// Comma-separated hosts (`*.example.com` for one label) a plaintext request may be
+    /// redirected to besides the TLS certificate's names, when no external URL is set.
+    #[arg(long, env = "TIPHYS_REDIRECT_HOSTS", value_delimiter = ',')]
+    pub redirect_hosts: Vec<String>,
     /// Accept native gRPC over plaintext h2c on the TLS port (for meshes doing mTLS outside the pod).
     #[arg(long, env = "TIPHYS_PLAINTEXT_GRPC")]
     pub plaintext_grpc: bool,
@@ -144,6 +148,8 @@ pub struct ServerConfig {
     pub insecure: bool,
     pub plaintext_grpc: bool,
     pub trusted_proxies: Vec<IpNet>,
+    /// `--redirect-hosts`.
+    pub redirect_hosts: Vec<String>,
     /// `""` or `/prefix` (no trailing slash).
     pub rootpath: String,
     /// Always starts and ends with `/`.
@@ -254,6 +260,7 @@ impl ServerArgs {
             insecure: self.insecure,
             plaintext_grpc: self.plaintext_grpc,
             trusted_proxies: self.trusted_proxies.clone(),
+            redirect_hosts: self.redirect_hosts.clone(),
             rootpath,
             basehref,
             data_dir,

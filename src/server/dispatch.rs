@@ -27,10 +27,12 @@ use super::edge::{self, Decision};
 use super::metrics::Metrics;
 use super::outcome::{self, Final};
 use super::protocol::{GRPC_MESSAGE, GRPC_STATUS, Protocol};
+use super::redirect::RedirectHosts;
 use super::routes;
+use super::tls::CertResolver;
 use crate::app::App;
 use crate::auth::cookie::CookieScope;
-use crate::auth::{Carrier, Channel};
+use crate::auth::{Ambiguous, Carrier, Channel};
 use crate::error::rest_error;
 use crate::grpc::GrpcServices;
 use crate::principal::{AuthInfo, BodyLimit, ClientScheme, OverLimit, RequestContext};
@@ -43,6 +45,9 @@ pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call 
 /// What a caller without a valid session may send: a login, never an application. Larger
 /// requests are refused (401, UNAUTHENTICATED) from their headers, or once this much is read.
 pub const UNAUTHENTICATED_BODY_BYTES: u64 = 64 * 1024;
+
+pub const FOREIGN_HOST: &str = "this port expects TLS, and the Host header names a host this \
+server does not answer for: it redirects plaintext requests only to its own hosts";
 
 pub const PLAINTEXT_GRPC_REFUSED: &str = "this port serves gRPC over TLS only: connect with TLS \
 (drop --plaintext), or start the server with --plaintext-grpc";
@@ -74,6 +79,10 @@ pub struct Dispatcher {
     tls_mode: bool,
     plaintext_grpc: bool,
     trusted_proxies: Vec<IpNet>,
+    /// Where a plaintext request may be redirected.
+    redirect_hosts: RedirectHosts,
+    /// `--url`: the external URL when argocd-cm sets none.
+    flag_url: Option<String>,
     rootpath: String,
     max_body_bytes: u64,
     /// The largest gRPC request message, and the flag that sets it.
@@ -92,6 +101,7 @@ impl Dispatcher {
         config: &ServerConfig,
         metrics: Arc<Metrics>,
         health: HealthServer<impl Health>,
+        cert: Option<Arc<CertResolver>>,
     ) -> anyhow::Result<Self> {
         let grpc = crate::grpc::routes(app, health, config.limits.grpc_max_message_bytes);
         let ui = crate::ui::Ui::new(config.staticassets.clone(), &config.basehref)?;
@@ -104,6 +114,8 @@ impl Dispatcher {
             tls_mode: !config.insecure,
             plaintext_grpc: config.plaintext_grpc,
             trusted_proxies: config.trusted_proxies.clone(),
+            redirect_hosts: RedirectHosts::new(&config.redirect_hosts, cert),
+            flag_url: config.url.as_ref().map(|u| u.raw.clone()),
             rootpath: config.rootpath.clone(),
             max_body_bytes: config.limits.max_body_bytes as u64,
             grpc_request_limit: if config.limits.grpc_max_message_bytes < config.limits.grpc_max_request_bytes
@@ -193,7 +205,10 @@ impl Dispatcher {
         }
         let protocol = wire.at_path(req.uri().path());
         let route = self.metrics.routes().index(protocol, req.uri().path());
-        let (mut context, renewed) = self.identify(req.headers(), protocol, conn, scheme).await;
+        let (mut context, renewed) = match self.identify(req.headers(), protocol, conn, scheme).await {
+            Ok(identified) => identified,
+            Err(Ambiguous(why)) => return (protocol, route, ambiguous(protocol, req.headers(), why)),
+        };
         let verified_bearer = context.auth.carrier == Some(Carrier::Bearer)
             && matches!(context.caller.credentials, Credentials::Valid(_));
         // Who is calling is known before a byte of the body is read: that decides how much
@@ -214,6 +229,7 @@ impl Dispatcher {
                 normalize_grpc_web_content_type(&mut req);
                 let mut response = call(self.grpc_web.clone(), req).await;
                 fix_message_size_status(&mut response);
+                fix_bad_base64_status(&mut response);
                 response
             }
             Protocol::Rest | Protocol::Ui => {
@@ -236,7 +252,7 @@ impl Dispatcher {
         protocol: Protocol,
         conn: ConnInfo,
         scheme: ClientScheme,
-    ) -> (RequestContext, Option<Renewal>) {
+    ) -> Result<(RequestContext, Option<Renewal>), Ambiguous> {
         let ip = edge::client_ip(headers, conn.peer.ip(), &self.trusted_proxies);
         let channel = match protocol {
             Protocol::Grpc | Protocol::GrpcWeb => Channel::Grpc,
@@ -249,14 +265,14 @@ impl Dispatcher {
                     fenced: false,
                     body_limit: BodyLimit::NONE,
                 };
-                return (context, None);
+                return Ok((context, None));
             }
         };
         // Read your writes on every replica: the view catches up with the registry before the
         // request reads it. On etcd the token check's quorum read also learns how far (see
         // `registry::fence`), so a request waits for etcd once, not twice.
         let began = Instant::now();
-        let identified = self.app.auth.authenticator.identify(headers, channel, ip).await;
+        let identified = self.app.auth.authenticator.identify(headers, channel, ip).await?;
         let fence = self.app.registry.fresh_since(began).await;
         let renewal = match (&identified.caller.credentials, identified.renewed) {
             (Credentials::Valid(presented), Some(token)) => Some(Renewal {
@@ -277,7 +293,7 @@ impl Dispatcher {
             fenced: fence.is_ok(),
             body_limit: BodyLimit::NONE,
         };
-        (context, renewal)
+        Ok((context, renewal))
     }
 
     /// Hands a renewed login token back where only the client can read it:
@@ -347,12 +363,18 @@ impl Dispatcher {
                 )))
             };
         }
+        let settings = self.app.config.peek();
+        let to = edge::Redirect {
+            hosts: &self.redirect_hosts,
+            rootpath: &self.rootpath,
+            external: settings.url.as_deref().or(self.flag_url.as_deref()),
+        };
         match edge::decide(
             req.uri(),
             req.headers(),
             conn.peer.ip(),
             &self.trusted_proxies,
-            &self.rootpath,
+            &to,
         ) {
             Decision::Serve(scheme) => Ok(scheme),
             Decision::Redirect(location) => {
@@ -363,6 +385,11 @@ impl Dispatcher {
                 tonic::Code::InvalidArgument,
                 StatusCode::BAD_REQUEST,
                 "this port expects TLS; a plaintext request needs a valid Host header to be redirected to https",
+            ))),
+            Decision::ForeignHost => Err(Box::new(rest_error(
+                tonic::Code::InvalidArgument,
+                StatusCode::BAD_REQUEST,
+                FOREIGN_HOST,
             ))),
         }
     }
@@ -521,6 +548,27 @@ fn fix_message_size_status(response: &mut Response<Body>) {
     }
 }
 
+/// tonic-web reports a gRPC-Web text body that is not base64 as INTERNAL ("tonic-web: Invalid
+/// symbol …", "tonic-web: malformed base64 request"): the client sent it, so it is
+/// INVALID_ARGUMENT, with a message that says what was wrong.
+fn fix_bad_base64_status(response: &mut Response<Body>) {
+    let headers = response.headers_mut();
+    let detail = headers
+        .get(GRPC_MESSAGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|m| m.strip_prefix("tonic-web:%20"))
+        .filter(|m| m.starts_with("Invalid%20") || m.starts_with("malformed%20base64"))
+        .map(str::to_owned);
+    let Some(detail) = detail.filter(|_| headers.get(GRPC_STATUS).is_some_and(|v| v == "13")) else {
+        return;
+    };
+    let message = format!("malformed%20gRPC-Web%20text%20body:%20not%20valid%20base64%20({detail})");
+    if let Ok(value) = HeaderValue::from_str(&message) {
+        headers.insert(GRPC_STATUS, HeaderValue::from_static("3"));
+        headers.insert(GRPC_MESSAGE, value);
+    }
+}
+
 /// `/root/x?q` → `/x?q`; `None` when the path is outside the root.
 fn strip_prefix(uri: &Uri, root: &str) -> Option<Uri> {
     let path = uri.path();
@@ -541,6 +589,27 @@ fn strip_prefix(uri: &Uri, root: &str) -> Option<Uri> {
 
 pub fn grpc_error(code: tonic::Code, message: &str) -> Response<Body> {
     tonic::Status::new(code, message).into_http::<Body>()
+}
+
+/// 400 (INVALID_ARGUMENT on gRPC and gRPC-Web) for a request whose credentials disagree,
+/// answered from its headers: the body is never read.
+fn ambiguous(protocol: Protocol, headers: &http::HeaderMap, why: &str) -> Response<Body> {
+    match protocol {
+        Protocol::Grpc => grpc_error(tonic::Code::InvalidArgument, why),
+        Protocol::GrpcWeb => {
+            // A trailers-only answer, in the gRPC-Web media type the client sent.
+            let mut response = grpc_error(tonic::Code::InvalidArgument, why);
+            if let Some(media) = super::protocol::media_type(headers)
+                && let Ok(value) = HeaderValue::from_str(&media)
+            {
+                response.headers_mut().insert(CONTENT_TYPE, value);
+            }
+            response
+        }
+        Protocol::Rest | Protocol::Ui => {
+            rest_error(tonic::Code::InvalidArgument, StatusCode::BAD_REQUEST, why)
+        }
+    }
 }
 
 fn redirect(location: &str) -> Response<Body> {

@@ -7,6 +7,7 @@ use std::net::IpAddr;
 use http::{HeaderMap, Uri};
 use ipnet::IpNet;
 
+use super::redirect::{NoRedirect, RedirectHosts};
 use crate::principal::ClientScheme;
 
 #[derive(Debug, PartialEq, Eq)]
@@ -16,6 +17,8 @@ pub enum Decision {
     Redirect(String),
     /// The Host header is missing or unusable for a redirect.
     BadHost,
+    /// The Host header names a host this server does not answer for (no open redirect).
+    ForeignHost,
 }
 
 /// Whether `peer` is a trusted proxy that says the client used https.
@@ -87,39 +90,32 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
+/// Where a plaintext request in TLS mode goes: `external` is the configured external URL.
+pub struct Redirect<'a> {
+    pub hosts: &'a RedirectHosts,
+    pub rootpath: &'a str,
+    pub external: Option<&'a str>,
+}
+
 /// Decides for a plaintext request in TLS mode.
-pub fn decide(uri: &Uri, headers: &HeaderMap, peer: IpAddr, trusted: &[IpNet], rootpath: &str) -> Decision {
+pub fn decide(
+    uri: &Uri,
+    headers: &HeaderMap,
+    peer: IpAddr,
+    trusted: &[IpNet],
+    to: &Redirect<'_>,
+) -> Decision {
     if uri.path() == "/healthz" {
         return Decision::Serve(ClientScheme::Http);
     }
     if forwarded_https(headers, peer, trusted) {
         return Decision::Serve(ClientScheme::Https);
     }
-    match redirect_target(uri, headers, rootpath) {
-        Some(location) => Decision::Redirect(location),
-        None => Decision::BadHost,
+    match to.hosts.target(uri, headers, to.rootpath, to.external) {
+        Ok(location) => Decision::Redirect(location),
+        Err(NoRedirect::BadHost) => Decision::BadHost,
+        Err(NoRedirect::ForeignHost) => Decision::ForeignHost,
     }
-}
-
-/// `https://<Host><raw path>?<query>`: the Host exactly as sent (port and IPv6
-/// brackets kept) and the path still percent-encoded, so `%2F` survives.
-pub fn redirect_target(uri: &Uri, headers: &HeaderMap, rootpath: &str) -> Option<String> {
-    let host = headers
-        .get(http::header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned)
-        .or_else(|| uri.authority().map(|a| a.as_str().to_owned()))?;
-    if host.is_empty() || host.contains(['/', '\\', '@', ' ', '?', '#']) {
-        return None;
-    }
-    let path = uri.path();
-    let prefix = if !(rootpath.is_empty() || path == rootpath || path.starts_with(&format!("{rootpath}/"))) {
-        rootpath
-    } else {
-        ""
-    };
-    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
-    Some(format!("https://{host}{prefix}{path}{query}"))
 }
 
 #[cfg(test)]
@@ -156,29 +152,6 @@ mod tests {
     }
 
     #[test]
-    fn redirect_keeps_raw_path_query_and_ipv6_host() {
-        let uri: Uri = "/api/v1/clusters/https%3A%2F%2Fk8s?x=1&y=%2F".parse().unwrap();
-        let target = redirect_target(&uri, &headers(&[("host", "[::1]:8080")]), "").unwrap();
-        assert_eq!(
-            target,
-            "https://[::1]:8080/api/v1/clusters/https%3A%2F%2Fk8s?x=1&y=%2F"
-        );
-    }
-
-    #[test]
-    fn redirect_adds_rootpath_once() {
-        let h = headers(&[("host", "cd")]);
-        assert_eq!(
-            redirect_target(&"/x".parse().unwrap(), &h, "/argo").unwrap(),
-            "https://cd/argo/x"
-        );
-        assert_eq!(
-            redirect_target(&"/argo/x".parse().unwrap(), &h, "/argo").unwrap(),
-            "https://cd/argo/x"
-        );
-    }
-
-    #[test]
     fn forwarded_headers_count_only_from_trusted_peers() {
         let trusted: Vec<IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
         let h = headers(&[("x-forwarded-proto", "https")]);
@@ -188,12 +161,5 @@ mod tests {
         assert!(forwarded_https(&f, "10.1.2.3".parse().unwrap(), &trusted));
         let spoofed = headers(&[("x-forwarded-proto", "https, http")]);
         assert!(!forwarded_https(&spoofed, "10.1.2.3".parse().unwrap(), &trusted));
-    }
-
-    #[test]
-    fn bad_hosts_are_refused() {
-        let uri: Uri = "/".parse().unwrap();
-        assert!(redirect_target(&uri, &headers(&[("host", "evil.com/x")]), "").is_none());
-        assert!(redirect_target(&uri, &HeaderMap::new(), "").is_none());
     }
 }

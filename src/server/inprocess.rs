@@ -53,7 +53,8 @@ impl InProcess {
         app.auth.logins.ensure_initial_admin().await?;
         let metrics = Arc::new(Metrics::default());
         let (_, health) = tonic_health::server::health_reporter();
-        let dispatcher = Dispatcher::new(&app, &config, Arc::clone(&metrics), health)?;
+        // No certificate: a plaintext request is redirected to `--redirect-hosts` or the URL only.
+        let dispatcher = Dispatcher::new(&app, &config, Arc::clone(&metrics), health, None)?;
         Ok(Self {
             app,
             metrics,

@@ -12,6 +12,7 @@ pub mod listener;
 pub mod metrics;
 pub mod outcome;
 pub mod protocol;
+pub mod redirect;
 pub mod routes;
 pub mod shutdown;
 pub mod store_args;
@@ -95,7 +96,8 @@ impl Server {
         let metrics = Arc::new(Metrics::default());
         let health = tonic_health::server::HealthReporter::new();
         let health_service = crate::grpc::health::server(&health, &state);
-        let dispatcher = Dispatcher::new(&state, &config, Arc::clone(&metrics), health_service)?;
+        let cert = reloader.as_ref().map(|(resolver, _, _)| Arc::clone(resolver));
+        let dispatcher = Dispatcher::new(&state, &config, Arc::clone(&metrics), health_service, cert)?;
         let front = Arc::new(Front::new(dispatcher, acceptor, config.limits));
 
         let listener = bind(config.listen, "--address/--port").await?;

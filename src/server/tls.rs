@@ -175,6 +175,14 @@ pub fn supported_cipher_names() -> Vec<&'static str> {
 #[derive(Debug)]
 pub struct CertResolver {
     current: ArcSwap<CertifiedKey>,
+    /// The current certificate's DNS and IP names (where a plaintext request may be redirected).
+    names: ArcSwap<Vec<String>>,
+}
+
+impl CertResolver {
+    pub fn names(&self) -> Arc<Vec<String>> {
+        self.names.load_full()
+    }
 }
 
 impl ResolvesServerCert for CertResolver {
@@ -198,6 +206,7 @@ pub fn load(source: &CertSource, provider: &CryptoProvider) -> Result<Arc<CertRe
     };
     Ok(Arc::new(CertResolver {
         current: ArcSwap::from_pointee(loaded.key),
+        names: ArcSwap::from_pointee(loaded.names),
     }))
 }
 
@@ -400,6 +409,7 @@ pub fn spawn_reloader(
             match result {
                 Ok(loaded) => {
                     resolver.current.store(Arc::new(loaded.key));
+                    resolver.names.store(Arc::new(loaded.names));
                     seen = fingerprint(&cert_path, &key_path);
                     tracing::info!(cert = %cert_path.display(), "TLS certificate reloaded");
                 }

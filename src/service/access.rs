@@ -78,6 +78,25 @@ impl<'a> Access<'a> {
             .enforce_as(self.denial, principal, self.resource, self.action, object)
     }
 
+    /// For a create (this access) of `requested` whose name is taken by an object at
+    /// `existing`: Ok when the caller may see the existing object, else exactly the denial a
+    /// create of `requested` the caller may not make gets. "Already exists" (or an idempotent
+    /// answer) would reveal an object in a project the caller cannot see.
+    pub fn check_taken(
+        &self,
+        app: &App,
+        principal: &Principal,
+        requested: &str,
+        existing: &str,
+    ) -> Result<(), AppError> {
+        if self.to("get").allows(app, principal, existing) {
+            return Ok(());
+        }
+        Err(app
+            .rbac
+            .deny(self.denial, principal, self.resource, self.action, requested))
+    }
+
     /// The object `found` (whose RBAC object `object_of` tells) if the caller may act on it;
     /// the denial if not; and when nothing was found, `missing.not_found` to a caller allowed
     /// on every object it could have had, the denial to anyone else.

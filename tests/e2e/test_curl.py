@@ -52,10 +52,15 @@ def test_plaintext_post_redirects(tls_server, tmp_path):
     assert r.header("location") == f"https://{tls_server.addr}/api/v1/settings?a=b"
 
 
-def test_redirect_keeps_host_header(tls_server, tmp_path):
-    r = curl(f"http://{tls_server.addr}/x", "-H", "Host: cd.example.test:8443", tmp_path=tmp_path)
+def test_redirect_keeps_an_allowed_host_header_and_refuses_a_forged_one(tiphys, tmp_path):
+    server = tiphys("--redirect-hosts", "cd.example.test")
+    r = curl(f"http://{server.addr}/x", "-H", "Host: cd.example.test:8443", tmp_path=tmp_path)
     assert r.status == 307
     assert r.header("location") == "https://cd.example.test:8443/x"
+    # no open redirect: a host outside the certificate's names and --redirect-hosts gets a 400
+    r = curl(f"http://{server.addr}/x", "-H", "Host: evil.example", tmp_path=tmp_path)
+    assert (r.status, r.header("location")) == (400, None), r
+    assert b"does not answer for" in r.body, r
 
 
 def test_redirect_with_ipv6_host(tiphys, tmp_path):

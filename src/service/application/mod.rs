@@ -414,9 +414,11 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     // RBAC first: whether a project exists is not told to a caller who may not create in it.
     let ns = namespace_of(&ctx.app, &app.metadata.namespace);
     let object = rbac_object(&ctx.app.namespace, app.project(), &ns, &app.metadata.name);
-    ctx.app.rbac.enforce(principal, RESOURCE, "create", &object)?;
+    let access = Access::detailed(RESOURCE, "create");
+    access.check(&ctx.app, principal, &object)?;
     let key = validate(&ctx.app, &app)?;
     if let Some(existing) = ctx.app.registry.get(&key) {
+        access.check_taken(&ctx.app, principal, &object, &doc_object(&ctx.app, &existing))?;
         let stored = existing.value();
         let stored_app = AppView::read(&stored)?;
         if stored.get("spec") == value.get("spec")

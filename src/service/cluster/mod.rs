@@ -256,6 +256,13 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let object = rbac_object(&view.project, &view.server);
     access.check(&ctx.app, principal, &object)?;
     let (_, entries) = lookup::all(&ctx.app);
+    // Whoever holds the server or the name must be visible before either is said to be taken.
+    for taken in entries
+        .iter()
+        .filter(|e| e.server == view.server || (!view.name.is_empty() && e.name == view.name))
+    {
+        access.check_taken(&ctx.app, principal, &object, &taken.rbac_object())?;
+    }
     check_name_free(&entries, &view)?;
     let existing = entries.into_iter().find(|e| e.server == view.server);
     let Some(existing) = existing else {

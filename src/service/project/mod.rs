@@ -221,13 +221,15 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let state = &ctx.app;
     let (mut value, meta) = client_project(state, req.project)?;
     check_object_name("project", &meta.name)?;
-    state.rbac.enforce(principal, RESOURCE, "create", &meta.name)?;
+    let access = Access::detailed(RESOURCE, "create");
+    access.check(state, principal, &meta.name)?;
     strip_tokens(&mut value);
     check_project(&meta.name, &value)?;
     let key = project_key(state, &meta.name);
     let Some(existing) = state.registry.get(&key) else {
         return write(state, Change::Create { key, value }).await;
     };
+    access.check_taken(state, principal, &meta.name, &meta.name)?;
     let stored = existing.value();
     if comparable_spec(&stored)? == comparable_spec(&value)? {
         return Ok(Reply::Doc(existing));

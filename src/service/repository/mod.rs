@@ -231,6 +231,12 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let Some(existing) = ctx.app.registry.get(&key) else {
         return save(&ctx.app, Change::Create { key, value }).await;
     };
+    access.check_taken(
+        &ctx.app,
+        principal,
+        &view.rbac_object(),
+        &rbac_object(&existing.summary.project, &view.repo),
+    )?;
     let stored = existing.value();
     if canonical(REPOSITORY, &stored)? == canonical(REPOSITORY, &value)? {
         return Ok(Reply::Message(answer(&stored, &Templates::load(&ctx.app))?));
