@@ -151,6 +151,16 @@ impl Principal {
         }
     }
 
+    /// The id of the token the caller presented ("" without one): what a revocation names.
+    pub fn token_id(&self) -> &str {
+        match self {
+            Self::Anonymous => "",
+            Self::Account(a) => &a.jti,
+            Self::Project(p) => &p.jti,
+            Self::Sso(s) => s.session.as_deref().unwrap_or(""),
+        }
+    }
+
     /// The claims of the caller's token that RBAC reads groups from (through
     /// `scopes`). Tokens this server issues for local accounts carry no groups.
     pub fn claims(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {

@@ -136,7 +136,7 @@ impl Rbac {
             target: "audit",
             subject = principal.subject(),
             groups = ?self.policy().groups(principal.claims()),
-            token_id = crate::rpc::audit::token_id(principal),
+            token_id = principal.token_id(),
             resource,
             action,
             object,

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use super::{Handler, UnaryFnRef};
 use crate::error::AppError;
-use crate::principal::{Caller, Principal};
+use crate::principal::Caller;
 use crate::service::Ctx;
 
 /// Names of request fields that say which object a call is about. Values of other fields are
@@ -80,23 +80,13 @@ fn record<T>(method: &str, caller: &Caller, groups: &str, object: &str, reply: &
         method,
         subject = caller.principal.subject(),
         groups,
-        token_id = token_id(&caller.principal),
+        token_id = caller.principal.token_id(),
         client = %caller.ip,
         object,
         result,
         reason,
         "{method}: {result}"
     );
-}
-
-/// The id of the token the caller presented ("" without one): what a revocation names.
-pub fn token_id(principal: &Principal) -> &str {
-    match principal {
-        Principal::Anonymous => "",
-        Principal::Account(a) => &a.jti,
-        Principal::Project(p) => &p.jti,
-        Principal::Sso(s) => s.session.as_deref().unwrap_or(""),
-    }
 }
 
 /// `field=value` for each naming field of the request and of its top-level messages'

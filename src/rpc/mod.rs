@@ -4,7 +4,7 @@
 //! (`crate::schema`). Use cases receive the request in its JSON form, deserialized into their
 //! own request type, and answer with a [`Reply`].
 
-pub mod audit;
+mod audit;
 mod table;
 
 use std::future::Future;
