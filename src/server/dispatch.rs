@@ -5,8 +5,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
@@ -24,6 +23,7 @@ use super::body::{Bounded, InFlight, ObservedBody, PendingOutcome};
 use super::config::{HtmlHeaders, ServerConfig};
 use super::conn::ConnInfo;
 use super::edge::{self, Decision};
+use super::loglimit::LogKind;
 use super::metrics::Metrics;
 use super::outcome::{self, Final};
 use super::protocol::{GRPC_MESSAGE, GRPC_STATUS, Protocol};
@@ -90,7 +90,6 @@ pub struct Dispatcher {
     /// Media types a state-changing REST call may carry (CSRF defence); empty: unchecked.
     api_content_types: Vec<String>,
     html_headers: HtmlHeaders,
-    downgrade_warning: LogThrottle,
 }
 
 impl Dispatcher {
@@ -132,7 +131,6 @@ impl Dispatcher {
             },
             api_content_types: config.api_content_types.clone(),
             html_headers: config.html_headers.clone(),
-            downgrade_warning: LogThrottle::default(),
         })
     }
 
@@ -181,8 +179,8 @@ impl Dispatcher {
             }
         };
         if wire == Protocol::Grpc && req.version() < Version::HTTP_2 {
-            if self.downgrade_warning.allow() {
-                tracing::warn!(peer = %conn.peer, path = req.uri().path(),
+            if let Some(suppressed) = self.metrics.logs.allow(LogKind::GrpcOverHttp1) {
+                tracing::warn!(peer = %conn.peer, path = req.uri().path(), suppressed,
                     "gRPC request arrived over HTTP/1.1: a proxy is downgrading gRPC; clients must use --grpc-web through it");
             }
             let route = self.metrics.routes().index(wire, req.uri().path());
@@ -649,26 +647,6 @@ fn raw_body_limit(protocol: Protocol, limit: BodyLimit, headers: &http::HeaderMa
                 framed
             }
         }
-    }
-}
-
-/// Lets a repeated warning through at most once a minute.
-#[derive(Default)]
-pub struct LogThrottle {
-    last: AtomicU64,
-}
-
-impl LogThrottle {
-    pub fn allow(&self) -> bool {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let last = self.last.load(Ordering::Relaxed);
-        now >= last + 60
-            && self
-                .last
-                .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
     }
 }
 

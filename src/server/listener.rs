@@ -21,6 +21,7 @@ use super::config::Limits;
 use super::conn::ConnInfo;
 use super::dispatch::Dispatcher;
 use super::idle::IdleIo;
+use super::loglimit::LogKind;
 use super::streams::ConnStreams;
 
 /// The first byte of a TLS connection: a handshake record.
@@ -117,7 +118,9 @@ async fn handle(
         Ok(Ok(Some(byte))) => byte,
         Ok(Ok(None)) => return,
         Ok(Err(err)) => {
-            tracing::debug!(%peer, error = %err, "connection failed before its first byte");
+            if let Some(suppressed) = metrics.logs.allow(LogKind::ConnectionError) {
+                tracing::debug!(%peer, error = %err, suppressed, "connection failed before its first byte");
+            }
             return;
         }
         Err(_) => {
@@ -129,9 +132,12 @@ async fn handle(
     match (&front.tls, first == TLS_HANDSHAKE) {
         (None, true) => {
             metrics.connection_refused();
-            tracing::warn!(%peer,
-                "TLS handshake on a plaintext (--insecure) port: point the client or gateway at http:// \
-                 (or at the TLS port of a gateway), or run the server without --insecure");
+            // `suppressed`: lines of this kind the rate limit left out since the last one.
+            if let Some(suppressed) = metrics.logs.allow(LogKind::TlsOnPlaintextPort) {
+                tracing::warn!(%peer, suppressed,
+                    "TLS handshake on a plaintext (--insecure) port: point the client or gateway at http:// \
+                     (or at the TLS port of a gateway), or run the server without --insecure");
+            }
         }
         (Some(acceptor), true) => {
             let accepted = tokio::select! {
@@ -142,11 +148,15 @@ async fn handle(
                 Ok(Ok(tls)) => serve_connection(tls, ConnInfo { peer, tls: true }, &front, watcher).await,
                 Ok(Err(err)) => {
                     metrics.connection_refused();
-                    tracing::debug!(%peer, error = %err, "TLS handshake failed");
+                    if let Some(suppressed) = metrics.logs.allow(LogKind::TlsHandshakeFailed) {
+                        tracing::debug!(%peer, error = %err, suppressed, "TLS handshake failed");
+                    }
                 }
                 Err(_) => {
                     metrics.connection_refused();
-                    tracing::debug!(%peer, "TLS handshake timed out");
+                    if let Some(suppressed) = metrics.logs.allow(LogKind::TlsHandshakeFailed) {
+                        tracing::debug!(%peer, suppressed, "TLS handshake timed out");
+                    }
                 }
             }
         }
@@ -177,7 +187,9 @@ where
     let streams = ConnStreams::default();
     let builder = front.builder(streams.clone());
     let conn = builder.serve_connection(io, service);
-    if let Err(err) = streams.drive(watcher.watch(conn)).await {
-        tracing::debug!(peer = %info.peer, error = %err, "connection ended with an error");
+    if let Err(err) = streams.drive(watcher.watch(conn)).await
+        && let Some(suppressed) = front.dispatcher.metrics.logs.allow(LogKind::ConnectionError)
+    {
+        tracing::debug!(peer = %info.peer, error = %err, suppressed, "connection ended with an error");
     }
 }

@@ -14,7 +14,8 @@ use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-pub use super::outcome::Outcome;
+pub use super::loglimit::{LogKind, LogLimiter};
+use super::outcome::Outcome;
 use super::protocol::Protocol;
 use super::routes::Routes;
 use crate::app::App;
@@ -42,6 +43,8 @@ pub struct Metrics {
     connections_refused: AtomicU64,
     open_connections: AtomicU64,
     redirects: AtomicU64,
+    /// Client-caused log lines, rate-limited; what it suppressed is exported here.
+    pub logs: LogLimiter,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -143,6 +146,7 @@ impl Metrics {
             connections_refused: AtomicU64::default(),
             open_connections: AtomicU64::default(),
             redirects: AtomicU64::default(),
+            logs: LogLimiter::default(),
         }
     }
 
@@ -251,7 +255,19 @@ impl Collector for Metrics {
             "tiphys_https_redirects",
             "Plaintext requests redirected to https.",
             self.redirects.load(Ordering::Relaxed),
-        )
+        )?;
+        let mut suppressed = encoder.encode_descriptor(
+            "tiphys_log_lines_suppressed",
+            "Client-caused log lines left out by the rate limit, by kind.",
+            None,
+            MetricType::Counter,
+        )?;
+        for kind in LogKind::ALL {
+            suppressed
+                .encode_family(&[("kind", kind.as_str())])?
+                .encode_counter::<NoLabelSet, _, u64>(&self.logs.suppressed(kind), None)?;
+        }
+        Ok(())
     }
 }
 

@@ -9,6 +9,7 @@ pub mod edge;
 pub mod idle;
 pub mod inprocess;
 pub mod listener;
+pub mod loglimit;
 pub mod metrics;
 pub mod outcome;
 pub mod protocol;
