@@ -29,6 +29,9 @@ pub enum AppError {
     /// Too many attempts: retry after the given time.
     #[error("{0}")]
     Throttled(String, std::time::Duration),
+    /// The caller holds too much of something at once (open watches).
+    #[error("{0}")]
+    Exhausted(String),
     /// A state-changing REST call without an allowed content type (CSRF defence).
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -53,7 +56,9 @@ impl AppError {
             Self::FailedPrecondition(_) => (Code::FailedPrecondition, StatusCode::BAD_REQUEST),
             Self::AlreadyExists(_) => (Code::AlreadyExists, StatusCode::CONFLICT),
             Self::Aborted(_) => (Code::Aborted, StatusCode::CONFLICT),
-            Self::Throttled(..) => (Code::ResourceExhausted, StatusCode::TOO_MANY_REQUESTS),
+            Self::Throttled(..) | Self::Exhausted(_) => {
+                (Code::ResourceExhausted, StatusCode::TOO_MANY_REQUESTS)
+            }
             Self::UnsupportedMediaType(_) => (Code::InvalidArgument, StatusCode::UNSUPPORTED_MEDIA_TYPE),
             Self::Unimplemented(_) => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
             Self::Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),

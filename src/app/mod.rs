@@ -5,6 +5,7 @@
 
 pub mod drain;
 pub mod projects;
+pub mod streams;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,6 +35,8 @@ pub struct Options {
     pub login_limits: LoginLimits,
     /// `--secrets-key-file`: the keys sealing credentials at rest (else the server key's).
     pub secrets_key_file: Option<PathBuf>,
+    /// Streams (watches) one caller may hold open at once.
+    pub max_streams_per_caller: usize,
 }
 
 impl Options {
@@ -49,6 +52,7 @@ impl Options {
             basehref: "/".to_owned(),
             login_limits: LoginLimits::default(),
             secrets_key_file: None,
+            max_streams_per_caller: streams::DEFAULT_PER_CALLER as usize,
         }
     }
 }
@@ -71,6 +75,8 @@ pub struct App {
     pub oidc: Arc<Oidc>,
     /// Shutdown as the use cases see it: `/healthz`, open streams.
     pub drain: drain::Drain,
+    /// Open streams per caller.
+    pub streams: Arc<streams::StreamSlots>,
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
@@ -163,6 +169,7 @@ impl App {
             basehref: options.basehref,
             oidc,
             drain: drain::Drain::default(),
+            streams: streams::StreamSlots::new(options.max_streams_per_caller),
         })
     }
 

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use futures_util::StreamExt as _;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -75,9 +76,18 @@ where
                 ctx.app.registry.fresh().await?;
             }
             let app = Arc::clone(&ctx.app);
+            let subject = ctx.caller.principal.subject().to_owned();
             match f(ctx, req).await? {
-                // Every stream, whatever its transport, ends when the server ends streams.
-                Reply::Stream(stream) => Ok(Reply::Stream(app.drain.bound(stream, shutting_down))),
+                // Every stream, whatever its transport, counts against its caller's allowance
+                // while open, and ends when the server ends streams.
+                Reply::Stream(stream) => {
+                    let slot = app.streams.take(&subject)?;
+                    let stream = stream.map(move |item| {
+                        let _held = &slot;
+                        item
+                    });
+                    Ok(Reply::Stream(app.drain.bound(stream, shutting_down)))
+                }
                 reply => Ok(reply),
             }
         })

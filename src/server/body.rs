@@ -7,7 +7,6 @@
 
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -17,26 +16,11 @@ use http_body::{Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use super::dispatch::RequestBody;
+use super::idle::InFlight;
 use super::metrics::Metrics;
 use super::outcome::{Outcome, TrailerScan};
 use super::protocol::Protocol;
 use crate::principal::{BodyLimit, BodyRefused};
-
-/// Counts one in-flight request of a connection until dropped.
-pub struct InFlight(Arc<AtomicUsize>);
-
-impl InFlight {
-    pub fn new(counter: Arc<AtomicUsize>) -> Self {
-        counter.fetch_add(1, Ordering::AcqRel);
-        Self(counter)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
-}
 
 /// An outcome known only at the end of the body.
 pub struct PendingOutcome {

@@ -82,8 +82,9 @@ pub struct ServerArgs {
     /// HTTP/1 request headers must arrive within this time.
     #[arg(long, env = "TIPHYS_HEADER_READ_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub header_read_timeout: Duration,
-    /// A connection with no request in flight and no traffic is closed after this time.
-    #[arg(long, env = "TIPHYS_IDLE_TIMEOUT", default_value = "5m", value_parser = parse_duration)]
+    /// A connection with no request in flight for this long is closed (HTTP/2 pings do not
+    /// keep it open).
+    #[arg(long, env = "TIPHYS_IDLE_TIMEOUT", default_value = "2m", value_parser = parse_duration)]
     pub idle_timeout: Duration,
     /// Largest request head (HTTP/1 header buffer, HTTP/2 header list), in bytes.
     #[arg(long, env = "TIPHYS_MAX_HEADER_BYTES", default_value_t = 64 * 1024)]
@@ -128,6 +129,15 @@ pub struct ServerArgs {
     /// The window failed logins are counted in, and how long a lock lasts.
     #[arg(long, env = "TIPHYS_LOGIN_FAILURE_WINDOW", default_value = "300s", value_parser = parse_duration)]
     pub login_failure_window: Duration,
+    /// Watches (gRPC, gRPC-Web or server-sent events) one caller may hold open at once; more
+    /// are refused with 429 / RESOURCE_EXHAUSTED.
+    #[arg(long, env = "TIPHYS_MAX_WATCHES_PER_CALLER", default_value_t = crate::app::streams::DEFAULT_PER_CALLER,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_watches_per_caller: u32,
+    /// Open connections at most (0: sized from the file-descriptor limit). Beyond it, a
+    /// connection is answered 503 / UNAVAILABLE and closed.
+    #[arg(long, env = "TIPHYS_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
     /// Password logins in progress at once; more are refused with 429 / RESOURCE_EXHAUSTED.
     #[arg(long, env = "TIPHYS_LOGIN_MAX_CONCURRENT", default_value_t = 256)]
     pub login_max_concurrent: usize,
@@ -170,6 +180,7 @@ pub struct ServerConfig {
     pub api_content_types: Vec<String>,
     pub login_limits: LoginLimits,
     pub secrets_key_file: Option<PathBuf>,
+    pub max_watches_per_caller: usize,
 }
 
 impl ServerConfig {
@@ -184,6 +195,7 @@ impl ServerConfig {
             basehref: self.basehref.clone(),
             login_limits: self.login_limits.clone(),
             secrets_key_file: self.secrets_key_file.clone(),
+            max_streams_per_caller: self.max_watches_per_caller,
         }
     }
 }
@@ -198,6 +210,8 @@ pub struct Limits {
     pub max_body_bytes: usize,
     pub grpc_max_request_bytes: usize,
     pub grpc_max_message_bytes: usize,
+    /// Open connections at most; beyond it one is answered 503 and closed.
+    pub max_connections: usize,
     pub shutdown_timeout: Duration,
 }
 
@@ -275,6 +289,10 @@ impl ServerArgs {
                 max_body_bytes: self.max_body_bytes,
                 grpc_max_request_bytes: self.grpc_max_request_bytes,
                 grpc_max_message_bytes: self.grpc_max_message_bytes,
+                max_connections: match self.max_connections {
+                    0 => super::fdlimit::default_max_connections(),
+                    n => n,
+                },
                 shutdown_timeout: self.shutdown_timeout,
             },
             shutdown_delay: self.shutdown_delay,
@@ -300,6 +318,7 @@ impl ServerArgs {
                 max_concurrent: self.login_max_concurrent.max(1),
                 ..LoginLimits::default()
             },
+            max_watches_per_caller: self.max_watches_per_caller as usize,
         })
     }
 }

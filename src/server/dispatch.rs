@@ -19,10 +19,11 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_web::GrpcWebService;
 use tower::{Service, ServiceExt};
 
-use super::body::{Bounded, InFlight, ObservedBody, PendingOutcome};
+use super::body::{Bounded, ObservedBody, PendingOutcome};
 use super::config::{HtmlHeaders, ServerConfig};
 use super::conn::ConnInfo;
 use super::edge::{self, Decision};
+use super::idle::InFlight;
 use super::loglimit::LogKind;
 use super::metrics::Metrics;
 use super::outcome::{self, Final};
@@ -33,7 +34,7 @@ use super::tls::CertResolver;
 use crate::app::App;
 use crate::auth::cookie::CookieScope;
 use crate::auth::{Ambiguous, Carrier, Channel};
-use crate::error::rest_error;
+use crate::error::{AppError, rest_error};
 use crate::grpc::GrpcServices;
 use crate::principal::{AuthInfo, BodyLimit, ClientScheme, OverLimit, RequestContext};
 use crate::principal::{Caller, Credentials};
@@ -41,6 +42,10 @@ use crate::service::SessionCookie;
 
 pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call reached tiphys over HTTP/1.1 \
 (a proxy in between downgraded it): use the CLI's --grpc-web flag, or let the proxy speak HTTP/2 (h2c) to the server";
+
+/// What a request on a connection beyond `--max-connections` is told (503 / UNAVAILABLE).
+pub const OVER_CAPACITY: &str = "the server holds as many connections as it allows (--max-connections); \
+     retry shortly, or reuse an open connection";
 
 /// What a caller without a valid session may send: a login, never an application. Larger
 /// requests are refused (401, UNAUTHENTICATED) from their headers, or once this much is read.
@@ -171,6 +176,19 @@ impl Dispatcher {
         // drained after the response (see `Bounded`), so HTTP/2 clients read the answer.
         let mut req = req.map(Bounded::new);
         let wire = Protocol::of_content_type(req.headers());
+        // Health probes are still answered: a full server is alive, and says so.
+        if conn.over_capacity && req.uri().path() != "/healthz" {
+            let protocol = wire.at_path(req.uri().path());
+            let mut response = refusal(
+                protocol,
+                req.headers(),
+                AppError::Unavailable(OVER_CAPACITY.to_owned()),
+            );
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+            return (protocol, routes::OTHER, response);
+        }
         let scheme = match self.scheme(&req, conn, wire) {
             Ok(scheme) => scheme,
             Err(response) => {
@@ -205,7 +223,10 @@ impl Dispatcher {
         let route = self.metrics.routes().index(protocol, req.uri().path());
         let (mut context, renewed) = match self.identify(req.headers(), protocol, conn, scheme).await {
             Ok(identified) => identified,
-            Err(Ambiguous(why)) => return (protocol, route, ambiguous(protocol, req.headers(), why)),
+            Err(Ambiguous(why)) => {
+                let err = AppError::InvalidArgument(why.to_owned());
+                return (protocol, route, refusal(protocol, req.headers(), err));
+            }
         };
         let verified_bearer = context.auth.carrier == Some(Carrier::Bearer)
             && matches!(context.caller.credentials, Credentials::Valid(_));
@@ -589,14 +610,17 @@ pub fn grpc_error(code: tonic::Code, message: &str) -> Response<Body> {
     tonic::Status::new(code, message).into_http::<Body>()
 }
 
-/// 400 (INVALID_ARGUMENT on gRPC and gRPC-Web) for a request whose credentials disagree,
-/// answered from its headers: the body is never read.
-fn ambiguous(protocol: Protocol, headers: &http::HeaderMap, why: &str) -> Response<Body> {
+/// A request refused from its headers (its body is never read), in its protocol's form: for
+/// credentials that disagree, or a connection beyond `--max-connections`.
+fn refusal(protocol: Protocol, headers: &http::HeaderMap, err: AppError) -> Response<Body> {
+    let (code, status) = err.codes();
+    let why = err.to_string();
+    let why = why.as_str();
     match protocol {
-        Protocol::Grpc => grpc_error(tonic::Code::InvalidArgument, why),
+        Protocol::Grpc => grpc_error(code, why),
         Protocol::GrpcWeb => {
             // A trailers-only answer, in the gRPC-Web media type the client sent.
-            let mut response = grpc_error(tonic::Code::InvalidArgument, why);
+            let mut response = grpc_error(code, why);
             if let Some(media) = super::protocol::media_type(headers)
                 && let Ok(value) = HeaderValue::from_str(&media)
             {
@@ -604,9 +628,7 @@ fn ambiguous(protocol: Protocol, headers: &http::HeaderMap, why: &str) -> Respon
             }
             response
         }
-        Protocol::Rest | Protocol::Ui => {
-            rest_error(tonic::Code::InvalidArgument, StatusCode::BAD_REQUEST, why)
-        }
+        Protocol::Rest | Protocol::Ui => rest_error(code, status, why),
     }
 }
 

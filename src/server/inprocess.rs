@@ -4,20 +4,19 @@
 //! routing and the adapters exactly as one from a socket does; only the listener, TLS and
 //! HTTP/2 framing are left out.
 
+use super::idle::{InFlight, Requests};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
 use clap::Parser;
 use http::{Request, Response};
 
-use super::body::InFlight;
 use super::config::ServerArgs;
 use super::conn::ConnInfo;
 use super::dispatch::{Dispatcher, RequestBody};
@@ -37,7 +36,7 @@ pub struct InProcess {
     pub metrics: Arc<Metrics>,
     dispatcher: Arc<Dispatcher>,
     conn: ConnInfo,
-    in_flight: Arc<AtomicUsize>,
+    requests: Arc<Requests>,
 }
 
 impl InProcess {
@@ -62,8 +61,9 @@ impl InProcess {
             conn: ConnInfo {
                 peer: SocketAddr::from(([127, 0, 0, 1], 40000)),
                 tls: true,
+                over_capacity: false,
             },
-            in_flight: Arc::new(AtomicUsize::new(0)),
+            requests: Arc::default(),
         })
     }
 
@@ -71,7 +71,11 @@ impl InProcess {
     /// rules apply) from `peer`.
     pub fn plaintext_from(&self, peer: SocketAddr) -> Self {
         Self {
-            conn: ConnInfo { peer, tls: false },
+            conn: ConnInfo {
+                peer,
+                tls: false,
+                over_capacity: false,
+            },
             ..self.clone()
         }
     }
@@ -89,7 +93,7 @@ impl<B: RequestBody> tower::Service<Request<B>> for InProcess {
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let this = self.clone();
         Box::pin(async move {
-            let in_flight = InFlight::new(Arc::clone(&this.in_flight));
+            let in_flight = InFlight::new(Arc::clone(&this.requests));
             let response = this.dispatcher.handle(req, this.conn, in_flight).await;
             Ok(response.map(Body::new))
         })

@@ -5,7 +5,6 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -13,25 +12,44 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
-use super::body::InFlight;
 use super::config::Limits;
 use super::conn::ConnInfo;
 use super::dispatch::Dispatcher;
-use super::idle::IdleIo;
+use super::idle::{IdleIo, InFlight, Requests};
 use super::loglimit::LogKind;
 use super::streams::ConnStreams;
 
 /// The first byte of a TLS connection: a handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
 
+/// HTTP/2 flow-control windows the server grants, per stream and per connection.
+const WINDOW: u32 = 1 << 20;
+/// Bytes queued per HTTP/2 stream beyond what the client's window lets out.
+const SEND_BUFFER: usize = 64 << 10;
+
+/// Connections beyond `--max-connections` that are answered (503 / UNAVAILABLE) at once; more
+/// than this are closed without an answer, as answering costs a handshake each.
+const REFUSING_AT_ONCE: usize = 64;
+
 pub struct Front {
     pub dispatcher: Dispatcher,
     /// `None` in `--insecure` mode.
     pub tls: Option<TlsAcceptor>,
     pub limits: Limits,
+    /// One permit per connection served (`--max-connections`).
+    serving: Arc<Semaphore>,
+    /// One permit per connection being refused.
+    refusing: Arc<Semaphore>,
+}
+
+/// The room a connection takes, held until it closes.
+enum Slot {
+    Serving(#[allow(dead_code)] OwnedSemaphorePermit),
+    Refusing(#[allow(dead_code)] OwnedSemaphorePermit),
 }
 
 impl Front {
@@ -39,8 +57,21 @@ impl Front {
         Self {
             dispatcher,
             tls,
+            serving: Arc::new(Semaphore::new(limits.max_connections.min(Semaphore::MAX_PERMITS))),
+            refusing: Arc::new(Semaphore::new(REFUSING_AT_ONCE)),
             limits,
         }
+    }
+
+    /// Room for one more connection: to serve it, to refuse it, or none.
+    fn slot(&self) -> Option<Slot> {
+        if let Ok(permit) = Arc::clone(&self.serving).try_acquire_owned() {
+            return Some(Slot::Serving(permit));
+        }
+        Arc::clone(&self.refusing)
+            .try_acquire_owned()
+            .ok()
+            .map(Slot::Refusing)
     }
 
     /// The HTTP/1.1 and HTTP/2 settings of one connection, whose streams run
@@ -60,6 +91,13 @@ impl Front {
             .http2()
             .timer(TokioTimer::new())
             .max_concurrent_streams(limits.http2_max_concurrent_streams)
+            // What a client may send before the server reads it: per stream, and for the whole
+            // connection however many streams it opens (hyper's defaults, stated here as limits).
+            .initial_stream_window_size(WINDOW)
+            .initial_connection_window_size(WINDOW)
+            // What the server queues per stream for a client that does not read: with many
+            // streams (watches) on one connection, hyper's 400 KiB each would add up.
+            .max_send_buf_size(SEND_BUFFER)
             .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX))
             .keep_alive_interval(Some(Duration::from_secs(60)))
             .keep_alive_timeout(Duration::from_secs(20));
@@ -78,10 +116,20 @@ pub async fn serve(listener: TcpListener, front: Arc<Front>, shutdown: Cancellat
         };
         match accepted {
             Ok((tcp, peer)) => {
+                let Some(slot) = front.slot() else {
+                    // Closed at once: the server is answering as many refusals as it will.
+                    let metrics = &front.dispatcher.metrics;
+                    metrics.over_capacity();
+                    if let Some(suppressed) = metrics.logs.allow(LogKind::OverCapacity) {
+                        tracing::warn!(%peer, suppressed, max = front.limits.max_connections,
+                            "connection closed unanswered: --max-connections reached and many refusals under way");
+                    }
+                    continue;
+                };
                 let front = Arc::clone(&front);
                 let watcher = graceful.watcher();
                 let cancel = shutdown.clone();
-                tokio::spawn(async move { handle(tcp, peer, front, watcher, cancel).await });
+                tokio::spawn(async move { handle(tcp, peer, slot, front, watcher, cancel).await });
             }
             Err(err) => {
                 // Out of file descriptors and similar: back off instead of spinning.
@@ -103,12 +151,21 @@ pub async fn serve(listener: TcpListener, front: Arc<Front>, shutdown: Cancellat
 async fn handle(
     tcp: TcpStream,
     peer: SocketAddr,
+    slot: Slot,
     front: Arc<Front>,
     watcher: Watcher,
     cancel: CancellationToken,
 ) {
     let _ = tcp.set_nodelay(true);
     let metrics = &front.dispatcher.metrics;
+    let over_capacity = matches!(slot, Slot::Refusing(_));
+    if over_capacity {
+        metrics.over_capacity();
+        if let Some(suppressed) = metrics.logs.allow(LogKind::OverCapacity) {
+            tracing::warn!(%peer, suppressed, max = front.limits.max_connections,
+                "--max-connections reached: refusing a connection (503 / UNAVAILABLE)");
+        }
+    }
     let deadline = front.limits.handshake_timeout;
     let first = tokio::select! {
         first = tokio::time::timeout(deadline, first_byte(&tcp)) => first,
@@ -145,7 +202,14 @@ async fn handle(
                 () = cancel.cancelled() => return,
             };
             match accepted {
-                Ok(Ok(tls)) => serve_connection(tls, ConnInfo { peer, tls: true }, &front, watcher).await,
+                Ok(Ok(tls)) => {
+                    let info = ConnInfo {
+                        peer,
+                        tls: true,
+                        over_capacity,
+                    };
+                    serve_connection(tls, info, &front, watcher).await;
+                }
                 Ok(Err(err)) => {
                     metrics.connection_refused();
                     if let Some(suppressed) = metrics.logs.allow(LogKind::TlsHandshakeFailed) {
@@ -160,8 +224,16 @@ async fn handle(
                 }
             }
         }
-        (_, false) => serve_connection(tcp, ConnInfo { peer, tls: false }, &front, watcher).await,
+        (_, false) => {
+            let info = ConnInfo {
+                peer,
+                tls: false,
+                over_capacity,
+            };
+            serve_connection(tcp, info, &front, watcher).await;
+        }
     }
+    drop(slot);
 }
 
 /// Waits for the first byte without consuming it; `None` if the peer closed.
@@ -176,18 +248,46 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let _open = front.dispatcher.metrics.connection_opened(info.tls);
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let io = TokioIo::new(IdleIo::new(io, front.limits.idle_timeout, Arc::clone(&in_flight)));
+    let requests = Arc::new(Requests::default());
+    let io = TokioIo::new(IdleIo::new(io, front.limits.idle_timeout, Arc::clone(&requests)));
     let shared = Arc::clone(front);
+    let answered = Arc::new(Notify::new());
+    let on_answer = Arc::clone(&answered);
     let service = hyper::service::service_fn(move |req| {
-        let guard = InFlight::new(Arc::clone(&in_flight));
+        let guard = InFlight::new(Arc::clone(&requests));
         let shared = Arc::clone(&shared);
-        async move { Ok::<_, Infallible>(shared.dispatcher.handle(req, info, guard).await) }
+        let on_answer = Arc::clone(&on_answer);
+        // Boxed: hyper keeps room for one request's future in every HTTP/1 connection, idle or
+        // not, and the dispatcher's is some kilobytes.
+        let handled = Box::pin(async move { shared.dispatcher.handle(req, info, guard).await });
+        async move {
+            let response = handled.await;
+            if info.over_capacity {
+                on_answer.notify_one();
+            }
+            Ok::<_, Infallible>(response)
+        }
     });
     let streams = ConnStreams::default();
     let builder = front.builder(streams.clone());
     let conn = builder.serve_connection(io, service);
-    if let Err(err) = streams.drive(watcher.watch(conn)).await
+    let ended = if info.over_capacity {
+        // One answer, then a graceful close (HTTP/2: GOAWAY), all within the handshake deadline.
+        let deadline = front.limits.handshake_timeout;
+        let closing = GracefulShutdown::new();
+        let served = streams.drive(closing.watcher().watch(conn));
+        let close = async {
+            let _ = tokio::time::timeout(deadline, answered.notified()).await;
+            closing.shutdown().await;
+        };
+        match tokio::time::timeout(deadline * 2, async { tokio::join!(served, close).0 }).await {
+            Ok(ended) => ended,
+            Err(_) => Ok(()),
+        }
+    } else {
+        streams.drive(watcher.watch(conn)).await
+    };
+    if let Err(err) = ended
         && let Some(suppressed) = front.dispatcher.metrics.logs.allow(LogKind::ConnectionError)
     {
         tracing::debug!(peer = %info.peer, error = %err, suppressed, "connection ended with an error");

@@ -15,14 +15,16 @@ pub enum LogKind {
     GrpcOverHttp1,
     TlsHandshakeFailed,
     ConnectionError,
+    OverCapacity,
 }
 
 impl LogKind {
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::TlsOnPlaintextPort,
         Self::GrpcOverHttp1,
         Self::TlsHandshakeFailed,
         Self::ConnectionError,
+        Self::OverCapacity,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -31,6 +33,7 @@ impl LogKind {
             Self::GrpcOverHttp1 => "grpc_over_http1",
             Self::TlsHandshakeFailed => "tls_handshake_failed",
             Self::ConnectionError => "connection_error",
+            Self::OverCapacity => "over_capacity",
         }
     }
 

@@ -41,6 +41,7 @@ pub struct Metrics {
     connections_tls: AtomicU64,
     connections_plaintext: AtomicU64,
     connections_refused: AtomicU64,
+    connections_over_capacity: AtomicU64,
     open_connections: AtomicU64,
     redirects: AtomicU64,
     /// Client-caused log lines, rate-limited; what it suppressed is exported here.
@@ -144,6 +145,7 @@ impl Metrics {
             connections_tls: AtomicU64::default(),
             connections_plaintext: AtomicU64::default(),
             connections_refused: AtomicU64::default(),
+            connections_over_capacity: AtomicU64::default(),
             open_connections: AtomicU64::default(),
             redirects: AtomicU64::default(),
             logs: LogLimiter::default(),
@@ -169,6 +171,11 @@ impl Metrics {
     /// A connection closed before a request: idle, failed handshake, wrong protocol.
     pub fn connection_refused(&self) {
         self.connections_refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A connection beyond `--max-connections` (answered 503, or closed when many are).
+    pub fn over_capacity(&self) {
+        self.connections_over_capacity.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn redirected(&self) {
@@ -243,6 +250,12 @@ impl Collector for Metrics {
             "tiphys_connections_refused",
             "Connections closed before a request.",
             self.connections_refused.load(Ordering::Relaxed),
+        )?;
+        counter(
+            &mut encoder,
+            "tiphys_connections_over_capacity",
+            "Connections beyond --max-connections: refused with 503 / UNAVAILABLE, or closed.",
+            self.connections_over_capacity.load(Ordering::Relaxed),
         )?;
         gauge(
             &mut encoder,

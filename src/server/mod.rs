@@ -6,6 +6,7 @@ pub mod conn;
 pub mod csrf;
 pub mod dispatch;
 pub mod edge;
+pub mod fdlimit;
 pub mod idle;
 pub mod inprocess;
 pub mod listener;
@@ -56,6 +57,8 @@ impl Server {
         if args.tlsciphers.as_deref() == Some("list") {
             anyhow::bail!("--tlsciphers list is handled by the CLI before the server starts");
         }
+        // Before the connection cap is worked out from it.
+        fdlimit::raise();
         let config = args.validate()?;
         let policy = TlsPolicy::parse(
             &args.tlsminversion,
