@@ -48,6 +48,7 @@ POOL = 16  # the applications the writer cycles through: the stored set stays bo
 # The watch history keeps the last 4096 events (src/registry/watch.rs, HISTORY): it grows by design
 # until full, so the warm-up fills it first and the growth measured after it is not that.
 HISTORY_EVENTS = 4096
+MIX = ("logins", "reads", "writes", "watches", "slow", "abandoned")
 
 # ---- the checks -------------------------------------------------------------------------------
 #
@@ -849,15 +850,17 @@ class SlowReaders:
     def grpc(self):
         t, stats = self.run.target, self.run.stats
         channel = t.channel()
-        call = None
+        call = end = None
         try:
             call = t.pb.app_grpc.ApplicationServiceStub(channel).Watch(
                 t.pb.app.ApplicationQuery(), metadata=t.md(), timeout=120)
-            self.run.register(call.cancel)  # the iteration blocks while no event comes
-            end = time.monotonic() + 60
+            # The iteration blocks while no event comes: the end of the run or a timer cancels it.
+            self.run.register(call.cancel)
+            end = threading.Timer(60, call.cancel)
+            end.start()
             try:
                 for _ in call:
-                    if not self.run.pause(1.0) or time.monotonic() >= end:
+                    if not self.run.pause(1.0):
                         call.cancel()
                         break
             except grpc.RpcError as err:
@@ -870,6 +873,9 @@ class SlowReaders:
                 return
             stats.ok("slow reader (gRPC)")
         finally:
+            if end is not None:
+                end.cancel()
+                end.join(timeout=5)
             if call is not None:
                 self.run.unregister(call.cancel)
             channel.close()
@@ -1079,22 +1085,25 @@ def cmd_load(args):
     sampler.phase = "warmup"
     writer = Writer(run, seed=1)
     writer.setup()
-    workers = [("logins", Logins(run, admin_password).loop),
-               ("reader-1", Reader(run, seed=2).loop), ("reader-2", Reader(run, seed=3).loop),
-               ("watches-1", WatchChurn(run, seed=4).loop), ("watches-2", WatchChurn(run, seed=5).loop),
-               ("slow-sse", SlowReaders(run, "sse").loop), ("slow-grpc", SlowReaders(run, "grpc").loop),
-               ("abandoned", Abandoned(run, seed=6).loop)]
-    threads = [threading.Thread(target=fn, name=name, daemon=True) for name, fn in workers]
+    groups = {"logins": [("logins", Logins(run, admin_password).loop)],
+              "reads": [("reader-1", Reader(run, seed=2).loop), ("reader-2", Reader(run, seed=3).loop)],
+              "writes": [],  # the writer starts after its prefill, below
+              "watches": [("watches-1", WatchChurn(run, seed=4).loop), ("watches-2", WatchChurn(run, seed=5).loop)],
+              "slow": [("slow-sse", SlowReaders(run, "sse").loop), ("slow-grpc", SlowReaders(run, "grpc").loop)],
+              "abandoned": [("abandoned", Abandoned(run, seed=6).loop)]}
+    threads = [threading.Thread(target=fn, name=name, daemon=True)
+               for group in args.mix for name, fn in groups[group]]
     for th in threads:
         th.start()
-    # The writer fills the watch history within the first half of the warm-up, then writes at its
-    # steady pace.
-    filled = writer.prefill(HISTORY_EVENTS, warmup / 2)
-    print(f"soak: warm-up filled the watch history with {filled} updates in "
-          f"{time.monotonic() - started:.1f} s", flush=True)
-    writer_thread = threading.Thread(target=writer.loop, name="writer", daemon=True)
-    writer_thread.start()
-    threads.append(writer_thread)
+    filled = 0
+    if "writes" in args.mix:
+        # The writer fills the watch history within the first half of the warm-up, then writes at
+        # its steady pace.
+        filled = writer.prefill(HISTORY_EVENTS, warmup / 2)
+        print(f"soak: warm-up filled the watch history with {filled} updates in "
+              f"{time.monotonic() - started:.1f} s", flush=True)
+        threads.append(threading.Thread(target=writer.loop, name="writer", daemon=True))
+        threads[-1].start()
 
     run.pause(max(0.0, started + warmup - time.monotonic()))
     sampler.phase = "load"
@@ -1115,7 +1124,8 @@ def cmd_load(args):
     samples = sampler.samples
 
     write_csv(out / "samples.csv", samples)
-    title = f"tiphys soak: {args.seconds:.0f} s of mixed load, sampled every {args.interval:g} s"
+    what = "mixed load" if set(args.mix) == set(MIX) else "+".join(args.mix)
+    title = f"tiphys soak: {args.seconds:.0f} s of {what}, sampled every {args.interval:g} s"
     plot(out / "soak.png", samples, title)
 
     table = stats.table()
@@ -1124,13 +1134,15 @@ def cmd_load(args):
     results.append(("no unexpected outcome", stats.unexpected_total() == 0,
                     f"{stats.unexpected_total()} unexpected" + "".join(f"\n      {e}" for e in stats.examples)))
     ran = {kind for kind, row in table.items() if row["ok"]}
-    needed = ["login (REST)", "login (gRPC)", "read (REST)", "read (gRPC)", "write: update (REST)",
-              "write: update (gRPC)", "watch: grpc cancel", "watch: sse close", "abandoned: tls silent"]
-    missing = [k for k in needed if k not in ran]
+    needed = {"logins": ["login (REST)", "login (gRPC)"], "reads": ["read (REST)", "read (gRPC)"],
+              "writes": ["write: update (REST)", "write: update (gRPC)"],
+              "watches": ["watch: grpc cancel", "watch: sse close"],
+              "slow": ["slow reader (SSE)", "slow reader (gRPC)"], "abandoned": ["abandoned: tls silent"]}
+    missing = [k for group in args.mix for k in needed[group] if k not in ran]
     results.append(("every kind of load ran", not missing, f"missing: {missing}" if missing else "yes"))
     results.append(("the load generator stopped", not stuck, f"stuck: {stuck}" if stuck else "yes"))
     passed = report_checks(results)
-    summary = {"seconds": args.seconds, "load_seconds": round(load_seconds, 1), "interval": args.interval,
+    summary = {"seconds": args.seconds, "mix": args.mix, "load_seconds": round(load_seconds, 1), "interval": args.interval,
                "warmup_seconds": warmup, "history_prefill": filled, "points": phase_stats(samples),
                "checks": [{"name": n, "ok": ok, "detail": d} for n, ok, d in results], "passed": passed,
                "operations": table}
@@ -1158,11 +1170,16 @@ def main(argv=None):
     lp.add_argument("--interval", type=float, default=2.0, help="seconds between samples")
     lp.add_argument("--cooldown", type=float, default=None, help="seconds sampled after the load")
     lp.add_argument("--out", required=True)
+    lp.add_argument("--mix", default=",".join(MIX),
+                    help=f"comma-separated parts of the load (default all: {','.join(MIX)}), to find what grows")
     cp = sub.add_parser("check", help="the checks again, on a samples.csv")
     cp.add_argument("csv")
     args = p.parse_args(argv)
     if args.cmd == "check":
         return cmd_check(args)
+    args.mix = [m for m in args.mix.split(",") if m]
+    if not args.mix or set(args.mix) - set(MIX):
+        p.error(f"--mix takes some of {','.join(MIX)}")
     if args.cooldown is None:
         args.cooldown = min(30.0, max(6.0, args.seconds / 20))
     if not 10 <= args.seconds <= 24 * 3600:

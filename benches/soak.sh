@@ -16,6 +16,8 @@
 #   SOAK_PYTHON     a Python with tests/e2e/requirements.txt installed (default: the e2e virtualenv
 #                   .ci/test-all makes under the target dir, else python3)
 #   SOAK_INTERVAL   seconds between samples (2)
+#   SOAK_MIX        only these parts of the load, comma-separated (default all: logins, reads,
+#                   writes, watches, slow, abandoned), to find out which one makes memory grow
 #   SOAK_KEEP=1     keep the server's temporary data dir
 #
 # Only 127.0.0.1 is used; the only process stopped is the server this script started, by PID.
@@ -99,6 +101,7 @@ echo "soak.sh: $bin (pid $server_pid) on 127.0.0.1:$port for $seconds s; output 
 status=0
 "$python" "$repo/benches/soak.py" load --pid "$server_pid" --port "$port" --metrics-port "$metrics_port" \
   --data-dir "$tmp/data" --seconds "$seconds" --interval "$interval" --out "$out" \
+  --mix "${SOAK_MIX:-logins,reads,writes,watches,slow,abandoned}" \
   2>&1 | tee "$out/soak.txt" || status=1
 
 # The server must still stop cleanly (SIGTERM, exit 0 within 25 s) and must not have panicked.
