@@ -56,6 +56,7 @@ out="$(cd "$out" && pwd -P)"
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/tiphys-soak.XXXXXX")"
 server_pid=""
+# shellcheck disable=SC2329 # run by the EXIT trap below
 cleanup() {
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
     kill -KILL "$server_pid" 2>/dev/null || true
