@@ -25,8 +25,7 @@ mkdir -p "$out/data"
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost \
   -keyout "$out/key.pem" -out "$out/cert.pem" 2>/dev/null
 port=$((20000 + RANDOM % 20000))
-# MALLOC_ARENA_MAX set: the server would otherwise re-exec itself to set it, leaving valgrind.
-MALLOC_ARENA_MAX=2 valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out" \
+valgrind --tool=callgrind --callgrind-out-file="$out/callgrind.out" \
   "$bin" server --address 127.0.0.1 --port "$port" --metrics-port 0 --metrics-address 127.0.0.1 \
   --tls-cert "$out/cert.pem" --tls-key "$out/key.pem" --data-dir "$out/data" >"$out/server.log" 2>&1 &
 pid=$!

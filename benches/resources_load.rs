@@ -58,7 +58,9 @@ fn start(bin: &Path, work: &Path, etcd: Option<&str>, replica: usize) -> anyhow:
     let mut command = Command::new(bin);
     command
         .args(["server", "--insecure", "--address", "127.0.0.1", "--port", "0"])
-        .args(["--metrics-address", "127.0.0.1", "--metrics-port", "0"]);
+        .args(["--metrics-address", "127.0.0.1", "--metrics-port", "0"])
+        // Every watcher is the one `bench` account; by default a caller may hold 100 watches.
+        .env("TIPHYS_MAX_WATCHES_PER_CALLER", "2000");
     match etcd {
         Some(endpoints) => command
             .arg("--data-dir")

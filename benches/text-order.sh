@@ -69,9 +69,7 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -sha256 -da
 printf '\x00\x00\x00\x00\x00' >"$tmp/grpc-empty.bin"
 
 say "starting the server under callgrind"
-# MALLOC_ARENA_MAX set: the server would otherwise re-exec itself to set it, which callgrind
-# follows only with --trace-children.
-MALLOC_ARENA_MAX=2 valgrind --tool=callgrind --demangle=no --callgrind-out-file="$tmp/callgrind.out" \
+valgrind --tool=callgrind --demangle=no --callgrind-out-file="$tmp/callgrind.out" \
   "$bin" server --address "$host" --port 0 --metrics-address "$host" --metrics-port 0 \
   --tls-cert "$tmp/cert.pem" --tls-key "$tmp/key.pem" --data-dir "$tmp/data" \
   --ready-file "$tmp/ready.json" >"$tmp/server.log" 2>&1 &

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
+use hyper_util::server::graceful::{GracefulConnection, GracefulShutdown, Watcher};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -251,45 +251,65 @@ where
     let requests = Arc::new(Requests::default());
     let io = TokioIo::new(IdleIo::new(io, front.limits.idle_timeout, Arc::clone(&requests)));
     let shared = Arc::clone(front);
-    let answered = Arc::new(Notify::new());
-    let on_answer = Arc::clone(&answered);
+    // Only a refused connection waits for its one answer.
+    let answered = info.over_capacity.then(|| Arc::new(Notify::new()));
+    let on_answer = answered.clone();
     let service = hyper::service::service_fn(move |req| {
         let guard = InFlight::new(Arc::clone(&requests));
         let shared = Arc::clone(&shared);
-        let on_answer = Arc::clone(&on_answer);
+        let on_answer = on_answer.clone();
         // Boxed: hyper keeps room for one request's future in every HTTP/1 connection, idle or
         // not, and the dispatcher's is some kilobytes.
         let handled = Box::pin(async move { shared.dispatcher.handle(req, info, guard).await });
         async move {
             let response = handled.await;
-            if info.over_capacity {
-                on_answer.notify_one();
+            if let Some(answered) = on_answer {
+                answered.notify_one();
             }
             Ok::<_, Infallible>(response)
         }
     });
     let streams = ConnStreams::default();
     let builder = front.builder(streams.clone());
-    let conn = builder.serve_connection(io, service);
-    let ended = if info.over_capacity {
-        // One answer, then a graceful close (HTTP/2: GOAWAY), all within the handshake deadline.
-        let deadline = front.limits.handshake_timeout;
-        let closing = GracefulShutdown::new();
-        let served = streams.drive(closing.watcher().watch(conn));
-        let close = async {
-            let _ = tokio::time::timeout(deadline, answered.notified()).await;
-            closing.shutdown().await;
-        };
-        match tokio::time::timeout(deadline * 2, async { tokio::join!(served, close).0 }).await {
-            Ok(ended) => ended,
-            Err(_) => Ok(()),
+    // The connection is built in each arm, not before: a local moved into the awaited future
+    // would keep its own room in this function's state, in every connection's task.
+    let ended = match answered {
+        Some(answered) => {
+            let conn = builder.serve_connection(io, service);
+            Box::pin(refuse(conn, &streams, &answered, front.limits.handshake_timeout)).await
         }
-    } else {
-        streams.drive(watcher.watch(conn)).await
+        None => {
+            streams
+                .drive(watcher.watch(builder.serve_connection(io, service)))
+                .await
+        }
     };
     if let Err(err) = ended
         && let Some(suppressed) = front.dispatcher.metrics.logs.allow(LogKind::ConnectionError)
     {
         tracing::debug!(peer = %info.peer, error = %err, suppressed, "connection ended with an error");
+    }
+}
+
+/// Serves a connection beyond `--max-connections` for one answer (503 / UNAVAILABLE, or a health
+/// probe's), then closes it gracefully (HTTP/2: GOAWAY), all within twice `deadline`.
+async fn refuse<C>(
+    conn: C,
+    streams: &ConnStreams,
+    answered: &Notify,
+    deadline: Duration,
+) -> Result<(), C::Error>
+where
+    C: GracefulConnection,
+{
+    let closing = GracefulShutdown::new();
+    let served = streams.drive(closing.watcher().watch(conn));
+    let close = async {
+        let _ = tokio::time::timeout(deadline, answered.notified()).await;
+        closing.shutdown().await;
+    };
+    match tokio::time::timeout(deadline * 2, async { tokio::join!(served, close).0 }).await {
+        Ok(ended) => ended,
+        Err(_) => Ok(()),
     }
 }
