@@ -148,7 +148,7 @@ const TOKEN_METADATA: http::HeaderName = http::HeaderName::from_static("token");
 /// Every place a token may be read from on `channel` is read: two that disagree (or two
 /// `Authorization` headers, or two `token` entries) are refused, never "first wins", so a
 /// proxy or page that adds a credential cannot silently change who the caller is.
-fn find_token(headers: &HeaderMap, channel: Channel) -> Result<(Found, usize), Ambiguous> {
+pub(crate) fn find_token(headers: &HeaderMap, channel: Channel) -> Result<(Found, usize), Ambiguous> {
     let sent = super::cookie::read(headers);
     let chunks = sent.chunks;
     // gRPC metadata is read on gRPC only.

@@ -84,7 +84,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for DynService {
             };
             let call = match &rpc.handler {
                 Handler::Unimplemented(why) => return unimplemented((*why).to_owned()),
-                Handler::Call(call) => Arc::clone(call),
+                Handler::Call(call, _) => Arc::clone(call),
             };
             let Some(method) = rpc.method.clone() else {
                 return unimplemented(format!("{} is not in the schema", rpc.path));
