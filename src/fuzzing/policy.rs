@@ -24,7 +24,10 @@ pub fn policy_csv(data: &[u8]) {
     if let Err(err) = again.add_text("written", &written) {
         panic!("a loaded policy, written back, does not load: {err}\n{written}");
     }
-    assert_eq!(again.rules, rules.rules, "rules changed on the way back:\n{written}");
+    assert_eq!(
+        again.rules, rules.rules,
+        "rules changed on the way back:\n{written}"
+    );
     assert_eq!(
         again.bindings, rules.bindings,
         "bindings changed on the way back:\n{written}"
