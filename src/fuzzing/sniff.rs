@@ -7,6 +7,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use http::header::{ACCEPT, CONTENT_TYPE, HOST};
 use http::{HeaderMap, HeaderName, HeaderValue, Request, Uri};
 
+use crate::server::config::normalize_rootpath;
 use crate::server::dispatch::{normalize_grpc_web_content_type, strip_prefix};
 use crate::server::edge::{self, Decision, Redirect};
 use crate::server::protocol::{Protocol, media_type};
@@ -44,10 +45,13 @@ pub fn sniff(data: &[u8]) {
         lines.next(),
         &mut headers,
     );
+    // The root path as `--rootpath` takes it (a value it refuses never reaches a request).
     let root = lines
         .next()
         .and_then(|r| std::str::from_utf8(r).ok())
+        .and_then(|r| normalize_rootpath(r).ok())
         .unwrap_or_default();
+    let root = root.as_str();
     let external = lines.next().and_then(|e| std::str::from_utf8(e).ok());
 
     // The listener's sniff: a TLS handshake record, or plaintext HTTP.
@@ -97,8 +101,7 @@ pub fn sniff(data: &[u8]) {
         );
     }
 
-    if root.starts_with('/')
-        && !root.ends_with('/')
+    if !root.is_empty()
         && let Some(stripped) = strip_prefix(&uri, root)
     {
         let rest = stripped.path();
