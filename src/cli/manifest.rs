@@ -55,7 +55,9 @@ pub fn split_documents(text: &str) -> Vec<RawDoc> {
                 }
             }
             _ => {
-                current.push_str(line);
+                // `lines` keeps a `\r` that ends the text without a `\n`: dropped like the others,
+                // or the document would change when split again.
+                current.push_str(line.strip_suffix('\r').unwrap_or(line));
                 current.push('\n');
             }
         }
@@ -142,6 +144,8 @@ mod tests {
         assert_eq!(docs.iter().map(|d| d.index).collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(split_documents("{\"a\": 1}").len(), 1);
         assert_eq!(split_documents("a: '---'\n").len(), 1);
+        // Found by the apply_yaml fuzz target: a final lone `\r` stayed, before an added `\n`.
+        assert_eq!(split_documents("a: 1\r\nb: 2\r")[0].text, "a: 1\nb: 2\n");
     }
 
     #[test]
