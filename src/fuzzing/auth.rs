@@ -11,7 +11,8 @@ use crate::principal::{Carrier, ClientScheme};
 /// Lines of the input are request headers (`name: value`).
 ///
 /// - However many `argocd.token*` cookies are sent, at most [`MAX_CHUNKS`] are counted.
-/// - A token read from the headers is not empty, and gRPC never reads it from the cookie.
+/// - A token read from the headers is not empty (an empty cookie is no cookie), and gRPC
+///   never reads it from the cookie.
 /// - A token that `Set-Cookie` stores (in as many chunks as it needs) is read back whole
 ///   from the `Cookie` header a browser would send.
 pub fn cookie(data: &[u8]) {
@@ -90,7 +91,8 @@ const KEY: &[u8] = b"fuzzing-server-secret-key";
 /// - Reading a token never panics; one that verifies, signed again, verifies to the same
 ///   claims.
 /// - Claims that serialise sign to a token that verifies to the same claims, unless they
-///   say it is expired, not valid yet or from another issuer, and then it says so.
+///   say it is expired, not valid yet or from another issuer (or hold a negative time), and
+///   then it says so.
 pub fn token(data: &[u8]) {
     let Some(text) = super::text(data) else { return };
     let _ = crate::jose::named_algorithm(text);
@@ -117,6 +119,12 @@ pub fn token(data: &[u8]) {
             Err(JwtError::Expired) => assert!(claims.exp.is_some()),
             Err(JwtError::NotYetValid) => assert_ne!(claims.nbf, 0),
             Err(JwtError::TooLarge) => assert!(text.len() > jwt::MAX_TOKEN_BYTES / 2),
+            // `jsonwebtoken` reads `exp` and `nbf` as unsigned: a negative one is a claim it
+            // cannot check, which is refused as such.
+            Err(JwtError::BadClaims) => assert!(
+                claims.exp.is_some_and(|e| e < 0) || claims.nbf < 0,
+                "claims {claims:?} refused as invalid"
+            ),
             Err(other) => panic!("claims {claims:?} signed to a token refused as {other}"),
         }
     }
