@@ -55,9 +55,9 @@ pub fn split_documents(text: &str) -> Vec<RawDoc> {
                 }
             }
             _ => {
-                // `lines` keeps a `\r` that ends the text without a `\n`: dropped like the others,
-                // or the document would change when split again.
-                current.push_str(line.strip_suffix('\r').unwrap_or(line));
+                // `lines` drops one `\r` before a `\n`, and keeps a `\r` that ends the text: every
+                // `\r` at a line's end goes, or the document would change when split again.
+                current.push_str(line.trim_end_matches('\r'));
                 current.push('\n');
             }
         }
@@ -146,6 +146,7 @@ mod tests {
         assert_eq!(split_documents("a: '---'\n").len(), 1);
         // Found by the apply_yaml fuzz target: a final lone `\r` stayed, before an added `\n`.
         assert_eq!(split_documents("a: 1\r\nb: 2\r")[0].text, "a: 1\nb: 2\n");
+        assert_eq!(split_documents("a: 1\r\r\nb: 2\r\r")[0].text, "a: 1\nb: 2\n");
     }
 
     #[test]
