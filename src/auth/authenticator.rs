@@ -166,10 +166,11 @@ pub(crate) fn find_token(headers: &HeaderMap, channel: Channel) -> Result<(Found
         return Err(TWO_AUTHORIZATION);
     }
     let metadata = first_metadata.map(|v| {
-        let token = v
-            .to_str()
-            .map(str::to_owned)
-            .map_err(|_| "token metadata is not ASCII".to_owned());
+        let token = match v.to_str() {
+            Ok("") => Err("empty token metadata".to_owned()),
+            Ok(token) => Ok(token.to_owned()),
+            Err(_) => Err("token metadata is not ASCII".to_owned()),
+        };
         (Carrier::Metadata, token)
     });
     // Other schemes (Basic, …) carry no token of ours.
@@ -251,6 +252,17 @@ mod tests {
         assert_eq!(
             find_token(&h, Channel::Http).unwrap().0,
             Some((Carrier::Cookie, Ok("c.c.c".into())))
+        );
+    }
+
+    #[test]
+    fn empty_token_metadata_is_a_rejected_token() {
+        // Found by the cookie fuzz target: it was checked as the token "".
+        let h = headers(&[("token", "")]);
+        let (found, _) = find_token(&h, Channel::Grpc).unwrap();
+        assert_eq!(
+            found,
+            Some((Carrier::Metadata, Err("empty token metadata".into())))
         );
     }
 
