@@ -38,7 +38,12 @@ fn check(name: &'static str, data: &[u8]) {
     };
     let settings = settings(name, &raw);
     if let Err(err) = &settings {
-        let lines = data.split(|&b| b == b'\n').count();
+        // Lines as YAML counts them: a lone `\r` breaks a line too.
+        let lines = 1 + data
+            .iter()
+            .enumerate()
+            .filter(|&(i, &b)| b == b'\n' || (b == b'\r' && data.get(i + 1) != Some(&b'\n')))
+            .count();
         let line = err
             .location
             .strip_prefix(&shown)
