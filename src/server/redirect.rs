@@ -64,7 +64,8 @@ impl RedirectHosts {
                 host
             }
         };
-        let path = uri.path();
+        // `OPTIONS *` has the path `*`, which would run into the host (`https://host*`).
+        let path = Some(uri.path()).filter(|p| p.starts_with('/')).unwrap_or("/");
         let prefix =
             if !(rootpath.is_empty() || path == rootpath || path.starts_with(&format!("{rootpath}/"))) {
                 rootpath
@@ -197,6 +198,12 @@ mod tests {
             hosts
                 .target(&uri, &headers("cd.example.com:8443"), "", None)
                 .is_ok()
+        );
+        // Also found by it: the asterisk form's path `*` ran into the host.
+        let star: Uri = "*".parse().unwrap();
+        assert_eq!(
+            hosts.target(&star, &headers("cd.example.com"), "", None),
+            Ok("https://cd.example.com/".to_owned())
         );
     }
 
