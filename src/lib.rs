@@ -4,7 +4,7 @@
 //! The layers point one way (the README's Architecture section draws them, and
 //! `tests/inproc/layers.rs` checks them): `cli` → `server` → `grpc` | `api` | `ui` →
 //! `rpc` → `service` → `app` → `auth` → `oidc` → `config` → `rbac` → `principal` →
-//! `registry` → `store` → the leaves.
+//! `registry` → `store` → the leaves. `fuzzing` (the fuzz targets' bodies) sits above them all.
 
 pub mod api;
 pub mod app;
@@ -15,6 +15,8 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod fsutil;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod grpc;
 pub mod jose;
 pub mod json;

@@ -145,9 +145,8 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
     let rpc = &endpoint.rpc;
     let call = match &rpc.handler {
         Handler::Unimplemented(why) => return Err(AppError::Unimplemented((*why).to_owned())),
-        Handler::Call(call) => Arc::clone(call),
+        Handler::Call(call, _) => Arc::clone(call),
     };
-    let schema = Schema::get();
     let method = rpc
         .method
         .as_ref()
@@ -180,51 +179,7 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
             .map_err(|err| BodyRefused::app_error(&err))?
     };
 
-    let input = method.input();
-    let mut request = Map::new();
-    if route.body != BodyMap::None && !body.iter().all(u8::is_ascii_whitespace) {
-        let json: Value = serde_json::from_slice(&body)
-            .map_err(|e| AppError::InvalidArgument(format!("invalid JSON body: {e}")))?;
-        match route.body {
-            BodyMap::All => match json {
-                Value::Object(map) => request = map,
-                Value::Null => {}
-                other => {
-                    return Err(AppError::InvalidArgument(format!(
-                        "invalid JSON body: expected an object, got {}",
-                        kind_of(&other)
-                    )));
-                }
-            },
-            BodyMap::Field(field) => {
-                request.insert(field.to_owned(), json);
-            }
-            BodyMap::None => {}
-        }
-    }
-    let mut fields_param = None;
-    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
-        if key == "fields" {
-            fields_param = Some(value.into_owned());
-        } else if route.body != BodyMap::All {
-            // A body that is the whole request leaves nothing to the query (as grpc-gateway):
-            // a password must never be taken from a URL, which proxies and browsers log.
-            set_param(&input, &mut request, &key, &value, true)?;
-        }
-    }
-    for (key, value) in &path_params {
-        set_param(&input, &mut request, key, value, false)?;
-    }
-    // The request as its message reads it: types checked, unknown fields dropped. An empty
-    // request (most GETs) has nothing to check.
-    let json = if request.is_empty() {
-        Value::Object(request)
-    } else {
-        schema
-            .from_json(&input, &Value::Object(request))
-            .map(|msg| schema.to_json(&msg))
-            .map_err(|e| AppError::InvalidArgument(e.to_string()))?
-    };
+    let (json, fields_param) = request_json(&method.input(), route.body, &body, query, &path_params)?;
     let fields = fields_param.as_deref().and_then(Fields::parse);
     let context = parts.extensions.get::<RequestContext>();
     let caller = context.map_or_else(
@@ -262,6 +217,62 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
         } => Ok(list_response(resource_version, items, fields)),
         Reply::Stream(stream) => Ok(stream_response(stream, fields, sse)),
     }
+}
+
+/// The request message's JSON form from a REST call's body, query and path parameters, as the
+/// message reads it: types checked, unknown fields dropped. Also the `fields` query parameter.
+pub(crate) fn request_json(
+    input: &MessageDescriptor,
+    body_map: BodyMap,
+    body: &[u8],
+    query: &str,
+    path_params: &[(&str, String)],
+) -> Result<(Value, Option<String>), AppError> {
+    let schema = Schema::get();
+    let mut request = Map::new();
+    if body_map != BodyMap::None && !body.iter().all(u8::is_ascii_whitespace) {
+        let json: Value = serde_json::from_slice(body)
+            .map_err(|e| AppError::InvalidArgument(format!("invalid JSON body: {e}")))?;
+        match body_map {
+            BodyMap::All => match json {
+                Value::Object(map) => request = map,
+                Value::Null => {}
+                other => {
+                    return Err(AppError::InvalidArgument(format!(
+                        "invalid JSON body: expected an object, got {}",
+                        kind_of(&other)
+                    )));
+                }
+            },
+            BodyMap::Field(field) => {
+                request.insert(field.to_owned(), json);
+            }
+            BodyMap::None => {}
+        }
+    }
+    let mut fields_param = None;
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key == "fields" {
+            fields_param = Some(value.into_owned());
+        } else if body_map != BodyMap::All {
+            // A body that is the whole request leaves nothing to the query (as grpc-gateway):
+            // a password must never be taken from a URL, which proxies and browsers log.
+            set_param(input, &mut request, &key, &value, true)?;
+        }
+    }
+    for (key, value) in path_params {
+        set_param(input, &mut request, key, value, false)?;
+    }
+    // An empty request (most GETs) has nothing to check.
+    let json = if request.is_empty() {
+        Value::Object(request)
+    } else {
+        schema
+            .from_json(input, &Value::Object(request))
+            .map(|msg| schema.to_json(&msg))
+            .map_err(|e| AppError::InvalidArgument(e.to_string()))?
+    };
+    Ok((json, fields_param))
 }
 
 /// Sets the request field named by the dotted `key` from a query or path string, typed by the

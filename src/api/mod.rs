@@ -3,7 +3,7 @@
 
 pub mod auth;
 pub mod cookies;
-mod dynamic;
+pub(crate) mod dynamic;
 pub mod extract;
 mod fields;
 mod health;

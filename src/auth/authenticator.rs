@@ -148,7 +148,7 @@ const TOKEN_METADATA: http::HeaderName = http::HeaderName::from_static("token");
 /// Every place a token may be read from on `channel` is read: two that disagree (or two
 /// `Authorization` headers, or two `token` entries) are refused, never "first wins", so a
 /// proxy or page that adds a credential cannot silently change who the caller is.
-fn find_token(headers: &HeaderMap, channel: Channel) -> Result<(Found, usize), Ambiguous> {
+pub(crate) fn find_token(headers: &HeaderMap, channel: Channel) -> Result<(Found, usize), Ambiguous> {
     let sent = super::cookie::read(headers);
     let chunks = sent.chunks;
     // gRPC metadata is read on gRPC only.
@@ -166,10 +166,11 @@ fn find_token(headers: &HeaderMap, channel: Channel) -> Result<(Found, usize), A
         return Err(TWO_AUTHORIZATION);
     }
     let metadata = first_metadata.map(|v| {
-        let token = v
-            .to_str()
-            .map(str::to_owned)
-            .map_err(|_| "token metadata is not ASCII".to_owned());
+        let token = match v.to_str() {
+            Ok("") => Err("empty token metadata".to_owned()),
+            Ok(token) => Ok(token.to_owned()),
+            Err(_) => Err("token metadata is not ASCII".to_owned()),
+        };
         (Carrier::Metadata, token)
     });
     // Other schemes (Basic, …) carry no token of ours.
@@ -251,6 +252,17 @@ mod tests {
         assert_eq!(
             find_token(&h, Channel::Http).unwrap().0,
             Some((Carrier::Cookie, Ok("c.c.c".into())))
+        );
+    }
+
+    #[test]
+    fn empty_token_metadata_is_a_rejected_token() {
+        // Found by the cookie fuzz target: it was checked as the token "".
+        let h = headers(&[("token", "")]);
+        let (found, _) = find_token(&h, Channel::Grpc).unwrap();
+        assert_eq!(
+            found,
+            Some((Carrier::Metadata, Err("empty token metadata".into())))
         );
     }
 

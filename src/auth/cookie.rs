@@ -171,8 +171,11 @@ pub fn read(headers: &HeaderMap) -> SentCookie {
     let Some(first) = first else {
         return SentCookie { token: None, chunks };
     };
+    // An empty session cookie is no session, as upstream reads it: not a token to refuse
+    // (which would answer 401 where an anonymous caller is allowed).
+    let token = join(first, &rest);
     SentCookie {
-        token: Some(join(first, &rest)),
+        token: (token != Ok(String::new())).then_some(token),
         chunks,
     }
 }

@@ -32,7 +32,7 @@ pub struct ApplyArgs {
 }
 
 /// One object to apply, and where it came from.
-struct Item {
+pub(crate) struct Item {
     source: String,
     object: Target,
 }
@@ -188,29 +188,31 @@ fn read_all(files: &[PathBuf]) -> (Vec<Item>, Vec<String>) {
         } else {
             std::fs::read_to_string(file)
         };
-        let text = match read {
-            Ok(text) => text,
-            Err(err) => {
-                errors.push(format!("{name}: {err}"));
-                continue;
-            }
-        };
-        for doc in manifest::split_documents(&text) {
-            let source = format!("{name}:{}", doc.index);
-            match manifest::parse_document(&doc.text).and_then(|o| classify(&o)) {
-                Ok(object) => {
-                    if let Target::Secret { read, .. } = &object {
-                        for warning in &read.warnings {
-                            eprintln!("warning: {source}: {warning}");
-                        }
-                    }
-                    items.push(Item { source, object });
-                }
-                Err(reason) => errors.push(format!("{source}: {reason}")),
+        match read {
+            Ok(text) => read_text(&name, &text, &mut items, &mut errors),
+            Err(err) => errors.push(format!("{name}: {err}")),
+        }
+    }
+    for item in &items {
+        if let Target::Secret { read, .. } = &item.object {
+            for warning in &read.warnings {
+                eprintln!("warning: {}: {warning}", item.source);
             }
         }
     }
     (items, errors)
+}
+
+/// The documents of one file's `text`: objects to apply, and report lines for the others.
+/// Kept apart from the reading so that it can be fuzzed (`crate::fuzzing`).
+pub(crate) fn read_text(name: &str, text: &str, items: &mut Vec<Item>, errors: &mut Vec<String>) {
+    for doc in manifest::split_documents(text) {
+        let source = format!("{name}:{}", doc.index);
+        match manifest::parse_document(&doc.text).and_then(|o| classify(&o)) {
+            Ok(object) => items.push(Item { source, object }),
+            Err(reason) => errors.push(format!("{source}: {reason}")),
+        }
+    }
 }
 
 pub async fn run(config: &Path, args: ApplyArgs, out: &mut dyn Write) -> anyhow::Result<()> {

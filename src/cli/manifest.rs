@@ -55,7 +55,9 @@ pub fn split_documents(text: &str) -> Vec<RawDoc> {
                 }
             }
             _ => {
-                current.push_str(line);
+                // `lines` drops one `\r` before a `\n`, and keeps a `\r` that ends the text: every
+                // `\r` at a line's end goes, or the document would change when split again.
+                current.push_str(line.trim_end_matches('\r'));
                 current.push('\n');
             }
         }
@@ -142,6 +144,9 @@ mod tests {
         assert_eq!(docs.iter().map(|d| d.index).collect::<Vec<_>>(), [1, 2, 3]);
         assert_eq!(split_documents("{\"a\": 1}").len(), 1);
         assert_eq!(split_documents("a: '---'\n").len(), 1);
+        // Found by the apply_yaml fuzz target: a final lone `\r` stayed, before an added `\n`.
+        assert_eq!(split_documents("a: 1\r\nb: 2\r")[0].text, "a: 1\nb: 2\n");
+        assert_eq!(split_documents("a: 1\r\r\nb: 2\r\r")[0].text, "a: 1\nb: 2\n");
     }
 
     #[test]

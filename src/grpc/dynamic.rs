@@ -84,7 +84,7 @@ impl tower::Service<http::Request<tonic::body::Body>> for DynService {
             };
             let call = match &rpc.handler {
                 Handler::Unimplemented(why) => return unimplemented((*why).to_owned()),
-                Handler::Call(call) => Arc::clone(call),
+                Handler::Call(call, _) => Arc::clone(call),
             };
             let Some(method) = rpc.method.clone() else {
                 return unimplemented(format!("{} is not in the schema", rpc.path));
@@ -298,40 +298,69 @@ fn request_limit<B>(req: &http::Request<B>, max: usize) -> BodyLimit {
 /// `limit` before the message is read, so a message over it is refused having read 5 bytes.
 async fn read_message(mut body: tonic::body::Body, limit: BodyLimit) -> Result<Bytes, Status> {
     use http_body_util::BodyExt as _;
-    let mut bytes = bytes::BytesMut::new();
-    // The framed length, once the prefix is in.
-    let mut framed: Option<usize> = None;
+    let mut reader = MessageReader::new(limit);
     while let Some(frame) = body.frame().await {
         // A body stopped at its limit carries the refusal as its status.
         let Ok(data) = frame?.into_data() else {
             continue;
         };
-        bytes.extend_from_slice(&data);
-        if framed.is_none() && bytes.len() >= FRAME_HEADER {
+        reader.push(&data)?;
+    }
+    reader.finish()
+}
+
+/// The one message of a unary request, taken in as its body arrives: the framing without the
+/// I/O, so that it can be fuzzed on its own (`crate::fuzzing`).
+pub(crate) struct MessageReader {
+    bytes: bytes::BytesMut,
+    /// The framed length, once the prefix is in.
+    framed: Option<usize>,
+    limit: BodyLimit,
+}
+
+impl MessageReader {
+    pub(crate) fn new(limit: BodyLimit) -> Self {
+        Self {
+            bytes: bytes::BytesMut::new(),
+            framed: None,
+            limit,
+        }
+    }
+
+    /// The next bytes of the body; an error ends the call.
+    pub(crate) fn push(&mut self, data: &[u8]) -> Result<(), Status> {
+        let bytes = &mut self.bytes;
+        bytes.extend_from_slice(data);
+        if self.framed.is_none() && bytes.len() >= FRAME_HEADER {
             if bytes[0] != 0 {
                 return Err(Status::unimplemented("compressed messages are not supported"));
             }
             let len = u32::from_be_bytes([bytes[1], bytes[2], bytes[3], bytes[4]]);
-            if limit.exceeded_by(u64::from(len)) {
-                return Err(limit.refusal().into());
+            if self.limit.exceeded_by(u64::from(len)) {
+                return Err(self.limit.refusal().into());
             }
             let total = FRAME_HEADER + len as usize;
             bytes.reserve(total.saturating_sub(bytes.len()));
-            framed = Some(total);
+            self.framed = Some(total);
         }
-        if framed.is_some_and(|total| bytes.len() > total) {
+        if self.framed.is_some_and(|total| bytes.len() > total) {
             return Err(Status::invalid_argument(
                 "a unary call carries exactly one message",
             ));
         }
+        Ok(())
     }
-    match framed {
-        None if bytes.is_empty() => Ok(Bytes::new()),
-        Some(total) if bytes.len() == total => {
-            bytes.advance(FRAME_HEADER);
-            Ok(bytes.freeze())
+
+    /// The message, once the body has ended.
+    pub(crate) fn finish(mut self) -> Result<Bytes, Status> {
+        match self.framed {
+            None if self.bytes.is_empty() => Ok(Bytes::new()),
+            Some(total) if self.bytes.len() == total => {
+                self.bytes.advance(FRAME_HEADER);
+                Ok(self.bytes.freeze())
+            }
+            _ => Err(Status::invalid_argument("truncated gRPC message frame")),
         }
-        _ => Err(Status::invalid_argument("truncated gRPC message frame")),
     }
 }
 

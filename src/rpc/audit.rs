@@ -37,7 +37,7 @@ const NAMES: &[&str] = &[
 /// `handler`, recording each call as the module's doc says. `mutates`: the method changes
 /// state (every call is recorded, not only refusals).
 pub fn audited(method: &'static str, mutates: bool, handler: Handler) -> Handler {
-    let Handler::Call(inner) = handler else {
+    let Handler::Call(inner, read) = handler else {
         return handler;
     };
     let call: Arc<UnaryFnRef> = Arc::new(move |ctx: Ctx, json: Value| {
@@ -58,7 +58,7 @@ pub fn audited(method: &'static str, mutates: bool, handler: Handler) -> Handler
             reply
         })
     });
-    Handler::Call(call)
+    Handler::Call(call, read)
 }
 
 fn record<T>(method: &str, caller: &Caller, groups: &str, object: &str, reply: &Result<T, AppError>) {

@@ -40,8 +40,13 @@ pub struct Route {
     pub body: Body,
 }
 
+/// How a use case reads its request's JSON (into its own request type): the first step of a
+/// call, and the only one that needs no state, so it can be fuzzed on its own.
+pub type ReadFn = fn(Value) -> Result<(), AppError>;
+
 pub enum Handler {
-    Call(Arc<UnaryFnRef>),
+    /// The use case, and how it reads its request.
+    Call(Arc<UnaryFnRef>, ReadFn),
     /// Not served by tiphys, with the reason given to the caller.
     Unimplemented(&'static str),
 }
@@ -65,11 +70,10 @@ where
     Fut: Future<Output = Result<Reply, AppError>> + Send + 'static,
 {
     let f = Arc::new(f);
-    Handler::Call(Arc::new(move |ctx, json| {
+    let call: Arc<UnaryFnRef> = Arc::new(move |ctx, json| {
         let f = Arc::clone(&f);
         Box::pin(async move {
-            let req = serde_json::from_value::<Req>(json)
-                .map_err(|e| AppError::InvalidArgument(format!("invalid request: {e}")))?;
+            let req = read::<Req>(json)?;
             // Read your writes on every replica: the view first catches up with the store
             // (unless it did beside the caller's identification).
             if !ctx.fenced {
@@ -91,7 +95,13 @@ where
                 reply => Ok(reply),
             }
         })
-    }))
+    });
+    Handler::Call(call, |json| read::<Req>(json).map(drop))
+}
+
+fn read<Req: DeserializeOwned>(json: Value) -> Result<Req, AppError> {
+    serde_json::from_value::<Req>(json)
+        .map_err(|e| AppError::InvalidArgument(format!("invalid request: {e}")))
 }
 
 fn shutting_down() -> AppError {

@@ -223,7 +223,9 @@ pub struct HtmlHeaders {
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("--rootpath {0:?} must start with '/' and contain no '?' or '#'")]
+    #[error(
+        "--rootpath {0:?} must start with '/' and contain no '?', '#', blank, control or non-ASCII character"
+    )]
     RootPath(String),
     #[error("--basehref {0:?} must start with '/'")]
     BaseHref(String),
@@ -323,12 +325,17 @@ impl ServerArgs {
     }
 }
 
-fn normalize_rootpath(raw: &str) -> Result<String, ConfigError> {
+pub(crate) fn normalize_rootpath(raw: &str) -> Result<String, ConfigError> {
     let trimmed = raw.trim_end_matches('/');
     if trimmed.is_empty() {
         return Ok(String::new());
     }
-    if !trimmed.starts_with('/') || trimmed.contains(['?', '#']) {
+    // Only what a URL path holds as it is: the root path goes into `Location` headers and
+    // cookie paths, where a blank or control character would void the header.
+    if !trimmed.starts_with('/')
+        || trimmed.contains(['?', '#'])
+        || !trimmed.bytes().all(|b| b.is_ascii_graphic())
+    {
         return Err(ConfigError::RootPath(raw.to_owned()));
     }
     Ok(trimmed.to_owned())
@@ -393,6 +400,10 @@ mod tests {
         assert_eq!(normalize_rootpath("/argocd/").unwrap(), "/argocd");
         assert_eq!(normalize_rootpath("").unwrap(), "");
         assert!(normalize_rootpath("argocd").is_err());
+        // Found by the sniff fuzz target: the root path is written into `Location`.
+        for bad in ["/argo cd", "/argo\0", "/argo\tx", "/café"] {
+            assert!(normalize_rootpath(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

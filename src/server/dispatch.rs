@@ -533,7 +533,7 @@ struct Renewal {
 /// tonic-web matches the media type exactly. tonic-web also picks the
 /// response encoding from `Accept` alone; a text request from a client that
 /// does not say what it accepts gets a text response, as the protocol intends.
-fn normalize_grpc_web_content_type<B>(req: &mut Request<B>) {
+pub(crate) fn normalize_grpc_web_content_type<B>(req: &mut Request<B>) {
     let Some(media) = super::protocol::media_type(req.headers()) else {
         return;
     };
@@ -589,7 +589,7 @@ fn fix_bad_base64_status(response: &mut Response<Body>) {
 }
 
 /// `/root/x?q` → `/x?q`; `None` when the path is outside the root.
-fn strip_prefix(uri: &Uri, root: &str) -> Option<Uri> {
+pub(crate) fn strip_prefix(uri: &Uri, root: &str) -> Option<Uri> {
     let path = uri.path();
     let rest = path.strip_prefix(root)?;
     let rest = match rest {

@@ -118,6 +118,8 @@ pub struct TrailerScan {
     line: [u8; LINE_MAX],
     line_len: usize,
     code: Option<Outcome>,
+    /// `-text` that is not base64: nothing after it can be read, however the body is chunked.
+    unreadable: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -141,11 +143,15 @@ impl TrailerScan {
             line: [0; LINE_MAX],
             line_len: 0,
             code: None,
+            unreadable: false,
         }
     }
 
     /// Reads the next body bytes; the outcome once the trailer frame is complete.
     pub fn feed(&mut self, data: &[u8]) -> Option<Outcome> {
+        if self.unreadable {
+            return None;
+        }
         match self.text.take() {
             None => self.scan(data),
             Some(pending) => {
@@ -174,8 +180,11 @@ impl TrailerScan {
             }
             filled = 0;
             let mut bytes = [0; 3];
-            // Not base64: the status cannot be read, and the end of the body says so.
+            // Not base64: the status cannot be read, and the end of the body says so. Nor can
+            // anything after it (decoding on from the next chunk would make the outcome depend
+            // on where the body was split).
             let Ok(n) = STANDARD.decode_slice(quad, &mut bytes) else {
+                self.unreadable = true;
                 return (None, (quad, 0));
             };
             if let Some(found) = self.scan(&bytes[..n]) {
@@ -330,6 +339,17 @@ mod tests {
         assert_eq!(scan.feed(&frame(0, b"grpc-status: 0\r\n")), None);
         let mut scan = TrailerScan::new(true);
         assert_eq!(scan.feed(b"!!!!"), None);
+    }
+
+    #[test]
+    fn text_that_is_not_base64_ends_the_scan_in_any_split() {
+        // Found by the grpc_web fuzz target: decoding went on with the next chunk.
+        let text = format!("!!!!{}", STANDARD.encode(frame(0x80, b"grpc-status:0\r\n")));
+        for split in 0..text.len() {
+            let mut scan = TrailerScan::new(true);
+            let (a, b) = text.as_bytes().split_at(split);
+            assert_eq!(feed_all(&mut scan, &[a, b]), None, "at {split}");
+        }
     }
 
     #[test]

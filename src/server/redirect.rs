@@ -64,7 +64,8 @@ impl RedirectHosts {
                 host
             }
         };
-        let path = uri.path();
+        // `OPTIONS *` has the path `*`, which would run into the host (`https://host*`).
+        let path = Some(uri.path()).filter(|p| p.starts_with('/')).unwrap_or("/");
         let prefix =
             if !(rootpath.is_empty() || path == rootpath || path.starts_with(&format!("{rootpath}/"))) {
                 rootpath
@@ -76,14 +77,19 @@ impl RedirectHosts {
     }
 }
 
-/// The Host header exactly as sent (or the request target's authority), if usable.
+/// The Host header exactly as sent (or the request target's authority), if usable: a host
+/// and an optional port that make a URL (a port above 65535 or a bracketed name would make
+/// a `Location` no client can follow).
 fn request_host(uri: &Uri, headers: &HeaderMap) -> Option<String> {
     let host = headers
         .get(http::header::HOST)
         .and_then(|h| h.to_str().ok())
         .map(str::to_owned)
         .or_else(|| uri.authority().map(|a| a.as_str().to_owned()))?;
-    (!host.is_empty() && !host.contains(['/', '\\', '@', ' ', '?', '#'])).then_some(host)
+    let usable = !host.is_empty()
+        && !host.contains(['/', '\\', '@', ' ', '?', '#'])
+        && url::Url::parse(&format!("https://{host}/")).is_ok_and(|u| u.host_str().is_some());
+    usable.then_some(host)
 }
 
 /// `host[:port]` of an external URL (its scheme is replaced by https).
@@ -170,6 +176,35 @@ mod tests {
         }
         let target = hosts(&[]).target(&uri, &headers("evil.example"), "", Some("https://[::1]:8443/a"));
         assert_eq!(target.unwrap(), "https://[::1]:8443/x?y=1");
+    }
+
+    #[test]
+    fn a_host_that_makes_no_url_is_bad() {
+        // Found by the sniff fuzz target: the Location carried the port 88443.
+        let hosts = hosts(&["cd.example.com", "*.apps.example.com"]);
+        let uri: Uri = "/x".parse().unwrap();
+        for host in [
+            "team.apps.example.com:88443",
+            "[cd.example.com]x",
+            "cd.example.com:x",
+        ] {
+            assert_eq!(
+                hosts.target(&uri, &headers(host), "", None),
+                Err(NoRedirect::BadHost),
+                "{host}"
+            );
+        }
+        assert!(
+            hosts
+                .target(&uri, &headers("cd.example.com:8443"), "", None)
+                .is_ok()
+        );
+        // Also found by it: the asterisk form's path `*` ran into the host.
+        let star: Uri = "*".parse().unwrap();
+        assert_eq!(
+            hosts.target(&star, &headers("cd.example.com"), "", None),
+            Ok("https://cd.example.com/".to_owned())
+        );
     }
 
     #[test]
