@@ -6,7 +6,7 @@
 #   bash benches/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]      # default 60 s, every target
 #
 # Needs the nightly toolchain (installed with rustup if missing) and cargo-fuzz (installed from
-# crates.io if missing). New inputs go to fuzz/work/<target>/ and failures to
+# crates.io if missing). New inputs go to fuzz/runs/<target>/ and failures to
 # fuzz/artifacts/<target>/ (both ignored by git), never into fuzz/corpus/, which holds only the
 # seeds and the inputs that once failed (copy a fixed artifact there: the corpus replay test,
 # tests/it/fuzz_corpus.rs, then keeps it fixed). libFuzzer stops a target at its first failure.
@@ -16,7 +16,7 @@
 # each target runs several times faster; `address` to check dependencies' unsafe code too),
 # FUZZ_TIMEOUT (seconds one input may take before it counts as a failure, default 10),
 # FUZZ_RSS_LIMIT_MB (default 2048), FUZZ_MAX_LEN (largest input tried, default 16384),
-# FUZZ_SUMMARY (default fuzz/work/summary.txt). The build runs build.rs, which builds the
+# FUZZ_SUMMARY (default fuzz/runs/summary.txt). The build runs build.rs, which builds the
 # dashboard with npm unless TIPHYS_WEB_DIST names a built one.
 set -euo pipefail
 
@@ -29,7 +29,7 @@ sanitizer="${FUZZ_SANITIZER:-none}"
 timeout="${FUZZ_TIMEOUT:-10}"
 rss="${FUZZ_RSS_LIMIT_MB:-2048}"
 max_len="${FUZZ_MAX_LEN:-16384}"
-summary="${FUZZ_SUMMARY:-$repo/fuzz/work/summary.txt}"
+summary="${FUZZ_SUMMARY:-$repo/fuzz/runs/summary.txt}"
 
 if ! rustup toolchain list | grep -q '^nightly'; then
     rustup toolchain install nightly --profile minimal
@@ -54,7 +54,7 @@ mkdir -p "$(dirname "$summary")"
 } | tee "$summary"
 failed=0
 for target in "${targets[@]}"; do
-    work="fuzz/work/$target"
+    work="fuzz/runs/$target"
     artifacts="fuzz/artifacts/$target"
     mkdir -p "$work" "$artifacts"
     log="$work.log"
