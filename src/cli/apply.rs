@@ -139,7 +139,7 @@ fn classify(object: &Value) -> Result<Target, String> {
         }
         ("v1", "Secret") => {
             let kind = SecretType::of(object)?;
-            let read = match kind {
+            let mut read = match kind {
                 SecretType::Cluster => secrets::cluster_from_secret(object)?,
                 SecretType::Repository => secrets::repo_from_secret(object, Kind::Repository)?,
                 SecretType::RepoCreds => secrets::repo_from_secret(object, Kind::RepoCreds)?,
@@ -149,9 +149,16 @@ fn classify(object: &Value) -> Result<Target, String> {
                 SecretType::Repository => str_at(&read.object, "/repo"),
                 SecretType::RepoCreds => str_at(&read.object, "/url"),
             };
+            // The server keeps the name, so that the object round-trips as this Secret and a
+            // changed URL moves it instead of adding another.
             let name = match manifest::name_of(object) {
                 "" => secrets::secret_name(kind, url),
-                name => name.to_owned(),
+                name => {
+                    if let Some(map) = read.object.as_object_mut() {
+                        map.insert(secrets::SECRET_NAME.to_owned(), Value::from(name));
+                    }
+                    name.to_owned()
+                }
             };
             let omitted = object
                 .pointer("/metadata/annotations")
@@ -256,25 +263,6 @@ fn by_version(before: Option<&Value>, after: &Value) -> &'static str {
     }
 }
 
-/// Without a resourceVersion: the visible state compared, ignoring what a controller reports.
-/// Credentials are never shown back, so a manifest holding some counts as a change.
-fn by_content(before: Option<&Value>, after: &Value, has_credentials: bool) -> &'static str {
-    let visible = |v: &Value| {
-        let mut v = v.clone();
-        if let Some(map) = v.as_object_mut() {
-            for key in ["connectionState", "info", "serverVersion", "refreshRequestedAt"] {
-                map.remove(key);
-            }
-        }
-        v
-    };
-    match before {
-        None => "created",
-        Some(b) if !has_credentials && visible(b) == visible(after) => "unchanged",
-        Some(_) => "configured",
-    }
-}
-
 async fn apply_one(client: &Client, target: &Target, what: &str) -> anyhow::Result<String> {
     match target {
         Target::Application(app) => {
@@ -316,43 +304,59 @@ async fn apply_secret(
     what: &str,
 ) -> anyhow::Result<String> {
     let object = &read.object;
-    let (get, query, create, field) = match kind {
+    let (list, url_field, create, field) = match kind {
         SecretType::Cluster => (
-            "/cluster.ClusterService/Get",
-            json!({"server": str_at(object, "/server")}),
+            "/cluster.ClusterService/List",
+            "/server",
             "/cluster.ClusterService/Create",
             "cluster",
         ),
         SecretType::Repository => (
-            "/repository.RepositoryService/Get",
-            json!({"repo": str_at(object, "/repo")}),
+            "/repository.RepositoryService/ListRepositories",
+            "/repo",
             "/repository.RepositoryService/CreateRepository",
             "repo",
         ),
         SecretType::RepoCreds => (
             "/repocreds.RepoCredsService/ListRepositoryCredentials",
-            json!({"url": str_at(object, "/url")}),
+            "/url",
             "/repocreds.RepoCredsService/CreateRepositoryCredentials",
             "creds",
         ),
     };
-    let found = call::unary(client, what, get, &query).await;
-    let old = match kind {
-        SecretType::RepoCreds => found.ok().and_then(|list| {
-            call::items(&list)
-                .into_iter()
-                .find(|c| str_at(c, "/url") == str_at(object, "/url"))
-        }),
-        _ => found.ok(),
-    };
-    if omitted && old.is_some() {
+    // The object this Secret declared: at its URL, or under its name at another URL (which the
+    // write moves). Whatever keeps it from being read, the write answers for itself.
+    let listed = call::unary(client, what, list, &json!({}))
+        .await
+        .map(|list| call::items(&list))
+        .unwrap_or_default();
+    let url = str_at(object, url_field);
+    let name = str_at(object, &format!("/{}", secrets::SECRET_NAME));
+    let at_url = listed.iter().find(|o| str_at(o, url_field) == url);
+    let by_name = listed
+        .iter()
+        .find(|o| !name.is_empty() && str_at(o, &format!("/{}", secrets::SECRET_NAME)) == name);
+    let old = at_url.or(by_name).cloned();
+    if omitted && at_url.is_some() {
         return Ok(
             "unchanged (its credentials were left out of the manifest; the stored ones are kept)".to_owned(),
         );
     }
-    let request = json!({field: object, "upsert": true});
-    let new = call::unary(client, what, create, &request).await?;
-    let action = by_content(old.as_ref(), &new, read.has_credentials);
+    // Without upsert the server writes only what is new, and answers an identical object as it
+    // is: so "unchanged" is known even when the manifest holds credentials the API never shows.
+    let write = async |upsert: bool| {
+        let request = json!({field: object, "upsert": upsert});
+        call::unary(client, what, create, &request).await
+    };
+    let action = match write(false).await {
+        Ok(_) if old.is_some() => "unchanged",
+        Ok(_) => "created",
+        Err(err) if old.is_some() && exit::kind_of(&err) == Some(exit::Kind::Invalid) => {
+            write(true).await?;
+            "configured"
+        }
+        Err(err) => return Err(err),
+    };
     if omitted {
         return Ok(format!(
             "{action} (without credentials: they were left out of the manifest)"

@@ -19,6 +19,9 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// Marks a Secret exported without its credentials (`tiphys admin export`): applied over an
 /// existing object it would erase them, so `apply` leaves such an object as it is.
 pub const CREDENTIALS_OMITTED: &str = "tiphys.io/credentials-omitted";
+/// The field of a cluster, repository or template that keeps the name of the Secret it was
+/// declared in (`crate::service::secret_name`).
+pub const SECRET_NAME: &str = "secretName";
 
 /// Credential keys of a repository or credential template Secret: the fields the server
 /// never shows.
@@ -233,7 +236,7 @@ pub fn repo_from_secret(secret: &Value, kind: Kind) -> Result<FromSecret, String
     for (key, text) in &data {
         let field_name = if key == "url" { url_field } else { key.as_str() };
         let field = match desc.get_field_by_name(field_name) {
-            Some(f) if !f.is_list() && !f.is_map() && key != "repo" => f,
+            Some(f) if !f.is_list() && !f.is_map() && key != "repo" && key != SECRET_NAME => f,
             _ => {
                 warnings.push(format!("key {key} is not a field of {}; ignored", desc.name()));
                 continue;
@@ -316,6 +319,14 @@ pub fn secret_name(kind: SecretType, url: &str) -> String {
     }
 }
 
+/// The name of `object`'s Secret: the one it was declared in, else upstream's for its URL.
+fn name_for(kind: SecretType, object: &Value, url: &str) -> String {
+    match object.get(SECRET_NAME).and_then(Value::as_str) {
+        Some(name) if !name.is_empty() => name.to_owned(),
+        _ => secret_name(kind, url),
+    }
+}
+
 fn secret(kind: SecretType, name: String, object: &Value, data: Map<String, Value>) -> Value {
     let mut labels = object
         .get("labels")
@@ -367,7 +378,7 @@ pub fn cluster_to_secret(cluster: &Value, include_credentials: bool) -> ToSecret
         }
     }
     data.insert("config".to_owned(), Value::from(config.to_string()));
-    let name = secret_name(SecretType::Cluster, server);
+    let name = name_for(SecretType::Cluster, cluster, server);
     ToSecret {
         secret: secret(SecretType::Cluster, name, cluster, data),
         dropped,
@@ -402,7 +413,7 @@ pub fn repo_to_secret(object: &Value, kind: Kind, include_credentials: bool) -> 
     for (key, value) in fields {
         if matches!(
             key.as_str(),
-            "connectionState" | "inheritedCreds" | "labels" | "annotations"
+            "connectionState" | "inheritedCreds" | "labels" | "annotations" | SECRET_NAME
         ) {
             continue;
         }
@@ -420,7 +431,7 @@ pub fn repo_to_secret(object: &Value, kind: Kind, include_credentials: bool) -> 
         data.insert(key, Value::from(text));
     }
     let url = object.get(url_field).and_then(Value::as_str).unwrap_or_default();
-    let name = secret_name(secret_type, url);
+    let name = name_for(secret_type, object, url);
     ToSecret {
         secret: secret(secret_type, name, object, data),
         dropped,

@@ -34,6 +34,14 @@ pub fn check_object_name(what: &str, name: &str) -> Result<(), AppError> {
     })
 }
 
+/// The name of the Secret a cluster or repository was declared in (`secretName`): a Secret's
+/// name is a DNS-1123 subdomain.
+pub fn check_secret_name(name: &str) -> Result<(), AppError> {
+    subdomain(name).map_err(|why| {
+        AppError::InvalidArgument(format!("secretName: invalid Secret name {}: {why}", shown(name)))
+    })
+}
+
 /// The namespace of an application (`metadata.namespace`): a DNS-1123 label.
 pub fn check_namespace(namespace: &str) -> Result<(), AppError> {
     dns_label(namespace).map_err(|why| {

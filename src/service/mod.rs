@@ -14,6 +14,7 @@ mod reply;
 pub mod repocreds;
 pub mod repository;
 pub mod resource;
+pub mod secret_name;
 pub mod sensitive;
 pub mod session;
 pub mod settings;

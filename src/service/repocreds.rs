@@ -13,6 +13,7 @@ use super::access::{Access, Missing};
 use super::redact;
 use super::repository::templates::Templates;
 use super::repository::{RESOURCE, check_url};
+use super::secret_name::{self, Claim};
 use super::sensitive::{
     REPO_CREDS, REPO_CREDS_LIST, canonical, list, none_kept, not_found, object_mut, write,
 };
@@ -115,14 +116,35 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
 }
 
 /// Stores a template (`repositories, create`; replacing a different one needs `upsert` and
-/// `update`); an identical one is left as is.
-async fn put(state: &App, principal: &Principal, value: Value, upsert: bool) -> Result<DocRef, AppError> {
+/// `update`); an identical one is left as is. A body declared in the Secret of a template at
+/// another URL moves that template here (`secret_name`), with the needs of an update.
+async fn put(state: &App, principal: &Principal, mut value: Value, upsert: bool) -> Result<DocRef, AppError> {
     let view = CredsView::read(&value);
     validate(&view)?;
     let access = Access::hidden(RESOURCE, "create");
     access.check(state, principal, &view.url)?;
     let key = Key::new(Kind::RepoCreds, "", &view.url);
-    let change = match state.registry.get(&key) {
+    let existing = state.registry.get(&key);
+    let stored = existing.as_ref().map(|doc| doc.value());
+    secret_name::settle(&mut value, stored.as_ref())?;
+    let claim = secret_name::claim(state, Kind::RepoCreds, &key, &value, stored.as_ref(), |holder| {
+        access.check_taken(state, principal, &view.url, &holder.key.name)
+    })?;
+    if let Claim::Moves(from) = claim {
+        if !upsert {
+            return Err(AppError::InvalidArgument(format!(
+                "the Secret {:?} declares the repository credentials for {}; use upsert to move them to {}",
+                secret_name::of(&value),
+                redact::url(&from.key.name),
+                redact::url(&view.url)
+            )));
+        }
+        let update = access.to("update");
+        update.check(state, principal, &from.key.name)?;
+        update.check(state, principal, &view.url)?;
+        return stored_doc(secret_name::move_to(state, WHAT, &from, key, value).await?);
+    }
+    let change = match existing {
         None => Change::Create { key, value },
         Some(existing) => {
             if canonical(REPO_CREDS, &existing.value())? == canonical(REPO_CREDS, &value)? {
@@ -142,10 +164,10 @@ async fn put(state: &App, principal: &Principal, value: Value, upsert: bool) -> 
             }
         }
     };
-    stored(write(state, WHAT, change).await?)
+    stored_doc(write(state, WHAT, change).await?)
 }
 
-fn stored(doc: Option<DocRef>) -> Result<DocRef, AppError> {
+fn stored_doc(doc: Option<DocRef>) -> Result<DocRef, AppError> {
     doc.ok_or_else(|| {
         AppError::Internal(anyhow::anyhow!(
             "a write of repository credentials gave no object"
@@ -201,15 +223,20 @@ pub struct UpdateRequest {
 /// update`).
 pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let view = CredsView::read(&req.creds);
+    let mut value = req.creds;
+    let view = CredsView::read(&value);
     let existing = authorized(&ctx.app, principal, &view.url, "update")?;
     validate(&view)?;
+    secret_name::settle(&mut value, Some(&existing.value()))?;
+    secret_name::check_free(&ctx.app, Kind::RepoCreds, &existing.key, &value, |holder| {
+        Access::hidden(RESOURCE, "update").check_taken(&ctx.app, principal, &view.url, &holder.key.name)
+    })?;
     let change = Change::Update {
         key: existing.key.clone(),
-        value: req.creds,
+        value,
         expect: Some(existing.rv),
     };
-    let doc = stored(write(&ctx.app, WHAT, change).await?)?;
+    let doc = stored_doc(write(&ctx.app, WHAT, change).await?)?;
     Ok(Reply::Message(answer(&doc.value())?))
 }
 

@@ -33,6 +33,7 @@ mod refusals;
 mod replica_registry;
 mod replicas;
 mod repositories;
+mod secret_names;
 mod secrets_at_rest;
 mod shutdown;
 mod taken_names;

@@ -22,13 +22,14 @@ use super::access::{Access, Missing};
 use super::limits::{check_annotations, check_labels, string_map};
 use super::project_rules::IN_CLUSTER_SERVER;
 use super::redact;
+use super::secret_name::{self, Claim};
 use super::sensitive::{
     CLUSTER, CLUSTER_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state, write,
 };
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
-use crate::registry::{Change, Key, Kind};
+use crate::registry::{Change, DocRef, Key, Kind};
 use crate::service::{Ctx, Reply};
 
 const RESOURCE: &str = "clusters";
@@ -200,11 +201,12 @@ fn validate(state: &App, view: &ClusterView, value: &Value) -> Result<(), AppErr
     Ok(())
 }
 
-/// Names pick a cluster for applications, so two clusters cannot share one.
-fn check_name_free(entries: &[Entry], view: &ClusterView) -> Result<(), AppError> {
+/// Names pick a cluster for applications, so two clusters cannot share one. `moving` is the
+/// server of a cluster the write moves to `view.server`, whose name does not count.
+fn check_name_free(entries: &[Entry], view: &ClusterView, moving: Option<&str>) -> Result<(), AppError> {
     if entries
         .iter()
-        .any(|e| e.name == view.name && e.server != view.server)
+        .any(|e| e.name == view.name && e.server != view.server && Some(e.server.as_str()) != moving)
     {
         Err(AppError::AlreadyExists(format!(
             "another cluster is named {:?}",
@@ -231,6 +233,10 @@ fn store(entry: &Entry, value: Value) -> Change {
 
 async fn save(state: &App, change: Change) -> Result<Reply, AppError> {
     let doc = write(state, WHAT, change).await?;
+    answer_written(state, doc)
+}
+
+fn answer_written(state: &App, doc: Option<DocRef>) -> Result<Reply, AppError> {
     let Some(doc) = doc else {
         return Ok(Reply::Message(Value::Object(Map::new())));
     };
@@ -246,10 +252,12 @@ pub struct CreateRequest {
 }
 
 /// Create (`clusters, create`). An identical cluster is answered as is; a different one
-/// needs `upsert` and `update` on both the stored and the new object.
+/// needs `upsert` and `update` on both the stored and the new object. A body declared in the
+/// Secret of a cluster at another server moves that cluster here (`secret_name`), with the
+/// same needs.
 pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let value = client_fields(req.cluster);
+    let mut value = client_fields(req.cluster);
     let view = ClusterView::read(&value);
     validate(&ctx.app, &view, &value)?;
     let access = Access::hidden(RESOURCE, "create");
@@ -263,14 +271,39 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     {
         access.check_taken(&ctx.app, principal, &object, &taken.rbac_object())?;
     }
-    check_name_free(&entries, &view)?;
-    let existing = entries.into_iter().find(|e| e.server == view.server);
+    let existing = entries.iter().find(|e| e.server == view.server);
+    secret_name::settle(&mut value, existing.map(|e| &e.value))?;
+    let key = Key::new(Kind::Cluster, "", &view.server);
+    let claim = secret_name::claim(
+        &ctx.app,
+        Kind::Cluster,
+        &key,
+        &value,
+        existing.map(|e| &e.value),
+        |holder| access.check_taken(&ctx.app, principal, &object, &stored_rbac_object(holder)),
+    )?;
+    if let Claim::Moves(from) = claim {
+        check_name_free(&entries, &view, Some(&from.key.name))?;
+        if !req.upsert {
+            return Err(AppError::InvalidArgument(format!(
+                "the Secret {:?} declares the cluster {}; use upsert to move it to {}",
+                secret_name::of(&value),
+                from.key.name,
+                view.server
+            )));
+        }
+        let update = access.to("update");
+        update.check(&ctx.app, principal, &stored_rbac_object(&from))?;
+        update.check(&ctx.app, principal, &object)?;
+        let doc = secret_name::move_to(&ctx.app, WHAT, &from, key, value).await?;
+        return answer_written(&ctx.app, doc);
+    }
+    check_name_free(&entries, &view, None)?;
     let Some(existing) = existing else {
-        let key = Key::new(Kind::Cluster, "", &view.server);
         return save(&ctx.app, Change::Create { key, value }).await;
     };
     if canonical(CLUSTER, &existing.value)? == canonical(CLUSTER, &value)? {
-        return answer_one(&ctx.app, &existing);
+        return answer_one(&ctx.app, existing);
     }
     if !req.upsert {
         return Err(AppError::InvalidArgument(
@@ -280,7 +313,12 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let update = access.to("update");
     update.check(&ctx.app, principal, &existing.rbac_object())?;
     update.check(&ctx.app, principal, &object)?;
-    save(&ctx.app, store(&existing, value)).await
+    save(&ctx.app, store(existing, value)).await
+}
+
+/// The RBAC object of a stored cluster.
+fn stored_rbac_object(doc: &DocRef) -> String {
+    rbac_object(&doc.summary.project, &doc.key.name)
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -312,6 +350,7 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     if let Some(object) = object_mut(&mut value) {
         object.insert("server".to_owned(), Value::from(existing.server.clone()));
     }
+    secret_name::settle(&mut value, Some(&existing.value))?;
     let view = ClusterView::read(&value);
     update.check(&ctx.app, principal, &rbac_object(&view.project, &view.server))?;
     if !body_view.server.is_empty() && body_view.server != existing.server {
@@ -327,7 +366,16 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     }
     validate(&ctx.app, &view, &value)?;
     let (_, entries) = lookup::all(&ctx.app);
-    check_name_free(&entries, &view)?;
+    check_name_free(&entries, &view, None)?;
+    let key = Key::new(Kind::Cluster, "", &existing.server);
+    secret_name::check_free(&ctx.app, Kind::Cluster, &key, &value, |holder| {
+        update.check_taken(
+            &ctx.app,
+            principal,
+            &rbac_object(&view.project, &view.server),
+            &stored_rbac_object(holder),
+        )
+    })?;
     save(&ctx.app, store(&existing, value)).await
 }
 

@@ -22,6 +22,7 @@ use self::templates::{Templates, has_credentials};
 use super::access::{Access, Missing};
 use super::redact;
 use super::resource::check_repo_url;
+use super::secret_name::{self, Claim};
 use super::sensitive::{
     REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, list, none_kept, not_found, object_mut,
     unknown_state, write,
@@ -199,7 +200,11 @@ fn validate(view: &RepoView) -> Result<(), AppError> {
 }
 
 async fn save(state: &App, change: Change) -> Result<Reply, AppError> {
-    match write(state, WHAT, change).await? {
+    answer_written(state, write(state, WHAT, change).await?)
+}
+
+fn answer_written(state: &App, doc: Option<DocRef>) -> Result<Reply, AppError> {
+    match doc {
         Some(doc) => Ok(Reply::Message(answer(&doc.value(), &Templates::load(state))?)),
         None => Ok(Reply::Message(Value::Object(Map::new()))),
     }
@@ -216,19 +221,54 @@ pub struct CreateRequest {
 /// CreateRepository (and Create), `repositories, create`. An identical repository is
 /// answered as is; a different one needs `upsert` and `update` on the stored and the new
 /// object. With `credsOnly` the credentials are stored as a credential template for the URL
-/// instead (upstream's "operate on the credential set instead of the repository").
+/// instead (upstream's "operate on the credential set instead of the repository"). A body
+/// declared in the Secret of a repository at another URL moves that repository here
+/// (`secret_name`), with the needs of an update.
 pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     if req.creds_only {
         return super::repocreds::create_from_repository(&ctx, principal, req.repo, req.upsert).await;
     }
-    let value = client_fields(req.repo);
+    let mut value = client_fields(req.repo);
     let view = RepoView::read(&value);
     validate(&view)?;
     let access = Access::hidden(RESOURCE, "create");
     access.check(&ctx.app, principal, &view.rbac_object())?;
     let key = Key::new(Kind::Repository, "", &view.repo);
-    let Some(existing) = ctx.app.registry.get(&key) else {
+    let existing = ctx.app.registry.get(&key);
+    let stored = existing.as_ref().map(|doc| doc.value());
+    secret_name::settle(&mut value, stored.as_ref())?;
+    let claim = secret_name::claim(
+        &ctx.app,
+        Kind::Repository,
+        &key,
+        &value,
+        stored.as_ref(),
+        |holder| {
+            access.check_taken(
+                &ctx.app,
+                principal,
+                &view.rbac_object(),
+                &stored_rbac_object(holder),
+            )
+        },
+    )?;
+    if let Claim::Moves(from) = claim {
+        if !req.upsert {
+            return Err(AppError::InvalidArgument(format!(
+                "the Secret {:?} declares the repository {}; use upsert to move it to {}",
+                secret_name::of(&value),
+                redact::url(&from.key.name),
+                redact::url(&view.repo)
+            )));
+        }
+        let update = access.to("update");
+        update.check(&ctx.app, principal, &stored_rbac_object(&from))?;
+        update.check(&ctx.app, principal, &view.rbac_object())?;
+        let doc = secret_name::move_to(&ctx.app, WHAT, &from, key, value).await?;
+        return answer_written(&ctx.app, doc);
+    }
+    let (Some(existing), Some(stored)) = (existing, stored) else {
         return save(&ctx.app, Change::Create { key, value }).await;
     };
     access.check_taken(
@@ -237,7 +277,6 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         &view.rbac_object(),
         &rbac_object(&existing.summary.project, &view.repo),
     )?;
-    let stored = existing.value();
     if canonical(REPOSITORY, &stored)? == canonical(REPOSITORY, &value)? {
         return Ok(Reply::Message(answer(&stored, &Templates::load(&ctx.app))?));
     }
@@ -261,6 +300,11 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     save(&ctx.app, change).await
 }
 
+/// The RBAC object of a stored repository.
+fn stored_rbac_object(doc: &DocRef) -> String {
+    rbac_object(&doc.summary.project, &doc.key.name)
+}
+
 #[derive(Deserialize, Default, Debug)]
 #[serde(default)]
 pub struct UpdateRequest {
@@ -272,11 +316,21 @@ pub struct UpdateRequest {
 /// needs both projects).
 pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let value = client_fields(req.repo);
+    let mut value = client_fields(req.repo);
     let view = RepoView::read(&value);
     let existing = authorized(&ctx.app, principal, &view.repo, "update")?;
     validate(&view)?;
-    Access::hidden(RESOURCE, "update").check(&ctx.app, principal, &view.rbac_object())?;
+    let update = Access::hidden(RESOURCE, "update");
+    update.check(&ctx.app, principal, &view.rbac_object())?;
+    secret_name::settle(&mut value, Some(&existing.value()))?;
+    secret_name::check_free(&ctx.app, Kind::Repository, &existing.key, &value, |holder| {
+        update.check_taken(
+            &ctx.app,
+            principal,
+            &view.rbac_object(),
+            &stored_rbac_object(holder),
+        )
+    })?;
     let change = Change::Update {
         key: existing.key.clone(),
         value,
