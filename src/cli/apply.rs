@@ -15,6 +15,7 @@ use super::conn::ClientOpts;
 use super::exit;
 use super::manifest::{self, API_VERSION};
 use super::secrets::{self, FromSecret, SecretType};
+use super::validate::Validate;
 use crate::registry::Kind;
 
 #[derive(clap::Args, Debug)]
@@ -27,6 +28,19 @@ pub struct ApplyArgs {
     /// Also read the subdirectories of a directory.
     #[arg(short = 'R', long)]
     pub recursive: bool,
+    /// Fields the server's schema does not know (a typo such as `spec.syncPolcy`), as kubectl's
+    /// field validation: `strict` (or `true`) refuses the document, naming each such field and
+    /// its line (`FILE:N: line L: unknown field "spec.syncPolcy"`), and applies the others;
+    /// `warn` applies it with a warning per field; `ignore` (or `false`) checks nothing.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        default_value_t = Validate::Strict,
+        num_args = 0..=1,
+        default_missing_value = "strict"
+    )]
+    pub validate: Validate,
     #[command(flatten)]
     pub conn: ClientOpts,
 }
@@ -180,7 +194,7 @@ fn classify(object: &Value) -> Result<Target, String> {
 }
 
 /// Reads every document; the malformed ones come back as report lines.
-fn read_all(files: &[PathBuf]) -> (Vec<Item>, Vec<String>) {
+fn read_all(files: &[PathBuf], validate: Validate) -> (Vec<Item>, Vec<String>) {
     let mut items = Vec::new();
     let mut errors = Vec::new();
     for file in files {
@@ -196,7 +210,7 @@ fn read_all(files: &[PathBuf]) -> (Vec<Item>, Vec<String>) {
             std::fs::read_to_string(file)
         };
         match read {
-            Ok(text) => read_text(&name, &text, &mut items, &mut errors),
+            Ok(text) => read_text(&name, &text, validate, &mut items, &mut errors),
             Err(err) => errors.push(format!("{name}: {err}")),
         }
     }
@@ -212,10 +226,20 @@ fn read_all(files: &[PathBuf]) -> (Vec<Item>, Vec<String>) {
 
 /// The documents of one file's `text`: objects to apply, and report lines for the others.
 /// Kept apart from the reading so that it can be fuzzed (`crate::fuzzing`).
-pub(crate) fn read_text(name: &str, text: &str, items: &mut Vec<Item>, errors: &mut Vec<String>) {
+pub(crate) fn read_text(
+    name: &str,
+    text: &str,
+    validate: Validate,
+    items: &mut Vec<Item>,
+    errors: &mut Vec<String>,
+) {
     for doc in manifest::split_documents(text) {
         let source = format!("{name}:{}", doc.index);
-        match manifest::parse_document(&doc.text).and_then(|o| classify(&o)) {
+        let read = manifest::parse_document(&doc.text).and_then(|o| {
+            validate.check(&o, &doc, &source)?;
+            classify(&o)
+        });
+        match read {
             Ok(object) => items.push(Item { source, object }),
             Err(reason) => errors.push(format!("{source}: {reason}")),
         }
@@ -224,7 +248,7 @@ pub(crate) fn read_text(name: &str, text: &str, items: &mut Vec<Item>, errors: &
 
 pub async fn run(config: &Path, args: ApplyArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let files = collect(&args.files, args.recursive)?;
-    let (mut items, errors) = read_all(&files);
+    let (mut items, errors) = read_all(&files, args.validate);
     for error in &errors {
         eprintln!("error: {error}");
     }

@@ -20,6 +20,8 @@ const SERVER_METADATA: [&str; 6] = [
 pub struct RawDoc {
     /// 1-based, counting only documents with content.
     pub index: usize,
+    /// The line of the file its text starts at (1-based).
+    pub line: usize,
     pub text: String,
 }
 
@@ -28,7 +30,9 @@ pub struct RawDoc {
 pub fn split_documents(text: &str) -> Vec<RawDoc> {
     let mut docs = Vec::new();
     let mut current = String::new();
-    let flush = |current: &mut String, docs: &mut Vec<RawDoc>| {
+    // The line `current` starts at: each line of the file is one line of one document's text.
+    let mut start = 1;
+    let flush = |current: &mut String, start: usize, docs: &mut Vec<RawDoc>| {
         let has_content = current.lines().any(|l| {
             let t = l.trim();
             !t.is_empty() && !t.starts_with('#')
@@ -36,22 +40,25 @@ pub fn split_documents(text: &str) -> Vec<RawDoc> {
         if has_content {
             docs.push(RawDoc {
                 index: docs.len() + 1,
+                line: start,
                 text: std::mem::take(current),
             });
         }
         current.clear();
     };
-    for line in text.lines() {
+    for (number, line) in (1..).zip(text.lines()) {
         let trimmed = line.trim_end();
         let rest = trimmed
             .strip_prefix("---")
             .or_else(|| trimmed.strip_prefix("..."));
         match rest {
             Some(rest) if rest.is_empty() || rest.starts_with([' ', '\t']) => {
-                flush(&mut current, &mut docs);
+                flush(&mut current, start, &mut docs);
+                start = number + 1;
                 if trimmed.starts_with("---") && !rest.trim().is_empty() {
                     current.push_str(rest.trim());
                     current.push('\n');
+                    start = number;
                 }
             }
             _ => {
@@ -62,7 +69,7 @@ pub fn split_documents(text: &str) -> Vec<RawDoc> {
             }
         }
     }
-    flush(&mut current, &mut docs);
+    flush(&mut current, start, &mut docs);
     docs
 }
 
@@ -142,6 +149,13 @@ mod tests {
         let texts: Vec<&str> = docs.iter().map(|d| d.text.as_str()).collect();
         assert_eq!(texts, ["a: 1\n", "b: 2\n", "{c: 3}\n"]);
         assert_eq!(docs.iter().map(|d| d.index).collect::<Vec<_>>(), [1, 2, 3]);
+        // Where each text starts in the file; `{c: 3}` is on its marker's line.
+        assert_eq!(docs.iter().map(|d| d.line).collect::<Vec<_>>(), [4, 6, 10]);
+        let docs = split_documents("# header\n\na: 1\n---\n\n# b next\nb: 2\n");
+        assert_eq!(
+            docs.iter().map(|d| (d.line, d.text.as_str())).collect::<Vec<_>>(),
+            [(1, "# header\n\na: 1\n"), (5, "\n# b next\nb: 2\n")]
+        );
         assert_eq!(split_documents("{\"a\": 1}").len(), 1);
         assert_eq!(split_documents("a: '---'\n").len(), 1);
         // Found by the apply_yaml fuzz target: a final lone `\r` stayed, before an added `\n`.

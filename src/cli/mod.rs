@@ -15,6 +15,7 @@ mod context;
 mod deadline;
 pub mod exit;
 mod export;
+mod key_lines;
 mod kubeconfig;
 mod login;
 pub(crate) mod manifest;
@@ -28,6 +29,7 @@ mod repo;
 mod rotate;
 mod secrets;
 pub mod sso;
+pub(crate) mod validate;
 mod version;
 mod view;
 

@@ -3,6 +3,7 @@
 
 use crate::cli::apply::read_text;
 use crate::cli::manifest::{parse_document, split_documents};
+use crate::cli::validate::Validate;
 
 /// The input is one file given to `tiphys apply -f`.
 ///
@@ -15,7 +16,7 @@ pub fn apply_yaml(data: &[u8]) {
     let docs = split_documents(text);
     let mut items = Vec::new();
     let mut errors = Vec::new();
-    read_text("fuzz.yaml", text, &mut items, &mut errors);
+    read_text("fuzz.yaml", text, Validate::Strict, &mut items, &mut errors);
     assert_eq!(items.len() + errors.len(), docs.len(), "a document went missing");
     for error in &errors {
         let index = error

@@ -16,6 +16,7 @@ mod encode;
 pub mod gojson;
 mod plan;
 pub mod time;
+mod unknown;
 
 use std::sync::LazyLock;
 
@@ -23,6 +24,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, MethodDes
 use serde_json::Value;
 
 use self::plan::{MessagePlan, NameMap};
+pub use self::unknown::{Step, UnknownField, path_string};
 
 /// The encoded descriptors of every API the server answers (built by `build.rs`).
 pub const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/api_descriptor.bin"));

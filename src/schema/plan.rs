@@ -123,6 +123,11 @@ impl MessagePlan {
         Some(&self.fields[self.lookup_index(key)?])
     }
 
+    /// The field named exactly `key`, without Go's case-insensitive fallback.
+    pub fn exact(&self, key: &str) -> Option<&FieldPlan> {
+        Some(&self.fields[*self.by_name.get(key)?])
+    }
+
     pub fn lookup_index(&self, key: &str) -> Option<usize> {
         if let Some(index) = self.by_name.get(key) {
             return Some(*index);

@@ -368,3 +368,98 @@ fn apply_reports_each_object_over_a_limit_and_stores_none_of_them() {
     }
     assert_eq!(snapshot(&admin), before);
 }
+
+/// An Application for `--validate`: `typo` misspells `syncPolicy` (on the file's line 23 once
+/// written by `unknown_fields_are_refused_warned_about_or_ignored`).
+fn validated_app(name: &str, typo: bool) -> String {
+    let sync = if typo { "syncPolcy" } else { "syncPolicy" };
+    format!(
+        "apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: {name}
+spec:
+  project: default
+  source: {{repoURL: '{REPO}', path: guestbook}}
+  destination: {{server: https://kubernetes.default.svc, namespace: web}}
+  {sync}:
+    automated: {{prune: true}}
+"
+    )
+}
+
+/// `apply --validate`, as kubectl's: by default (`strict`) a document with a field the schema
+/// does not know is refused, naming the file, document, line and field, while the file's other
+/// documents are applied; `warn` applies it with a warning; `ignore` says nothing.
+#[test]
+fn unknown_fields_are_refused_warned_about_or_ignored() {
+    let (server, _config) = start_server(None);
+    let admin = Session::login(&server, "admin", &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("apps.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "# two applications\n{}---\n\n# the second\n{}",
+            validated_app("fine", false),
+            validated_app("typo", true)
+        ),
+    )
+    .unwrap();
+    let path = file.to_str().unwrap();
+    let error = format!("error: {path}:2: line 23: unknown field \"spec.syncPolcy\"");
+    let warning = format!("warning: {path}:2: line 23: unknown field \"spec.syncPolcy\"");
+
+    let run = admin.run(&["apply", "-f", path]);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert_eq!(run.out, "application.argoproj.io/fine created\n", "{run:?}");
+    assert!(run.err.contains(&error), "{}", run.err);
+    assert!(run.err.contains("1 of 2 objects were not applied"), "{}", run.err);
+    admin.fails(&["app", "get", "typo"], 5);
+    let fine = admin.json(&["app", "get", "fine", "-o", "json"]);
+    assert_eq!(fine["spec"]["syncPolicy"]["automated"]["prune"], true, "{fine}");
+    // kubectl's spellings of strict: `true`, and the flag alone.
+    for flag in ["--validate=true", "--validate"] {
+        let run = admin.run(&["apply", flag, "-f", path]);
+        assert_eq!(run.code, Some(1), "{flag}: {run:?}");
+        assert!(run.err.contains(&error), "{flag}: {}", run.err);
+    }
+
+    let run = admin.run(&["apply", "--validate=warn", "-f", path]);
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(run.err.contains(&warning), "{}", run.err);
+    assert!(
+        run.out.contains("application.argoproj.io/typo created"),
+        "{run:?}"
+    );
+    let typo = admin.json(&["app", "get", "typo", "-o", "json"]);
+    assert_eq!(typo["spec"]["project"], "default");
+    assert!(
+        typo["spec"].get("syncPolicy").is_none(),
+        "the server drops it: {typo}"
+    );
+
+    for flag in ["--validate=ignore", "--validate=false"] {
+        let run = admin.run(&["apply", flag, "-f", path]);
+        assert_eq!(run.code, Some(0), "{flag}: {run:?}");
+        assert!(!run.err.contains("syncPolcy"), "{flag}: {}", run.err);
+        assert!(
+            run.out.contains("application.argoproj.io/typo unchanged"),
+            "{run:?}"
+        );
+    }
+    admin.fails(&["apply", "--validate=lenient", "-f", path], 2);
+
+    // A Secret is checked against Kubernetes' Secret.
+    let secret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: r\n  labels:\n    \
+                  argocd.argoproj.io/secret-type: repository\nstrngData:\n  url: https://github.com/org/r\n";
+    let run = admin.run_with(&["apply", "-f", "-"], secret);
+    assert_eq!(run.code, Some(1), "{run:?}");
+    assert!(
+        run.err
+            .contains("error: <stdin>:1: line 7: unknown field \"strngData\""),
+        "{}",
+        run.err
+    );
+    assert_eq!(admin.ok(&["repo", "list", "-o", "name"]), "");
+}
