@@ -278,3 +278,50 @@ fn an_export_applied_to_a_fresh_server_exports_the_same_bytes() {
     let second = export(&data_b, &admin_b);
     assert_eq!(first, second);
 }
+
+/// A move is an update of the object moved and of the one it becomes (SEC-15), and a name held
+/// by an object the caller cannot see is not said to be taken (SEC-14).
+#[tokio::test]
+async fn a_move_needs_update_on_both_urls_and_hides_what_the_caller_cannot_see() {
+    let (server, _config) = crate::credentials_api::start(
+        &["carol", "dave"],
+        &[
+            "p, carol, clusters, get, *, allow",
+            "p, carol, clusters, create, *, allow",
+            &format!("p, carol, clusters, update, {NEW_SERVER}, allow"),
+            "p, dave, clusters, create, *, allow",
+        ],
+        "",
+    );
+    let admin = Rest::login(&server, "admin").await;
+    let declared = json!({"server": OLD_SERVER, "name": "prod", "secretName": "prod-cluster"});
+    admin.ok("POST", "/api/v1/clusters", Some(&declared)).await;
+    let moving = json!({"server": NEW_SERVER, "name": "prod", "secretName": "prod-cluster"});
+
+    let carol = Rest::login(&server, "carol").await;
+    let r = carol
+        .call("POST", "/api/v1/clusters?upsert=true", Some(&moving))
+        .await;
+    assert_eq!(r.status, 403, "no update on the cluster moved: {r:?}");
+    let dave = Rest::login(&server, "dave").await;
+    let r = dave
+        .call("POST", "/api/v1/clusters?upsert=true", Some(&moving))
+        .await;
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(
+        !r.text.contains(OLD_SERVER) && !r.text.contains("upsert"),
+        "{r:?}"
+    );
+
+    let list = admin.ok("GET", "/api/v1/clusters", None).await;
+    let servers: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["server"].as_str())
+        .collect();
+    assert!(
+        servers.contains(&OLD_SERVER) && !servers.contains(&NEW_SERVER),
+        "{list}"
+    );
+}
