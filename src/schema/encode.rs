@@ -11,8 +11,8 @@ use prost_reflect::MessageDescriptor;
 use serde_json::{Map, Value};
 
 use super::gojson::{
-    Key, Loc, base64_into, boolean, double, enum_number, float, int32, integer, key_of, kind_of, string,
-    time_value, uint32,
+    IntOrStr, Key, Loc, base64_into, boolean, double, enum_number, float, int_or_string, int32, integer,
+    key_of, kind_of, raw_bytes, string, time_value, uint32,
 };
 use super::plan::{FieldPlan, Layout, MessagePlan, Wire};
 use super::{Schema, SchemaError};
@@ -336,6 +336,20 @@ impl Schema {
                 close_len(out, at);
                 Ok(())
             }
+            Wire::Raw | Wire::IntOrString => {
+                // `null` (a list element or a map value) is the empty message.
+                put_tag(out, number, LEN);
+                let at = open_len(out);
+                if !json.is_null() {
+                    if let Wire::Raw = wire {
+                        put_bytes(out, 1, &raw_bytes(json));
+                    } else {
+                        put_int_or_string(out, int_or_string(json, path)?);
+                    }
+                }
+                close_len(out, at);
+                Ok(())
+            }
             Wire::String | Wire::Bytes => {
                 let mark = out.len();
                 put_tag(out, number, LEN);
@@ -413,7 +427,12 @@ fn wire_type(wire: &Wire) -> u32 {
     match wire {
         Wire::Fixed64 | Wire::Sfixed64 | Wire::Double => FIXED64,
         Wire::Fixed32 | Wire::Sfixed32 | Wire::Float => FIXED32,
-        Wire::String | Wire::Bytes | Wire::Message { .. } | Wire::Time { .. } => LEN,
+        Wire::String
+        | Wire::Bytes
+        | Wire::Message { .. }
+        | Wire::Time { .. }
+        | Wire::Raw
+        | Wire::IntOrString => LEN,
         _ => VARINT,
     }
 }
@@ -462,10 +481,39 @@ fn put_scalar(wire: &Wire, json: &Value, path: &Loc<'_>, out: &mut Vec<u8>) -> R
             out.extend_from_slice(&n.to_le_bytes());
             n == 0.0
         }
-        Wire::String | Wire::Bytes | Wire::Message { .. } | Wire::Time { .. } => {
+        Wire::String
+        | Wire::Bytes
+        | Wire::Message { .. }
+        | Wire::Time { .. }
+        | Wire::Raw
+        | Wire::IntOrString => {
             return Err(SchemaError::at(path, "not a scalar field"));
         }
     })
+}
+
+/// Writes field `number` holding `bytes`.
+fn put_bytes(out: &mut Vec<u8>, number: u32, bytes: &[u8]) {
+    put_tag(out, number, LEN);
+    let at = open_len(out);
+    out.extend_from_slice(bytes);
+    close_len(out, at);
+}
+
+/// The fields of an `IntOrString`, as prost-reflect writes the message `from_json` makes.
+fn put_int_or_string(out: &mut Vec<u8>, value: IntOrStr<'_>) {
+    put_tag(out, 1, VARINT);
+    match value {
+        IntOrStr::Int(n) => {
+            put_varint(out, 0);
+            put_tag(out, 2, VARINT);
+            put_varint(out, i64::from(n).cast_unsigned());
+        }
+        IntOrStr::Str(text) => {
+            put_varint(out, 1);
+            put_bytes(out, 3, text.as_bytes());
+        }
+    }
 }
 
 /// Writes a varint; true when it is zero.

@@ -234,6 +234,22 @@ fn value(schema: &Schema, kind: &Kind, g: &mut Gen, depth: u32) -> Value {
                 "2026-01-02T03:04:05.123456Z",
                 "1969-12-31T23:59:59.5+01:00",
             ])),
+            super::plan::RAW_EXTENSION => g
+                .pick(&[
+                    json!({"replicas": 2, "image": {"tag": "v1"}, "list": [1, "a", null]}),
+                    json!([true, 1.5, "x"]),
+                    json!("text"),
+                    json!(0),
+                    json!({}),
+                ])
+                .clone(),
+            super::plan::INT_OR_STRING => {
+                if g.chance(500) {
+                    json!(g.pick(&["50%", "", "3"]))
+                } else {
+                    json!(g.below(200) as i64 - 100)
+                }
+            }
             _ => message(schema, m, g, depth + 1),
         },
     }
@@ -270,15 +286,24 @@ fn first_difference(want: &DynamicMessage, got: &DynamicMessage, path: &str) -> 
             want.has_field(&fd),
             got.has_field(&fd)
         );
-        text.truncate(3000);
+        shorten(&mut text);
         return Some(text);
     }
     Some(format!("{path}: differ in unknown fields"))
 }
 
+/// `text` cut to about 3,000 bytes, at a character boundary.
+fn shorten(text: &mut String) {
+    let mut end = text.len().min(3000);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+}
+
 fn check(schema: &Schema, desc: &MessageDescriptor, json: &Value) -> Result<(), String> {
     let mut input = json.to_string();
-    input.truncate(3000);
+    shorten(&mut input);
     match (reference(schema, desc, json), schema.encode(desc, json)) {
         (Ok(want), Ok(got)) => match difference(desc, &want, &got) {
             None => Ok(()),

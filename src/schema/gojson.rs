@@ -63,7 +63,9 @@ impl Schema {
                         let json = self.value_json(field, &value);
                         (!json.is_null() || field.always).then_some(json)
                     }
-                    Shape::Message => (set || field.always).then(|| self.value_json(field, &value)),
+                    Shape::Message | Shape::Raw | Shape::IntOrString => {
+                        (set || field.always).then(|| self.value_json(field, &value))
+                    }
                     Shape::Scalar => {
                         (!is_zero(&value) || field.always).then(|| self.value_json(field, &value))
                     }
@@ -79,6 +81,8 @@ impl Schema {
     fn value_json(&self, field: &FieldPlan, value: &Pv) -> Value {
         match (field.shape, value) {
             (Shape::Time { micro }, Pv::Message(m)) => time_json(m, micro),
+            (Shape::Raw, Pv::Message(m)) => raw_json(m),
+            (Shape::IntOrString, Pv::Message(m)) => int_or_string_json(m),
             (_, Pv::Message(m)) => self.to_json(m),
             (_, scalar) => scalar_json(scalar),
         }
@@ -191,19 +195,38 @@ impl Schema {
     fn read_value(&self, shape: Shape, kind: &Kind, json: &Value, path: &Loc<'_>) -> Result<Pv, SchemaError> {
         Ok(match kind {
             Kind::Message(desc) => {
-                if let Shape::Time { .. } = shape {
-                    let (seconds, nanos) = time_value(json, path)?;
-                    let mut msg = DynamicMessage::new(desc.clone());
-                    msg.set_field_by_number(1, Pv::I64(seconds));
-                    if nanos != 0 {
-                        msg.set_field_by_number(2, Pv::I32(nanos));
+                let mut msg = DynamicMessage::new(desc.clone());
+                match shape {
+                    Shape::Time { .. } => {
+                        let (seconds, nanos) = time_value(json, path)?;
+                        msg.set_field_by_number(1, Pv::I64(seconds));
+                        if nanos != 0 {
+                            msg.set_field_by_number(2, Pv::I32(nanos));
+                        }
+                        return Ok(Pv::Message(msg));
                     }
-                    return Ok(Pv::Message(msg));
+                    Shape::Raw => {
+                        msg.set_field_by_number(1, Pv::Bytes(raw_bytes(json).into()));
+                        return Ok(Pv::Message(msg));
+                    }
+                    Shape::IntOrString => {
+                        match int_or_string(json, path)? {
+                            IntOrStr::Int(n) => {
+                                msg.set_field_by_number(1, Pv::I64(0));
+                                msg.set_field_by_number(2, Pv::I32(n));
+                            }
+                            IntOrStr::Str(text) => {
+                                msg.set_field_by_number(1, Pv::I64(1));
+                                msg.set_field_by_number(3, Pv::String(text.to_owned()));
+                            }
+                        }
+                        return Ok(Pv::Message(msg));
+                    }
+                    Shape::Scalar | Shape::Message => {}
                 }
                 let Value::Object(map) = json else {
                     return Err(mismatch(json, path, "an object"));
                 };
-                let mut msg = DynamicMessage::new(desc.clone());
                 self.read_fields(&mut msg, map, path)?;
                 self.fill_required(&mut msg);
                 Pv::Message(msg)
@@ -316,6 +339,45 @@ pub(super) fn time_value(json: &Value, path: &Loc<'_>) -> Result<(i64, i32), Sch
         .as_str()
         .ok_or_else(|| mismatch(json, path, "a time string"))?;
     time::parse(text).map_err(|e| SchemaError::at(path, e))
+}
+
+/// The bytes a `RawExtension` keeps for a JSON value (Go keeps the bytes it was given; this is
+/// their compact form).
+pub(super) fn raw_bytes(json: &Value) -> Vec<u8> {
+    json.to_string().into_bytes()
+}
+
+/// An `IntOrString` as read from JSON.
+pub(super) enum IntOrStr<'a> {
+    Int(i32),
+    Str(&'a str),
+}
+
+/// A number (an int32) or a string, as Go's `intstr.IntOrString` reads it.
+pub(super) fn int_or_string<'a>(json: &'a Value, path: &Loc<'_>) -> Result<IntOrStr<'a>, SchemaError> {
+    match json {
+        Value::String(text) => Ok(IntOrStr::Str(text)),
+        Value::Number(_) => Ok(IntOrStr::Int(int32(json, path)?)),
+        other => Err(mismatch(other, path, "a number or a string")),
+    }
+}
+
+/// A `RawExtension` as the JSON value its bytes hold (`null` when they hold none).
+fn raw_json(msg: &DynamicMessage) -> Value {
+    msg.get_field_by_number(1)
+        .and_then(|v| v.as_bytes().and_then(|b| serde_json::from_slice(b).ok()))
+        .unwrap_or(Value::Null)
+}
+
+/// An `IntOrString` as a number or a string.
+fn int_or_string_json(msg: &DynamicMessage) -> Value {
+    let kind = msg.get_field_by_number(1).and_then(|v| v.as_i64()).unwrap_or(0);
+    if kind == 1 {
+        let text = msg.get_field_by_number(3);
+        Value::from(text.as_deref().and_then(Pv::as_str).unwrap_or_default())
+    } else {
+        Value::from(msg.get_field_by_number(2).and_then(|v| v.as_i32()).unwrap_or(0))
+    }
 }
 
 fn mismatch(json: &Value, path: &Loc<'_>, want: &str) -> SchemaError {

@@ -15,6 +15,8 @@ use super::encode::Seen;
 
 pub(crate) const TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.Time";
 pub(crate) const MICRO_TIME: &str = "k8s.io.apimachinery.pkg.apis.meta.v1.MicroTime";
+pub(crate) const RAW_EXTENSION: &str = "k8s.io.apimachinery.pkg.runtime.RawExtension";
+pub(crate) const INT_OR_STRING: &str = "k8s.io.apimachinery.pkg.util.intstr.IntOrString";
 
 /// Names are hashed with foldhash: SipHash over a 70-character message name cost more than the
 /// rest of encoding a one-field reply.
@@ -27,6 +29,11 @@ pub(crate) enum Shape {
     Time {
         micro: bool,
     },
+    /// A Kubernetes `RawExtension`: any JSON value, kept as its bytes in `raw = 1`.
+    Raw,
+    /// A Kubernetes `IntOrString`: a number (`type = 1` holds 0, `intVal = 2` the number) or a
+    /// string (`type` holds 1, `strVal = 3` the string).
+    IntOrString,
     Message,
 }
 
@@ -79,6 +86,10 @@ pub(crate) enum Wire {
         /// Whether `seconds` is written when zero (a proto2 field has presence).
         seconds_presence: bool,
     },
+    /// A `RawExtension` message read from any JSON value.
+    Raw,
+    /// An `IntOrString` message read from a number or a string.
+    IntOrString,
 }
 
 /// Whether a field holds one value, a list or a map.
@@ -265,6 +276,12 @@ fn wire_of(fd: &FieldDescriptor, index: &NameMap<usize>) -> Result<Wire, SchemaE
         },
         Kind::Message(m) => match message_shape(&m) {
             Shape::Time { .. } => time_wire(&m)?,
+            Shape::Raw => fixed_wire(&m, &[(1, Kind::Bytes)], Wire::Raw)?,
+            Shape::IntOrString => fixed_wire(
+                &m,
+                &[(1, Kind::Int64), (2, Kind::Int32), (3, Kind::String)],
+                Wire::IntOrString,
+            )?,
             _ => Wire::Message {
                 plan: index.get(m.full_name()).copied().ok_or_else(|| {
                     SchemaError::new(fd.full_name(), format!("unknown message type {}", m.full_name()))
@@ -292,6 +309,22 @@ fn time_wire(m: &MessageDescriptor) -> Result<Wire, SchemaError> {
             m.full_name(),
             "a time message needs int64 seconds = 1 and int32 nanos = 2",
         )),
+    }
+}
+
+/// `wire` for a message the codec reads by fixed field numbers, if it has them with these types.
+fn fixed_wire(m: &MessageDescriptor, fields: &[(u32, Kind)], wire: Wire) -> Result<Wire, SchemaError> {
+    let fits = fields.iter().all(|(number, kind)| {
+        m.get_field(*number)
+            .is_some_and(|f| f.kind() == *kind && !f.is_list() && !f.is_map() && f.supports_presence())
+    });
+    if fits {
+        Ok(wire)
+    } else {
+        Err(SchemaError::new(
+            m.full_name(),
+            "the fields the codec reads by number are not there with their types",
+        ))
     }
 }
 
@@ -337,6 +370,8 @@ fn message_shape(m: &MessageDescriptor) -> Shape {
     match m.full_name() {
         TIME => Shape::Time { micro: false },
         MICRO_TIME => Shape::Time { micro: true },
+        RAW_EXTENSION => Shape::Raw,
+        INT_OR_STRING => Shape::IntOrString,
         _ => Shape::Message,
     }
 }

@@ -21,6 +21,7 @@ mod cli_rbac;
 mod cli_timeouts;
 mod clusters;
 mod credentials_api;
+mod free_json;
 mod fuzz_corpus;
 mod log_limit;
 mod matrix;
