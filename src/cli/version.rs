@@ -39,6 +39,9 @@ struct Versions {
 #[serde(rename_all = "PascalCase")]
 struct Side {
     version: String,
+    /// The Argo CD API level (the server's `Version` up to its `+tiphys.` build metadata).
+    #[serde(rename = "ArgoCDAPI", skip_serializing_if = "String::is_empty")]
+    argocd_api: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     platform: String,
     #[serde(skip_serializing_if = "String::is_empty")]
@@ -52,6 +55,7 @@ struct Side {
 pub async fn run(args: VersionArgs, config_path: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<()> {
     let client = Side {
         version: buildinfo::VERSION.to_owned(),
+        argocd_api: buildinfo::ARGOCD_API.to_owned(),
         platform: buildinfo::platform(),
         compiler: buildinfo::COMPILER.to_owned(),
         build_date: String::new(),
@@ -67,6 +71,7 @@ pub async fn run(args: VersionArgs, config_path: Option<&Path>, out: &mut dyn Wr
             client.conn.version_client().version(()).await,
         )?;
         Some(Side {
+            argocd_api: api_level(&reply.version).to_owned(),
             version: reply.version,
             platform: reply.platform,
             compiler: reply.compiler,
@@ -93,9 +98,19 @@ pub async fn run(args: VersionArgs, config_path: Option<&Path>, out: &mut dyn Wr
     Ok(())
 }
 
+/// The Argo CD API level in a server's `Version`: the part before `+tiphys.…`; nothing for a
+/// server that is not tiphys.
+fn api_level(version: &str) -> &str {
+    match version.split_once('+') {
+        Some((level, build)) if build.starts_with("tiphys.") => level,
+        _ => "",
+    }
+}
+
 fn print_side(out: &mut dyn Write, name: &str, side: &Side) -> std::io::Result<()> {
     writeln!(out, "{name}: {}", side.version)?;
     for (label, value) in [
+        ("ArgoCDAPI", &side.argocd_api),
         ("BuildDate", &side.build_date),
         ("GitCommit", &side.git_commit),
         ("Platform", &side.platform),

@@ -1,4 +1,6 @@
-//! `version.VersionService/Version` and `GET /api/version`.
+//! `version.VersionService/Version` and `GET /api/version`: the Argo CD API level tiphys serves,
+//! with tiphys's version as build metadata (`crate::buildinfo::SERVER_VERSION`). Tools tiphys does
+//! not run (Kustomize, Helm, kubectl, Jsonnet) have no version, so those fields stay empty.
 
 use serde::Serialize;
 
@@ -40,7 +42,7 @@ pub async fn version(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
 /// attacker, and Argo CD's UI reads their presence as "auth is disabled".
 pub fn info(principal: &Principal) -> VersionInfo {
     let mut info = VersionInfo {
-        version: buildinfo::VERSION.to_owned(),
+        version: buildinfo::SERVER_VERSION.to_owned(),
         ..VersionInfo::default()
     };
     if principal.is_authenticated() {
@@ -60,6 +62,6 @@ mod tests {
     #[test]
     fn anonymous_caller_gets_only_the_version() {
         let json = serde_json::to_value(info(&Principal::Anonymous)).unwrap();
-        assert_eq!(json, serde_json::json!({ "Version": buildinfo::VERSION }));
+        assert_eq!(json, serde_json::json!({ "Version": buildinfo::SERVER_VERSION }));
     }
 }

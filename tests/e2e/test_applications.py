@@ -306,6 +306,13 @@ def test_update_updatespec_patch_and_delete_over_rest(env):
     a5 = r.json()
     assert a5["spec"]["destination"]["namespace"] == "ns3" and a5["metadata"]["labels"]["j"] == "2", a5
     assert a5 == env.admin.must_get(name)
+    # Without patchType a patch is a JSON patch, as upstream; a merge-style object is refused.
+    r = env.admin.call("PATCH", f"{APPS}/{name}", {"patch": json.dumps([
+        {"op": "replace", "path": "/spec/destination/namespace", "value": "ns4"}])})
+    assert r.status == 200 and r.json()["spec"]["destination"]["namespace"] == "ns4", r
+    r = env.admin.call("PATCH", f"{APPS}/{name}", {"patch": json.dumps({"spec": {"project": "x"}})})
+    assert r.status == 400 and "JSON patch" in r.json()["message"], r
+    assert env.admin.must_get(name)["spec"]["project"] != "x"
 
     r = env.admin.delete(name)
     assert (r.status, r.json()) == (200, {}), r
@@ -1030,3 +1037,15 @@ def test_acknowledged_creates_survive_kill_9(servers, config_dir, monkeypatch):
     assert names <= set(acked) | set(unacked), names - set(acked) - set(unacked)
     print(f"\nDURABILITY: {len(acked)} acknowledged creates, {kills} kills, {len(unacked)} in flight at a kill "
           f"({sum(n in names for n in unacked)} of them stored), {time.monotonic() - start:.1f} s")
+
+
+def test_what_only_a_controller_reports_is_empty_not_an_error(env):
+    """tiphys runs no controller: the resource tree and the managed resources of an application
+    are the empty answers upstream gives an application without resources (omitempty lists:
+    `{}`), not 501, and a caller who may not see the application is refused as for any read."""
+    name = uniq("ctl")
+    env.admin.must_create(app_body(name))
+    for sub in ("resource-tree", "managed-resources"):
+        r = env.admin.call("GET", f"{APPS}/{name}/{sub}")
+        assert (r.status, r.json()) == (200, {}), (sub, r)
+        assert_api_error(env.alice.call("GET", f"{APPS}/{name}/{sub}"), 403, 7, "permission denied")

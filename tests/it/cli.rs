@@ -2,7 +2,7 @@
 
 use crate::support::{TestServer, cli};
 
-const VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"));
+const VERSION: &str = concat!("v3.4.0+tiphys.", env!("CARGO_PKG_VERSION"));
 
 #[test]
 fn version_over_native_grpc_and_grpc_web_with_the_servers_certificate() {
@@ -17,6 +17,8 @@ fn version_over_native_grpc_and_grpc_web_with_the_servers_certificate() {
         assert!(ok, "{extra:?}: {err}");
         let json: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(json["server"]["Version"], VERSION);
+        assert_eq!(json["server"]["ArgoCDAPI"], "v3.4.0", "{json}");
+        assert_eq!(json["client"]["ArgoCDAPI"], "v3.4.0", "{json}");
         assert!(!err.contains("gRPC-Web instead"), "no fallback needed: {err}");
     }
     let (ok, _, err) = cli(&["version", "--server", &addr]);
@@ -51,7 +53,11 @@ fn version_over_h2c_and_grpc_web_under_a_root_path() {
 #[test]
 fn client_version_needs_no_server_and_a_missing_server_is_explained() {
     let (ok, out, _) = cli(&["version", "--client"]);
-    assert!(ok && out.starts_with(&format!("tiphys: {VERSION}")), "{out}");
+    let own = concat!("v", env!("CARGO_PKG_VERSION"));
+    assert!(
+        ok && out.starts_with(&format!("tiphys: {own}\n  ArgoCDAPI: v3.4.0\n")),
+        "{out}"
+    );
     let (ok, _, err) = cli(&["version"]);
     assert!(!ok && err.contains("--server"), "{err}");
 }

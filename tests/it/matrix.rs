@@ -11,7 +11,7 @@ use crate::support::client::{
     self, Proto, connect, get, grpc_frame, grpc_request, grpc_web_frames, version_field,
 };
 
-const VERSION: &str = concat!("v", env!("CARGO_PKG_VERSION"));
+const VERSION: &str = concat!("v3.4.0+tiphys.", env!("CARGO_PKG_VERSION"));
 
 async fn check_all(server: &TestServer, tls: bool, proto: Proto) {
     let scheme = if tls { "https" } else { "http" };

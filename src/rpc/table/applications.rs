@@ -121,10 +121,10 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [post("/api/v1/applications/manifestsWithFiles", Body::All)],
             NO_REPO_SERVER,
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/ManagedResources",
             [get("/api/v1/applications/{applicationName}/managed-resources")],
-            NO_LIVE_CLUSTER,
+            call(app::managed_resources),
         ),
         unserved(
             "/application.ApplicationService/ServerSideDiff",

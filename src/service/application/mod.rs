@@ -555,7 +555,8 @@ pub struct PatchRequest {
     pub project: String,
 }
 
-/// A JSON merge patch (`merge`, the default) or a JSON patch (`json`) of the application.
+/// A JSON patch (`json`, the default, as upstream's `Patch` in server/application/application.go)
+/// or a JSON merge patch (`merge`) of the application.
 pub async fn patch(ctx: Ctx, req: PatchRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let patch: Value = serde_json::from_str(&req.patch)
@@ -587,11 +588,11 @@ async fn edit(
     .await
 }
 
-/// `value` with a merge patch (`merge`, the default) or a JSON patch (`json`) applied.
+/// `value` with a JSON patch (`json`, the default) or a merge patch (`merge`) applied.
 fn patched(mut value: Value, patch: &Value, patch_type: &str) -> Result<Value, AppError> {
     match patch_type {
-        "" | "merge" => json_patch::merge(&mut value, patch),
-        "json" => {
+        "merge" => json_patch::merge(&mut value, patch),
+        "" | "json" => {
             let ops: json_patch::Patch = serde_json::from_value(patch.clone())
                 .map_err(|e| AppError::InvalidArgument(format!("invalid JSON patch: {e}")))?;
             json_patch::patch(&mut value, &ops)
@@ -652,6 +653,18 @@ pub struct ResourcesQuery {
 
 /// The resource tree: written by a controller; empty until one does.
 pub async fn resource_tree(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
+    nothing_reported(ctx, q)
+}
+
+/// The managed resources and their diffs: reported by a controller; none until one does (an
+/// empty answer, as upstream gives for an application with no resources, not an error).
+pub async fn managed_resources(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
+    nothing_reported(ctx, q)
+}
+
+/// The empty answer for what only a controller reports, to a caller who may `get` the
+/// application.
+fn nothing_reported(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     authorized(
         &ctx.app,
