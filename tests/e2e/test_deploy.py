@@ -87,8 +87,96 @@ def istio_errors(objs):
     return [f"{r['kind']}/{r['name']}: {e}" for r in json.loads(res.stdout) for e in r["errors"]]
 
 
+class _TsType:
+    """The shape of a field as a TypeScript declaration (.d.ts) of @kubernetes-models states it:
+    `fields` for an object literal, `item` for Array<...> and map values, neither for a leaf."""
+
+    def __init__(self, fields=None, item=None):
+        self.fields, self.item = fields, item
+
+
+def _skip_to_end(text, i):
+    """The index of the `;`, `>` or `}` that ends the type running through text[i:]."""
+    depth = 0
+    while depth or text[i] not in ";>}":
+        depth += {"{": 1, "(": 1, "<": 1, "}": -1, ")": -1, ">": -1}.get(text[i], 0)
+        i += 1
+    return i
+
+
+def _parse_ts_type(text, i):
+    """Parses the type at text[i:] (comments removed); returns (_TsType, index after it). Of an
+    intersection (`{...} & (Exclude<...> | ...)`, Istio's oneOf), the first object's fields count."""
+    shape, i = _parse_ts_type_head(text, i)
+    return shape, _skip_to_end(text, i)
+
+
+def _parse_ts_type_head(text, i):
+    while text[i].isspace():
+        i += 1
+    if text.startswith("Array<", i):
+        item, i = _parse_ts_type(text, i + len("Array<"))
+        while text[i].isspace():
+            i += 1
+        assert text[i] == ">", text[i - 40:i + 40]
+        return _TsType(item=item), i + 1
+    if text[i] == "{":
+        fields, item, i = {}, None, i + 1
+        while True:
+            while text[i].isspace():
+                i += 1
+            if text[i] == "}":
+                return _TsType(fields=None if item else fields, item=item), i + 1
+            m = re.compile(r'"([^"]+)"\??:|\[key: string\]:').match(text, i)
+            assert m, f"unexpected declaration: {text[i:i + 80]}"
+            value, i = _parse_ts_type(text, m.end())
+            if m.group(1) is None:
+                item = value
+            else:
+                fields[m.group(1)] = value
+            while text[i].isspace():
+                i += 1
+            if text[i] == ";":
+                i += 1
+    return _TsType(), i  # a leaf: a primitive or a union of literals
+
+
+def _unknown_fields(value, shape, path):
+    if shape.fields is not None and isinstance(value, dict):
+        for key, child in value.items():
+            if key not in shape.fields:
+                yield f"{path}/{key}: unknown field (the API server would drop it)"
+            else:
+                yield from _unknown_fields(child, shape.fields[key], f"{path}/{key}")
+    elif shape.item is not None and isinstance(value, dict):
+        for key, child in value.items():
+            yield from _unknown_fields(child, shape.item, f"{path}/{key}")
+    elif shape.item is not None and isinstance(value, list):
+        for n, child in enumerate(value):
+            yield from _unknown_fields(child, shape.item, f"{path}/{n}")
+
+
+def istio_unknown_fields(objs):
+    """Fields of an Istio object's spec that Istio's schema does not have (its CRD validation lets
+    them through, and the API server prunes them silently): read from the package's declarations."""
+    models = ISTIO_VALIDATOR.parent / "node_modules" / "@kubernetes-models" / "istio"
+    errors = []
+    for obj in objs:
+        if not str(obj.get("apiVersion", "")).startswith(ISTIO_GROUP):
+            continue
+        group_version = obj["apiVersion"]
+        declaration = models / group_version / f"{obj['kind']}.d.ts"
+        if not declaration.is_file():
+            errors.append(f"{ident(obj)}: no Istio declaration for {group_version} {obj['kind']}")
+            continue
+        text = re.sub(r"/\*.*?\*/", "", declaration.read_text(), flags=re.S)
+        spec, _ = _parse_ts_type(text, text.index('"spec"?:') + len('"spec"?:'))
+        errors += [f"{ident(obj)}: {e}" for e in _unknown_fields(obj.get("spec", {}), spec, "/spec")]
+    return errors
+
+
 def validate(objs):
-    errors = kubernetes_errors(objs) + istio_errors(objs)
+    errors = kubernetes_errors(objs) + istio_errors(objs) + istio_unknown_fields(objs)
     if errors:
         raise DeployError("invalid objects:\n  " + "\n  ".join(errors))
 
@@ -177,6 +265,16 @@ def test_bad_istio_object_is_named(rendered):
     gateway["spec"]["servers"][0]["tls"]["mode"] = "PASSTHRU"
     errors = istio_errors([gateway])
     assert errors and "Gateway/tiphys" in errors[0] and "/spec/servers/0/tls/mode" in errors[0], errors
+
+    service = json.loads(json.dumps(only(rendered["istio-passthrough"], "VirtualService")))
+    service["spec"]["tls"][0]["match"][0]["sniHost"] = ["cd.example.com"]
+    service["spec"]["http"][0]["timout"] = "10s"
+    assert istio_errors([service]) == [], "Istio's CRD schema lets unknown fields through"
+    assert sorted(istio_unknown_fields([service])) == [
+        "VirtualService/tiphys: /spec/http/0/timout: unknown field (the API server would drop it)",
+        "VirtualService/tiphys: /spec/tls/0/match/0/sniHost: unknown field (the API server would drop it)"]
+    with pytest.raises(DeployError, match="sniHost"):
+        validate([service])
 
 
 # ---- what every overlay's pod must be ---------------------------------------------------------
