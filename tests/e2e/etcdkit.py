@@ -7,6 +7,7 @@ under the test's workdir, stopped by the PIDs started here. Every wait is bounde
 
 import json
 import socket
+import ssl
 import subprocess
 import time
 import urllib.request
@@ -30,10 +31,10 @@ def _free_ports(n):
         return [s.getsockname()[1] for s in socks]
 
 
-def _healthy(client_url):
+def _healthy(client_url, context=None):
     """etcd's own health answer: true once the member serves reads and writes (has a leader)."""
     try:
-        with urllib.request.urlopen(f"{client_url}/health", timeout=2) as r:
+        with urllib.request.urlopen(f"{client_url}/health", timeout=2, context=context) as r:
             return r.status == 200 and json.loads(r.read()).get("health") == "true"
     except (OSError, ValueError):
         return False
@@ -42,10 +43,12 @@ def _healthy(client_url):
 class Etcd:
     """A running etcd cluster; `endpoints` are its members' client URLs."""
 
-    def __init__(self, workdir, size=1):
+    def __init__(self, workdir, size=1, tls=None):
+        """`tls`: an EtcdTls; the members then serve https only and require its client certificate."""
         require_tool("etcd")
         self.workdir = Path(workdir)
         self.size = size
+        self.tls = tls
         self.procs = []
         self.attempt = 0
         last = ""
@@ -60,7 +63,8 @@ class Etcd:
 
     def _spawn(self):
         ports = _free_ports(2 * self.size)
-        clients = [f"http://127.0.0.1:{ports[2 * i]}" for i in range(self.size)]
+        scheme = "https" if self.tls else "http"
+        clients = [f"{scheme}://127.0.0.1:{ports[2 * i]}" for i in range(self.size)]
         peers = [f"http://127.0.0.1:{ports[2 * i + 1]}" for i in range(self.size)]
         initial = ",".join(f"m{i}={peer}" for i, peer in enumerate(peers))
         self.endpoints = clients
@@ -74,6 +78,9 @@ class Etcd:
                    "--listen-peer-urls", peers[i], "--initial-advertise-peer-urls", peers[i],
                    "--initial-cluster", initial, "--initial-cluster-token", f"tiphys-e2e-{ports[0]}",
                    "--initial-cluster-state", "new", "--logger", "zap", "--log-outputs", "stderr"]
+            if self.tls:
+                cmd += ["--cert-file", str(self.tls.server_cert), "--key-file", str(self.tls.server_key),
+                        "--trusted-ca-file", str(self.tls.ca), "--client-cert-auth"]
             with open(log, "wb") as out:
                 self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT,
                                                    stdin=subprocess.DEVNULL))
@@ -87,7 +94,7 @@ class Etcd:
             for i in sorted(pending):
                 if self.procs[i].poll() is not None:
                     return f"member m{i} exited with {self.procs[i].returncode}: {self.tail(i)}"
-                if _healthy(self.endpoints[i]):
+                if _healthy(self.endpoints[i], self.tls.client_context() if self.tls else None):
                     pending.discard(i)
             if pending:
                 time.sleep(0.1)
@@ -118,3 +125,37 @@ class Etcd:
                 proc.kill()
                 proc.wait(timeout=5)
         self.procs = []
+
+
+class EtcdTls:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate (openssl), in `d`."""
+
+    def __init__(self, d):
+        require_tool("openssl")
+        d = Path(d)
+        d.mkdir(parents=True, exist_ok=True)
+        self.ca, self.ca_key = d / "ca.crt", d / "ca.key"
+        self.server_cert, self.server_key = d / "server.crt", d / "server.key"
+        self.client_cert, self.client_key = d / "client.crt", d / "client.key"
+        self._openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                      "-days", "2", "-subj", "/CN=tiphys test etcd CA", "-keyout", self.ca_key, "-out", self.ca)
+        self._leaf(d, "server", "/CN=etcd", "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth")
+        self._leaf(d, "client", "/CN=tiphys", "extendedKeyUsage=clientAuth")
+
+    @staticmethod
+    def _openssl(*args):
+        subprocess.run(["openssl", *map(str, args)], check=True, capture_output=True, timeout=60)
+
+    def _leaf(self, d, name, subject, ext):
+        csr, key, crt, extfile = d / f"{name}.csr", d / f"{name}.key", d / f"{name}.crt", d / f"{name}.ext"
+        extfile.write_text("basicConstraints=critical,CA:FALSE\n" + ext + "\n")
+        self._openssl("req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                      "-subj", subject, "-keyout", key, "-out", csr)
+        self._openssl("x509", "-req", "-in", csr, "-CA", self.ca, "-CAkey", self.ca_key, "-CAcreateserial",
+                      "-days", "2", "-extfile", extfile, "-out", crt)
+
+    def client_context(self):
+        ctx = ssl.create_default_context(cafile=str(self.ca))
+        ctx.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return ctx
+

@@ -12,6 +12,12 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from conftest import VERSION_RE, cli, decode_fields, free_port, require_tool, wait_port
 
+# The server flags of each gateway mode, as deploy/'s overlays give them to the container
+# (tests/e2e/test_deploy.py checks that they match): nginx terminating TLS stands for
+# deploy/istio-terminate, haproxy passing TLS through by SNI for deploy/istio-passthrough.
+TERMINATE_FLAGS = ("--insecure",)
+PASSTHROUGH_FLAGS = ("--tls-cert={crt}", "--tls-key={key}")
+
 NGINX_CONF = """\
 worker_processes 1;
 pid {d}/nginx.pid;
@@ -97,7 +103,7 @@ class Nginx:
 @pytest.fixture
 def nginx(tiphys, processes, tmp_path):
     require_tool("nginx")
-    backend = tiphys("--insecure")
+    backend = tiphys(*TERMINATE_FLAGS)
     d = tmp_path / "nginx"
     (d / "tmp").mkdir(parents=True)
     crt, key = make_cert(d)
@@ -183,9 +189,11 @@ def test_nginx_http1_path_grpcio_gets_clear_error(nginx):
 @pytest.fixture
 def haproxy(tiphys, processes, tmp_path):
     require_tool("haproxy")
-    backend = tiphys()
     d = tmp_path / "haproxy"
     d.mkdir()
+    crt, key = make_cert(d)  # passthrough: clients see tiphys's own certificate, a real one here
+    backend = tiphys(*(f.format(crt=crt, key=key) for f in PASSTHROUGH_FLAGS))
+    backend.ca = crt
     tls_port, http_port = free_port(), free_port()
     cfg = d / "haproxy.cfg"
     cfg.write_text(HAPROXY_CFG.format(tls_port=tls_port, http_port=http_port, backend=backend.port))
