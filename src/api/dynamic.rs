@@ -144,7 +144,9 @@ async fn serve(app: Arc<App>, endpoint: &Endpoint, req: Request) -> Response {
 async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Result<Response, AppError> {
     let rpc = &endpoint.rpc;
     let call = match &rpc.handler {
-        Handler::Unimplemented(why) => return Err(AppError::Unimplemented((*why).to_owned())),
+        Handler::Unimplemented(why) => {
+            return Err(rpc.unserved(&RequestContext::caller_of(req.extensions()), why));
+        }
         Handler::Call(call, _) => Arc::clone(call),
     };
     let method = rpc

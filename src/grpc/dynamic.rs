@@ -83,7 +83,10 @@ impl tower::Service<http::Request<tonic::body::Body>> for DynService {
                 return unimplemented(format!("unknown method {}", req.uri().path()));
             };
             let call = match &rpc.handler {
-                Handler::Unimplemented(why) => return unimplemented((*why).to_owned()),
+                Handler::Unimplemented(why) => {
+                    let refusal = rpc.unserved(&RequestContext::caller_of(req.extensions()), why);
+                    return Ok(Status::from(refusal).into_http());
+                }
                 Handler::Call(call, _) => Arc::clone(call),
             };
             let Some(method) = rpc.method.clone() else {

@@ -61,6 +61,21 @@ pub struct Rpc {
     pub method: Option<prost_reflect::MethodDescriptor>,
 }
 
+impl Rpc {
+    /// The answer to a call of a method tiphys does not serve: a caller without a session is
+    /// refused first, as for any method (so the answer tells nothing to an unknown caller), and
+    /// everyone else learns which operation is not served and why.
+    pub fn unserved(&self, caller: &crate::principal::Caller, why: &str) -> AppError {
+        match caller.require() {
+            Err(refused) => refused,
+            Ok(_) => AppError::Unimplemented(format!(
+                "{} is not served by tiphys: {why}",
+                self.path.trim_start_matches('/')
+            )),
+        }
+    }
+}
+
 /// A use case as a table handler: the request's JSON is read into `Req` (a bad one is an
 /// `INVALID_ARGUMENT` that names the field).
 pub fn call<Req, F, Fut>(f: F) -> Handler

@@ -292,3 +292,18 @@ def test_renewal_in_metadata_for_native_grpc_only(servers, config_dir, client, p
     assert not any(JWT_RE.search(f"{k}: {v}") for k, v in trailers.items()), trailers
     assert time.time() < old["exp"], "the checks above ran after expiry"
     assert c.userinfo(renewed).username == "admin"
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unserved_method_authenticates_first_and_names_itself(mode, shared, client):
+    """A method tiphys does not serve answers UNAUTHENTICATED to a caller without a session, as
+    every method does, and UNIMPLEMENTED naming the method to everyone else (grpcio, raw bytes:
+    the request is never read)."""
+    c = client(shared[mode])
+    call = c.channel.unary_unary("/application.ApplicationService/ServerSideDiff")
+    err = rpc_error(call, b"", timeout=10)
+    assert err.code() == grpc.StatusCode.UNAUTHENTICATED, err
+    token = c.login("admin", ADMIN_PW)
+    err = rpc_error(call, b"", metadata=[("token", token)], timeout=10)
+    assert err.code() == grpc.StatusCode.UNIMPLEMENTED, err
+    assert err.details().startswith("application.ApplicationService/ServerSideDiff is not served by tiphys: "), err

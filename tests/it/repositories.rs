@@ -226,6 +226,19 @@ async fn repositories_and_templates_crud_never_answers_secrets() {
         r.body["error"].as_str().unwrap().contains("does not contact"),
         "{r:?}"
     );
+    assert!(
+        r.body["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("repository.RepositoryService/ValidateAccess is not served by tiphys: "),
+        "the operation is named: {r:?}"
+    );
+    // Authentication comes first: a caller without a session learns nothing of what is served.
+    let anonymous = Rest::anonymous(&server);
+    let r = anonymous
+        .expect(401, "GET", &format!("{}/refs", repo_path(APP_REPO)), None)
+        .await;
+    assert_eq!(r.body["code"], 16, "{r:?}");
     let r = admin
         .expect(501, "GET", &format!("{}/refs", repo_path(APP_REPO)), None)
         .await;
