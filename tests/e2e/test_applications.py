@@ -1049,3 +1049,21 @@ def test_what_only_a_controller_reports_is_empty_not_an_error(env):
         r = env.admin.call("GET", f"{APPS}/{name}/{sub}")
         assert (r.status, r.json()) == (200, {}), (sub, r)
         assert_api_error(env.alice.call("GET", f"{APPS}/{name}/{sub}"), 403, 7, "permission denied")
+
+
+def test_a_destination_server_must_be_a_registered_cluster(env):
+    """As upstream's ValidatePermissions: an application whose destination server is no cluster
+    tiphys knows is refused on create and on update (400, the cluster named), and accepted once
+    the cluster is registered."""
+    name = uniq("dest")
+    server = f"https://{name}.example:6443"
+    r = env.admin.call("POST", APPS, app_body(name, server=server))
+    assert_api_error(r, 400, 3, f"InvalidSpecError: cluster '{server}' has not been configured")
+    assert env.admin.app(name).status == 404
+    env.admin.must_create(app_body(name))
+    r = env.admin.call("PUT", f"{APPS}/{name}", app_body(name, server=server))
+    assert_api_error(r, 400, 3, "has not been configured")
+    r = env.admin.call("POST", "/api/v1/clusters", {"server": server, "name": name})
+    assert r.status == 200, r
+    r = env.admin.call("PUT", f"{APPS}/{name}", app_body(name, server=server))
+    assert r.status == 200 and r.json()["spec"]["destination"]["server"] == server, r

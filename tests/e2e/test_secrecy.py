@@ -713,6 +713,23 @@ def rest_matrix(env, c, caller):
                                                       "destination": {"server": "not a url"}})
     call("POST", "/api/v1/applications", '{"metadata": {"name": "x"}, "spec": {"source": {"repoURL": "' + app_url)
 
+    # services tiphys does not serve: bodies that would carry secrets upstream (a GnuPG key, a
+    # certificate, an ApplicationSet template with a repository URL) are never read or echoed
+    for path in ("/api/v1/certificates", "/api/v1/gpgkeys", "/api/v1/gpgkeys/ABCDEF", "/api/v1/applicationsets",
+                 "/api/v1/applicationsets/a", "/api/v1/applicationsets/a/events",
+                 "/api/v1/applicationsets/a/resource-tree", "/api/v1/stream/applicationsets",
+                 "/api/v1/notifications/triggers", "/api/v1/notifications/services",
+                 "/api/v1/notifications/templates"):
+        call("GET", path)
+    for path in ("/api/v1/certificates", "/api/v1/gpgkeys", "/api/v1/applicationsets/a"):
+        call("DELETE", path)
+    call("POST", "/api/v1/certificates", {"items": [{"serverName": "h", "certType": "https",
+                                                      "certData": s.new("certificate-body", False)}]})
+    call("POST", "/api/v1/gpgkeys", {"publickey": s.new("gpg-key-body", False)})
+    call("POST", "/api/v1/applicationsets", {"metadata": {"name": "a"}, "spec": {"template": {"spec": {
+        "source": {"repoURL": app_url}}}}})
+    call("POST", "/api/v1/applicationsets/generate", {"applicationSet": {"metadata": {"name": "a"}}})
+
     # deletions last: the disposable objects (only admin may delete; ops may not)
     call("DELETE", f"/api/v1/repositories/{enc(c.r_tmp['repo'])}")
     call("DELETE", f"/api/v1/repocreds/{enc(c.t_tmp['url'])}")

@@ -338,6 +338,9 @@ fn validate(state: &App, app: &AppView) -> Result<Key, AppError> {
     };
     check_no_password("application destination server", &dest.server)?;
     rules.check_destination(project, &server, &dest.name, &dest.namespace)?;
+    if dest.name.is_empty() {
+        check_cluster_configured(state, &app.metadata.name, &server)?;
+    }
     for (key, value) in &app.metadata.annotations {
         if key.starts_with("link.argocd.argoproj.io/") {
             let lower = value.trim().to_ascii_lowercase();
@@ -349,6 +352,20 @@ fn validate(state: &App, app: &AppView) -> Result<Key, AppError> {
         }
     }
     Ok(Key::new(Kind::Application, &ns, &app.metadata.name))
+}
+
+/// A destination server must be a cluster tiphys knows (the in-cluster destination included
+/// while it is enabled), as upstream's `ValidatePermissions` (util/argo/argo.go) requires, with
+/// its words.
+fn check_cluster_configured(state: &App, app_name: &str, server: &str) -> Result<(), AppError> {
+    use super::cluster::lookup::{Lookup, find, normalize_server};
+    if find(state, &Lookup::Server(normalize_server(server))).is_some() {
+        return Ok(());
+    }
+    Err(AppError::InvalidArgument(format!(
+        "application spec for {app_name} is invalid: InvalidSpecError: cluster '{}' has not been configured",
+        crate::urlmask::mask(server)
+    )))
 }
 
 /// The server URL of the cluster named `name` (the in-cluster destination included while it is
