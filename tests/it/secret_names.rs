@@ -41,6 +41,23 @@ fn apply(session: &Session, docs: &[String]) -> crate::cli_apps::Run {
     session.run_with(&["apply", "-f", "-"], &docs.join("---\n"))
 }
 
+/// Whether the clusters at [`OLD_SERVER`] and at [`NEW_SERVER`] are stored, over REST.
+async fn stored_servers(rest: &Rest) -> [bool; 2] {
+    let list = rest.ok("GET", "/api/v1/clusters", None).await;
+    let items = list["items"].as_array().unwrap();
+    [OLD_SERVER, NEW_SERVER].map(|server| items.iter().any(|c| c["server"] == server))
+}
+
+/// `run` succeeded and reported each of the three Secrets with `action`.
+#[track_caller]
+fn assert_each_reported(run: &crate::cli_apps::Run, action: &str) {
+    assert_eq!(run.code, Some(0), "{run:?}");
+    for secret in ["prod-cluster", "guestbook-repo", "github-creds"] {
+        let line = format!("secret/{secret} {action}");
+        assert!(run.out.contains(&line), "{line}: {run:?}");
+    }
+}
+
 /// The exported Secrets as (`secret-type` label, `metadata.name`, URL), sorted.
 fn exported_secrets(text: &str) -> Vec<(String, String, String)> {
     let mut out: Vec<_> = text
@@ -117,15 +134,7 @@ fn secrets_keep_their_names_and_a_new_url_moves_the_object() {
         repository(NEW_REPO),
         creds("https://github.com/moved"),
     ];
-    let run = apply(&admin, &moved);
-    assert_eq!(run.code, Some(0), "{run:?}");
-    for line in [
-        "secret/prod-cluster configured",
-        "secret/guestbook-repo configured",
-        "secret/github-creds configured",
-    ] {
-        assert!(run.out.contains(line), "{line}: {run:?}");
-    }
+    assert_each_reported(&apply(&admin, &moved), "configured");
     assert_eq!(
         listed(&admin, "cluster", "server"),
         [(NEW_SERVER.to_owned(), "prod-cluster".to_owned())]
@@ -138,16 +147,8 @@ fn secrets_keep_their_names_and_a_new_url_moves_the_object() {
         listed(&admin, "repocreds", "url"),
         [("https://github.com/moved".to_owned(), "github-creds".to_owned())]
     );
-    let run = apply(&admin, &moved);
-    assert_eq!(run.code, Some(0), "{run:?}");
     // Unchanged, though the cluster's token is never shown back.
-    for line in [
-        "secret/prod-cluster unchanged",
-        "secret/guestbook-repo unchanged",
-        "secret/github-creds unchanged",
-    ] {
-        assert!(run.out.contains(line), "{line}: {run:?}");
-    }
+    assert_each_reported(&apply(&admin, &moved), "unchanged");
 
     // A second Secret cannot declare the server the first one does; nothing changes.
     let run = apply(&admin, &[cluster("other-cluster", NEW_SERVER)]);
@@ -221,17 +222,7 @@ async fn clients_that_do_not_know_the_name_keep_it() {
         .ok("POST", "/api/v1/clusters?upsert=true", Some(&create))
         .await;
     assert_eq!(moved["server"], NEW_SERVER, "{moved}");
-    let list = rest.ok("GET", "/api/v1/clusters", None).await;
-    let servers: Vec<&str> = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["server"].as_str())
-        .collect();
-    assert!(
-        !servers.contains(&OLD_SERVER) && servers.contains(&NEW_SERVER),
-        "{list}"
-    );
+    assert_eq!(stored_servers(&rest).await, [false, true]);
 }
 
 /// apply → export (with credentials, server stopped) → apply into a fresh data dir → export:
@@ -313,15 +304,5 @@ async fn a_move_needs_update_on_both_urls_and_hides_what_the_caller_cannot_see()
         "{r:?}"
     );
 
-    let list = admin.ok("GET", "/api/v1/clusters", None).await;
-    let servers: Vec<&str> = list["items"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|c| c["server"].as_str())
-        .collect();
-    assert!(
-        servers.contains(&OLD_SERVER) && !servers.contains(&NEW_SERVER),
-        "{list}"
-    );
+    assert_eq!(stored_servers(&admin).await, [true, false]);
 }
