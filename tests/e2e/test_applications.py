@@ -559,6 +559,26 @@ def test_sync_records_the_operation_and_terminate_withdraws_it(env, stub, app_pb
     assert "operation" not in env.admin.must_get(name)
 
 
+def test_sync_takes_the_applications_sync_options_and_retry_unless_the_request_gives_its_own(env):
+    """As upstream's Sync: spec.syncPolicy.syncOptions and .retry are copied into the recorded
+    operation; a request's own syncOptions (even an empty list) or retryStrategy win."""
+    retry = {"limit": 3, "backoff": {"duration": "5s", "factor": 2, "maxDuration": "3m"}}
+    policy = {"syncOptions": ["CreateNamespace=true", "PruneLast=true"], "retry": retry}
+    name = uniq("syncopts")
+    env.admin.must_create(app_body(name, syncPolicy=policy))
+    r = env.admin.call("POST", f"{APPS}/{name}/sync", {"dryRun": True})
+    assert r.status == 200, r
+    op = r.json()["operation"]
+    assert op["sync"]["syncOptions"] == policy["syncOptions"] and op["retry"] == retry, op
+    env.admin.call("DELETE", f"{APPS}/{name}/operation")
+    own = {"limit": 1}
+    r = env.admin.call("POST", f"{APPS}/{name}/sync", {"dryRun": True, "syncOptions": {"items": []},
+                                                      "retryStrategy": own})
+    assert r.status == 200, r
+    op = r.json()["operation"]
+    assert "syncOptions" not in op["sync"] and op["retry"] == own, op
+
+
 def test_sync_with_local_manifests_needs_override(env, stub, app_pb):
     """SEC-23: alice has `sync` but not `override` on visible-*; bob has both."""
     name = "visible-" + uniq("override")

@@ -100,11 +100,21 @@ async fn sync_once(state: &App, principal: &Principal, req: &SyncRequest) -> Res
         Value::from(req.manifests.clone()),
         !req.manifests.is_empty(),
     );
-    let options = req
-        .sync_options
-        .as_ref()
-        .map(|o| o.items.clone())
-        .unwrap_or_default();
+    // As upstream's Sync (server/application/application.go): the application's own sync
+    // options and retry strategy, unless the request gives its own.
+    let policy = value.pointer("/spec/syncPolicy");
+    let options: Vec<Value> = match &req.sync_options {
+        Some(o) => o.items.iter().cloned().map(Value::from).collect(),
+        None => policy
+            .and_then(|p| p.get("syncOptions"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
+    };
+    let retry = req
+        .retry_strategy
+        .clone()
+        .or_else(|| policy.and_then(|p| p.get("retry")).cloned());
     put("syncOptions", Value::from(options.clone()), !options.is_empty());
     let mut operation = Map::new();
     operation.insert("sync".to_owned(), Value::Object(sync));
@@ -115,8 +125,8 @@ async fn sync_once(state: &App, principal: &Principal, req: &SyncRequest) -> Res
     if !req.infos.is_empty() {
         operation.insert("info".to_owned(), Value::from(req.infos.clone()));
     }
-    if let Some(retry) = &req.retry_strategy {
-        operation.insert("retry".to_owned(), retry.clone());
+    if let Some(retry) = retry {
+        operation.insert("retry".to_owned(), retry);
     }
     if let Some(object) = value.as_object_mut() {
         object.insert("operation".to_owned(), Value::Object(operation));
