@@ -340,40 +340,42 @@ def test_update_spec_without_project_stores_the_default_project(env):
 
 # ---- optimistic concurrency --------------------------------------------------------------------
 
-def test_stale_resource_version_is_refused_and_nothing_changes(env, stub, app_pb):
+def test_an_update_applies_to_the_latest_application_whatever_its_resource_version(env, stub, app_pb):
+    """As upstream's Update (server/application/application.go `updateApp`): the body's spec,
+    labels, annotations and finalizers are applied to the latest stored application; a stale or
+    missing resourceVersion is no conflict, and status and operation stay the server's."""
     name = uniq("occ")
-    created = env.admin.must_create(app_body(name))
+    created = env.admin.must_create(app_body(name, labels={"keep": "no"}))
     first = copy.deepcopy(created)
     first["spec"]["destination"]["namespace"] = "first"
     r = env.admin.call("PUT", f"{APPS}/{name}", first)
     assert r.status == 200, r
-    current = env.admin.app(name)
+    current = env.admin.must_get(name)
 
     stale = copy.deepcopy(created)  # still carries the creation's resourceVersion
     stale["spec"]["destination"]["namespace"] = "second"
+    stale["metadata"]["labels"] = {"team": "web"}
+    stale["metadata"]["finalizers"] = ["resources-finalizer.argocd.argoproj.io"]
     r = env.admin.call("PUT", f"{APPS}/{name}", stale)
-    err = assert_api_error(r, 409, 10, "resourceVersion")
-    assert created["metadata"]["resourceVersion"] in err["message"], err
-    assert env.admin.app(name).body == current.body
+    assert r.status == 200, r
+    after = r.json()
+    assert after["spec"]["destination"]["namespace"] == "second", after
+    assert after["metadata"]["labels"] == {"team": "web"}, after
+    assert after["metadata"]["finalizers"] == ["resources-finalizer.argocd.argoproj.io"], after
+    assert after["metadata"]["uid"] == current["metadata"]["uid"], after
+    assert rv_of(after) > rv_of(current), after
+    assert env.admin.must_get(name) == after
 
-    # the same over gRPC
+    # the same over gRPC, without any resourceVersion
     msg = app_pb.v1.Application()
     msg.metadata.name = name
-    msg.metadata.resourceVersion = created["metadata"]["resourceVersion"]
     msg.spec.destination.server = IN_CLUSTER
     msg.spec.destination.namespace = "third"
     msg.spec.source.repoURL = REPO_URL
-    e = rpc_error(stub.Update, app_pb.app.ApplicationUpdateRequest(application=msg),
-                  metadata=md(env.tokens["admin"]), timeout=10)
-    assert e.code() == grpc.StatusCode.ABORTED and "resourceVersion" in e.details(), e
-    assert env.admin.app(name).body == current.body
-
-    # with the current version the update goes through
-    msg.metadata.resourceVersion = current.json()["metadata"]["resourceVersion"]
     done = stub.Update(app_pb.app.ApplicationUpdateRequest(application=msg), metadata=md(env.tokens["admin"]),
                        timeout=10)
     assert done.spec.destination.namespace == "third"
-    assert int(done.metadata.resourceVersion) > rv_of(current.json())
+    assert not done.metadata.labels and not done.metadata.finalizers, done.metadata
 
 
 # ---- native gRPC --------------------------------------------------------------------------------
@@ -496,14 +498,11 @@ def test_grpc_web_calls_and_trailers_only_errors(env, app_pb):
     listed = pb.v1.ApplicationList.FromString(r.messages[0])
     assert [i.metadata.name for i in listed.items] == [name] and listed.metadata.resourceVersion.isdigit()
 
-    stale = pb.v1.Application()
-    stale.CopyFrom(created)
-    stale.metadata.resourceVersion = "1"
     cases = [
         ("Get", pb.app.ApplicationQuery(name=uniq("missing")), token, 5, "not found"),
         ("Get", pb.app.ApplicationQuery(name=name), None, 16, ""),
         ("Create", pb.app.ApplicationCreateRequest(application=pb_app(pb, "Bad_Name")), token, 3, "Bad_Name"),
-        ("Update", pb.app.ApplicationUpdateRequest(application=stale), token, 10, "resourceVersion"),
+        ("Update", pb.app.ApplicationUpdateRequest(application=pb_app(pb, uniq("missing"))), token, 5, "not found"),
     ]
     for method, msg, tok, code, words in cases:
         r = grpc_web(server, method, msg, tok)

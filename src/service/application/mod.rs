@@ -37,12 +37,8 @@ const ATTEMPTS: usize = 5;
 /// Runs `attempt` (read the application, authorize against what it read, write on the
 /// condition that it is still that version) again when another write came in between, so the
 /// check always judges the very object the write replaces: a move into another project cannot
-/// slip between them. A conflict with a version the client named (`client_rv`) is the client's
-/// to resolve and is answered at once.
-pub(crate) async fn rechecked<Fut>(
-    client_rv: Option<u64>,
-    mut attempt: impl FnMut() -> Fut,
-) -> Result<Reply, AppError>
+/// slip between them.
+pub(crate) async fn rechecked<Fut>(mut attempt: impl FnMut() -> Fut) -> Result<Reply, AppError>
 where
     Fut: Future<Output = Result<Reply, AppError>>,
 {
@@ -50,7 +46,7 @@ where
     loop {
         left -= 1;
         match attempt().await {
-            Err(AppError::Aborted(_)) if client_rv.is_none() && left > 0 => {}
+            Err(AppError::Aborted(_)) if left > 0 => {}
             done => return done,
         }
     }
@@ -484,36 +480,58 @@ pub struct UpdateRequest {
     pub project: String,
 }
 
-/// Replaces an application (status and operation stay the server's). Checked against the stored
-/// and the resulting object (SEC-15): moving an application to another project needs `update`
-/// in both.
+/// Update: the body's spec, labels, annotations and finalizers applied to the latest stored
+/// application, as upstream's `updateApp` (server/application/application.go) does. The
+/// client's `resourceVersion` is no precondition: a write that another one overtook is read
+/// and applied again (see [`rechecked`]). Each attempt is checked against the stored and the
+/// resulting object (SEC-15): moving an application to another project needs `update` in both.
 pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let (value, app) = AppView::canonical(client_fields(req.application))?;
-    let client_rv = parse_resource_version(&app.metadata.resource_version)?;
-    rechecked(client_rv, || async {
-        let existing = authorized(
-            &ctx.app,
-            principal,
-            &app.metadata.namespace,
-            &app.metadata.name,
-            &req.project,
-            "update",
-        )?;
-        let new = (value.clone(), app.clone());
-        replace(&ctx.app, principal, &existing, new, client_rv).await
+    // Not a precondition, but one that is not a version at all is a mistake worth reporting.
+    parse_resource_version(&app.metadata.resource_version)?;
+    let target = (
+        app.metadata.namespace.as_str(),
+        app.metadata.name.as_str(),
+        req.project.as_str(),
+    );
+    edit(&ctx.app, principal, target, |stored| {
+        Ok(onto_latest(stored, &value))
     })
     .await
 }
 
-/// Writes `app` over `existing` once the caller may update the result too; conditional on the
-/// version the client named, else on `existing`'s (see [`rechecked`]).
+/// `stored` with what an update takes from the caller's `body`: the spec, and the labels,
+/// annotations and finalizers (each removed when the body has none).
+fn onto_latest(mut stored: Value, body: &Value) -> Value {
+    let Some(object) = stored.as_object_mut() else {
+        return stored;
+    };
+    match body.get("spec") {
+        Some(spec) => object.insert("spec".to_owned(), spec.clone()),
+        None => object.remove("spec"),
+    };
+    let meta = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if let Some(meta) = meta.as_object_mut() {
+        for field in ["labels", "annotations", "finalizers"] {
+            match body.get("metadata").and_then(|m| m.get(field)) {
+                Some(v) => meta.insert(field.to_owned(), v.clone()),
+                None => meta.remove(field),
+            };
+        }
+    }
+    stored
+}
+
+/// Writes `app` over `existing` once the caller may update the result too, on the condition
+/// that `existing` is still the stored version (see [`rechecked`]).
 async fn replace(
     state: &App,
     principal: &Principal,
     existing: &DocRef,
     (value, app): (Value, AppView),
-    client_rv: Option<u64>,
 ) -> Result<Reply, AppError> {
     let key = validate(state, &app)?;
     if key != existing.key {
@@ -524,7 +542,7 @@ async fn replace(
     let object = rbac_object(&state.namespace, app.project(), &key.namespace, &key.name);
     Access::hidden(RESOURCE, "update").check(state, principal, &object)?;
     let value = keep_server_fields(value, &existing.value());
-    let expect = Some(client_rv.unwrap_or(existing.rv));
+    let expect = Some(existing.rv);
     write(state, &app, Change::Update { key, value, expect }).await
 }
 
@@ -597,10 +615,10 @@ async fn edit(
     (app_ns, name, project): (&str, &str, &str),
     change: impl Fn(Value) -> Result<Value, AppError>,
 ) -> Result<Reply, AppError> {
-    rechecked(None, || async {
+    rechecked(|| async {
         let existing = authorized(state, principal, app_ns, name, project, "update")?;
         let new = AppView::canonical(change(existing.value())?)?;
-        replace(state, principal, &existing, new, None).await
+        replace(state, principal, &existing, new).await
     })
     .await
 }
@@ -636,7 +654,7 @@ pub struct DeleteRequest {
 
 pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    rechecked(None, || async {
+    rechecked(|| async {
         let existing = authorized(
             &ctx.app,
             principal,

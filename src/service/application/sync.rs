@@ -39,7 +39,7 @@ pub struct SyncOptions {
 
 pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    super::rechecked(None, || sync_once(&ctx.app, principal, &req)).await
+    super::rechecked(|| sync_once(&ctx.app, principal, &req)).await
 }
 
 /// One attempt of [`sync`], on the application as it is now.
@@ -153,7 +153,7 @@ pub struct TerminateRequest {
 /// controller has started yet is simply withdrawn.
 pub async fn terminate_operation(ctx: Ctx, req: TerminateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    super::rechecked(None, || terminate_once(&ctx.app, principal, &req)).await
+    super::rechecked(|| terminate_once(&ctx.app, principal, &req)).await
 }
 
 /// One attempt of [`terminate_operation`], on the application as it is now.
