@@ -114,9 +114,10 @@ pub struct ServerArgs {
     /// Value of X-Frame-Options on HTML responses ("" disables it).
     #[arg(long, env = "TIPHYS_X_FRAME_OPTIONS", default_value = "sameorigin")]
     pub x_frame_options: String,
-    /// Content-Security-Policy of HTML responses ("" disables it).
-    #[arg(long, env = "TIPHYS_CONTENT_SECURITY_POLICY", default_value = DEFAULT_CSP)]
-    pub content_security_policy: String,
+    /// Content-Security-Policy of HTML responses ("" disables it). Default: no inline scripts or
+    /// styles; with --staticassets, inline styles are allowed (upstream's UI injects them).
+    #[arg(long, env = "TIPHYS_CONTENT_SECURITY_POLICY")]
+    pub content_security_policy: Option<String>,
     /// Directory holding argocd-cm, argocd-rbac-cm and argocd-secret (YAML manifests or mounted volumes).
     #[arg(long, env = "TIPHYS_CONFIG_DIR")]
     pub config_dir: Option<PathBuf>,
@@ -149,6 +150,13 @@ pub struct ServerArgs {
 /// No inline scripts or styles, same-origin everything, no framing by others.
 pub const DEFAULT_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
 connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'self'";
+
+/// The default with `--staticassets`: as [`DEFAULT_CSP`], but styles may be inline, because
+/// Argo CD's own UI bundle injects `<style>` elements (without them the page is unstyled).
+/// Scripts stay same-origin only.
+pub const STATIC_ASSETS_CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; \
+img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; \
+frame-ancestors 'self'";
 
 /// Validated server configuration.
 #[derive(Debug, Clone)]
@@ -300,7 +308,11 @@ impl ServerArgs {
             shutdown_delay: self.shutdown_delay,
             html_headers: HtmlHeaders {
                 x_frame_options: self.x_frame_options.clone(),
-                content_security_policy: self.content_security_policy.clone(),
+                content_security_policy: match (&self.content_security_policy, &self.staticassets) {
+                    (Some(policy), _) => policy.clone(),
+                    (None, Some(_)) => STATIC_ASSETS_CSP.to_owned(),
+                    (None, None) => DEFAULT_CSP.to_owned(),
+                },
             },
             staticassets: self.staticassets.clone(),
             ready_file: self.ready_file.clone(),
