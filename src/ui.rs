@@ -95,6 +95,9 @@ async fn serve(State(ui): State<Arc<Ui>>, req: Request) -> Response {
         );
     }
     let path = req.uri().path();
+    if let Some(name) = path.strip_prefix("/download/") {
+        return download(name).await;
+    }
     if path == "/extensions.js" {
         // The upstream UI loads it on every page; tiphys has no UI extensions.
         return ([(CONTENT_TYPE, "application/javascript")], "").into_response();
@@ -116,6 +119,64 @@ async fn serve(State(ui): State<Arc<Ui>>, req: Request) -> Response {
         };
     }
     not_found()
+}
+
+/// The name upstream's UI offers its CLI under for this server's platform
+/// (`argocd-linux-amd64`): tiphys offers its own binary, which is also its CLI.
+fn download_name() -> String {
+    let platform = crate::buildinfo::platform().replace('/', "-");
+    format!("argocd-{platform}")
+}
+
+/// `/download/<name>`: this very binary under upstream's name for this platform, streamed from
+/// disk; for any other platform a page that says what is offered.
+async fn download(name: &str) -> Response {
+    let offered = download_name();
+    if name != offered {
+        return (
+            StatusCode::NOT_FOUND,
+            [(CONTENT_TYPE, "text/plain; charset=utf-8")],
+            format!(
+                "{name} is not offered: this server offers only its own binary, which is also its CLI, \
+                 as download/{offered}\n"
+            ),
+        )
+            .into_response();
+    }
+    let file = match std::env::current_exe() {
+        Ok(path) => tokio::fs::File::open(path).await,
+        Err(err) => Err(err),
+    };
+    let file = match file {
+        Ok(file) => file,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot open the server's own binary for /download");
+            return rest_error(
+                tonic::Code::Unavailable,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the binary cannot be read",
+            );
+        }
+    };
+    let length = file.metadata().await.map(|m| m.len()).ok();
+    let chunks = futures_util::stream::try_unfold(file, |mut file| async move {
+        use tokio::io::AsyncReadExt as _;
+        let mut buf = bytes::BytesMut::with_capacity(64 * 1024);
+        match file.read_buf(&mut buf).await? {
+            0 => Ok::<_, std::io::Error>(None),
+            _ => Ok(Some((buf.freeze(), file))),
+        }
+    });
+    let mut response = Response::new(Body::from_stream(chunks));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    if let Some(length) = length {
+        headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(length));
+    }
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{offered}\"")) {
+        headers.insert(http::header::CONTENT_DISPOSITION, v);
+    }
+    response
 }
 
 /// A request path as a relative asset path; `None` for anything that could

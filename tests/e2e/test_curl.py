@@ -218,3 +218,23 @@ def test_ui_base_href(args, path, base, tiphys, tmp_path):
     r = curl(server.url(path), "-H", "Accept: text/html", tmp_path=tmp_path)
     assert r.status == 200
     assert f'<base href="{base}"'.encode() in r.body
+
+
+def test_download_offers_the_servers_own_binary_under_upstreams_name(insecure_server, tmp_path):
+    """Upstream's UI links its CLI as /download/argocd-<os>-<arch>: tiphys offers the binary it
+    runs from (which is also its CLI) under the name for its own platform, byte for byte, and a
+    page naming what it offers for any other."""
+    import hashlib
+    import platform
+
+    from conftest import TIPHYS_BIN
+
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    name = f"argocd-linux-{arch}"
+    r = curl(f"http://{insecure_server.addr}/download/{name}", "--max-time", "60", tmp_path=tmp_path)
+    assert r.status == 200 and r.header("content-type") == "application/octet-stream", r.status
+    assert r.header("content-disposition") == f'attachment; filename="{name}"'
+    with open(TIPHYS_BIN, "rb") as f:
+        assert hashlib.sha256(r.body).hexdigest() == hashlib.sha256(f.read()).hexdigest()
+    r = curl(f"http://{insecure_server.addr}/download/argocd-windows-amd64.exe", tmp_path=tmp_path)
+    assert r.status == 404 and f"as download/{name}" in r.body.decode(), r
