@@ -355,11 +355,12 @@ async fn apply_secret(
         .map(|list| call::items(&list))
         .unwrap_or_default();
     let url = str_at(object, url_field);
-    let name = str_at(object, &format!("/{}", secrets::SECRET_NAME));
+    let name_at = format!("/{}", secrets::SECRET_NAME);
+    let name = str_at(object, &name_at);
     let at_url = listed.iter().find(|o| str_at(o, url_field) == url);
     let by_name = listed
         .iter()
-        .find(|o| !name.is_empty() && str_at(o, &format!("/{}", secrets::SECRET_NAME)) == name);
+        .find(|o| !name.is_empty() && str_at(o, &name_at) == name);
     let old = at_url.or(by_name).cloned();
     if omitted && at_url.is_some() {
         return Ok(

@@ -132,22 +132,21 @@ async fn put(state: &App, principal: &Principal, mut value: Value, upsert: bool)
     })?;
     if let Claim::Moves(from) = claim {
         if !upsert {
-            return Err(AppError::InvalidArgument(format!(
-                "the Secret {:?} declares the repository credentials for {}; use upsert to move them to {}",
-                secret_name::of(&value),
-                redact::url(&from.key.name),
-                redact::url(&view.url)
-            )));
+            return Err(secret_name::move_needs_upsert(
+                Kind::RepoCreds,
+                &value,
+                &from,
+                &view.url,
+            ));
         }
         let update = access.to("update");
         update.check(state, principal, &from.key.name)?;
         update.check(state, principal, &view.url)?;
         return stored_doc(secret_name::move_to(state, WHAT, &from, key, value).await?);
     }
-    let change = match existing {
-        None => Change::Create { key, value },
-        Some(existing) => {
-            if canonical(REPO_CREDS, &existing.value())? == canonical(REPO_CREDS, &value)? {
+    let change = match (existing, stored) {
+        (Some(existing), Some(stored)) => {
+            if canonical(REPO_CREDS, &stored)? == canonical(REPO_CREDS, &value)? {
                 return Ok(existing);
             }
             if !upsert {
@@ -163,6 +162,7 @@ async fn put(state: &App, principal: &Principal, mut value: Value, upsert: bool)
                 expect: Some(existing.rv),
             }
         }
+        _ => Change::Create { key, value },
     };
     stored_doc(write(state, WHAT, change).await?)
 }

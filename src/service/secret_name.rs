@@ -120,6 +120,17 @@ pub fn check_free(
     }
 }
 
+/// The refusal of a create without `upsert` that would move `from` to the URL `to`.
+pub fn move_needs_upsert(kind: Kind, value: &Value, from: &DocRef, to: &str) -> AppError {
+    AppError::InvalidArgument(format!(
+        "the Secret {:?} declares the {} {}; use upsert to move it to {}",
+        of(value),
+        kind.singular(),
+        redact::url(&from.key.name),
+        redact::url(to)
+    ))
+}
+
 /// Moves the object `from` to `key`, now holding `value`, in one commit that fails if `from`
 /// changed meanwhile or `key` was taken; the object as written.
 pub async fn move_to(

@@ -285,12 +285,12 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     if let Claim::Moves(from) = claim {
         check_name_free(&entries, &view, Some(&from.key.name))?;
         if !req.upsert {
-            return Err(AppError::InvalidArgument(format!(
-                "the Secret {:?} declares the cluster {}; use upsert to move it to {}",
-                secret_name::of(&value),
-                from.key.name,
-                view.server
-            )));
+            return Err(secret_name::move_needs_upsert(
+                Kind::Cluster,
+                &value,
+                &from,
+                &view.server,
+            ));
         }
         let update = access.to("update");
         update.check(&ctx.app, principal, &stored_rbac_object(&from))?;

@@ -255,12 +255,12 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     )?;
     if let Claim::Moves(from) = claim {
         if !req.upsert {
-            return Err(AppError::InvalidArgument(format!(
-                "the Secret {:?} declares the repository {}; use upsert to move it to {}",
-                secret_name::of(&value),
-                redact::url(&from.key.name),
-                redact::url(&view.repo)
-            )));
+            return Err(secret_name::move_needs_upsert(
+                Kind::Repository,
+                &value,
+                &from,
+                &view.repo,
+            ));
         }
         let update = access.to("update");
         update.check(&ctx.app, principal, &stored_rbac_object(&from))?;
