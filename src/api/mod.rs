@@ -2,17 +2,19 @@
 //! `/auth/…`; the server adds the dashboard as its fallback.
 
 pub mod auth;
+mod badge;
 pub mod cookies;
 pub(crate) mod dynamic;
 pub mod extract;
 mod fields;
 mod health;
+pub mod webhook;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::response::Response;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use http::StatusCode;
 
 use crate::app::App;
@@ -25,7 +27,9 @@ pub fn router(state: Arc<App>) -> Router {
         .route("/auth/logout", get(auth::logout).post(auth::logout))
         .route("/auth/login", get(auth::login))
         .route("/auth/callback", get(auth::callback))
-        .route("/healthz", get(health::healthz));
+        .route("/healthz", get(health::healthz))
+        .route("/api/badge", get(badge::badge))
+        .route("/api/webhook", post(webhook::webhook));
     dynamic::routes(api, &crate::rpc::table())
         .route("/api", any(not_found))
         .route("/api/{*rest}", any(not_found))
@@ -35,7 +39,14 @@ pub fn router(state: Arc<App>) -> Router {
 }
 
 /// The routes written in [`router`]; the method table has the rest.
-const FIXED_ROUTES: [&str; 4] = ["/auth/logout", "/auth/login", "/auth/callback", "/healthz"];
+const FIXED_ROUTES: [&str; 6] = [
+    "/auth/logout",
+    "/auth/login",
+    "/auth/callback",
+    "/healthz",
+    "/api/badge",
+    webhook::PATH,
+];
 
 /// Every REST route as the router matches it (an axum template), with its label: the
 /// template as the method table writes it. The catch-alls are left out: they are `other`.

@@ -137,6 +137,12 @@ impl ConfigWatch {
         }))
     }
 
+    /// The config dir, when one was given: objects read at each use (such as
+    /// `argocd-notifications-cm`) come from there.
+    pub fn dir(&self) -> Option<&Path> {
+        self.dir.as_deref()
+    }
+
     pub fn current(&self) -> Arc<Settings> {
         self.current.load_full()
     }

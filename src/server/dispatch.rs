@@ -232,7 +232,7 @@ impl Dispatcher {
             && matches!(context.caller.credentials, Credentials::Valid(_));
         // Who is calling is known before a byte of the body is read: that decides how much
         // of it may be read.
-        let limit = self.body_limit(protocol, &context.caller);
+        let limit = self.body_limit(protocol, &context.caller, req.uri().path());
         let raw_limit = raw_body_limit(protocol, limit, req.headers());
         req.body_mut().set_limit(raw_limit, limit);
         context.body_limit = limit;
@@ -437,8 +437,9 @@ impl Dispatcher {
     }
 
     /// How much a request may send: the protocol's limit, or, for a caller without a valid
-    /// session, [`UNAUTHENTICATED_BODY_BYTES`].
-    fn body_limit(&self, protocol: Protocol, caller: &Caller) -> BodyLimit {
+    /// session, [`UNAUTHENTICATED_BODY_BYTES`]. Git webhooks prove who sent them with a
+    /// signature over the body, so they get the REST limit without a session.
+    fn body_limit(&self, protocol: Protocol, caller: &Caller, path: &str) -> BodyLimit {
         let full = match protocol {
             Protocol::Grpc | Protocol::GrpcWeb => BodyLimit {
                 bytes: self.grpc_request_limit.0,
@@ -465,7 +466,8 @@ impl Dispatcher {
                 };
             }
         };
-        if caller.has_access() || full.bytes <= UNAUTHENTICATED_BODY_BYTES {
+        let webhook = protocol == Protocol::Rest && path == crate::api::webhook::PATH;
+        if caller.has_access() || full.bytes <= UNAUTHENTICATED_BODY_BYTES || webhook {
             return full;
         }
         BodyLimit {

@@ -7,6 +7,7 @@ pub mod account;
 pub mod application;
 pub mod cluster;
 pub mod limits;
+pub mod notification;
 pub mod project;
 pub mod project_rules;
 pub mod redact;
@@ -20,5 +21,6 @@ pub mod session;
 pub mod settings;
 pub mod sync_windows;
 pub mod version;
+pub mod webhook;
 
 pub use self::reply::{Answer, Ctx, Empty, Reply, SessionCookie, StreamItem};

@@ -713,6 +713,11 @@ def rest_matrix(env, c, caller):
                                                       "destination": {"server": "not a url"}})
     call("POST", "/api/v1/applications", '{"metadata": {"name": "x"}, "spec": {"source": {"repoURL": "' + app_url)
 
+    call("GET", f"/api/badge?name={app}&revision=true&showAppName=true")
+    # a webhook payload naming a repository URL with a password (no secret configured: accepted)
+    call("POST", "/api/webhook", {"ref": "refs/heads/main", "commits": [],
+                                  "repository": {"html_url": app_url, "default_branch": "main"}},
+         headers={"X-GitHub-Event": "push"})
     # services tiphys does not serve: bodies that would carry secrets upstream (a GnuPG key, a
     # certificate, an ApplicationSet template with a repository URL) are never read or echoed
     for path in ("/api/v1/certificates", "/api/v1/gpgkeys", "/api/v1/gpgkeys/ABCDEF", "/api/v1/applicationsets",

@@ -106,7 +106,8 @@ def api(server, path, token=None, cookie=None):
 
 def test_anonymous_settings_are_exactly_these_fields(sso):
     body = settings(sso.server)
-    assert sorted(body) == ["googleAnalytics", "help", "kustomizeOptions", "oidcConfig", "trackingMethod", "url"]
+    assert sorted(body) == ["appLabelKey", "googleAnalytics", "help", "kustomizeOptions", "oidcConfig",
+                            "syncWithReplaceAllowed", "url"]
     assert body["oidcConfig"] == {
         "name": "Test IdP", "issuer": sso.provider.issuer, "clientID": "argo-cd", "cliClientID": "argo-cd-cli",
         "scopes": ["openid", "profile", "email", "groups", "offline_access"]}

@@ -6,6 +6,7 @@ mod accounts;
 mod applications;
 mod clusters;
 mod not_served;
+mod notifications;
 mod projects;
 mod repositories;
 mod sessions;
@@ -26,6 +27,7 @@ pub fn table() -> Vec<Arc<Rpc>> {
     rpcs.extend(projects::rpcs());
     rpcs.extend(clusters::rpcs());
     rpcs.extend(repositories::rpcs());
+    rpcs.extend(notifications::rpcs());
     rpcs.extend(not_served::rpcs());
     rpcs
 }

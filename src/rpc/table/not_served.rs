@@ -12,7 +12,6 @@ const NO_CERTIFICATES: &str =
     "tiphys does not contact repositories, so it keeps no repository TLS certificates or SSH known hosts";
 const NO_GPG_KEYS: &str = "tiphys does not verify commit signatures, so it keeps no GnuPG keys";
 const NO_APPLICATION_SETS: &str = "tiphys does not store or generate ApplicationSets";
-const NO_NOTIFICATIONS: &str = "tiphys sends no notifications (argocd-notifications-cm is not read)";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     let none = |path: &'static str, rest: Route, why: &'static str| unserved(path, [rest], why);
@@ -87,21 +86,6 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             "/applicationset.ApplicationSetService/Watch",
             get("/api/v1/stream/applicationsets"),
             NO_APPLICATION_SETS,
-        ),
-        none(
-            "/notification.NotificationService/ListTriggers",
-            get("/api/v1/notifications/triggers"),
-            NO_NOTIFICATIONS,
-        ),
-        none(
-            "/notification.NotificationService/ListServices",
-            get("/api/v1/notifications/services"),
-            NO_NOTIFICATIONS,
-        ),
-        none(
-            "/notification.NotificationService/ListTemplates",
-            get("/api/v1/notifications/templates"),
-            NO_NOTIFICATIONS,
         ),
     ]
 }
