@@ -16,7 +16,6 @@ use super::exit;
 use super::manifest::{self, API_VERSION};
 use super::secrets::{self, FromSecret, SecretType};
 use super::validate::Validate;
-use crate::registry::Kind;
 
 #[derive(clap::Args, Debug)]
 pub struct ApplyArgs {
@@ -153,15 +152,14 @@ fn classify(object: &Value) -> Result<Target, String> {
         }
         ("v1", "Secret") => {
             let kind = SecretType::of(object)?;
-            let mut read = match kind {
-                SecretType::Cluster => secrets::cluster_from_secret(object)?,
-                SecretType::Repository => secrets::repo_from_secret(object, Kind::Repository)?,
-                SecretType::RepoCreds => secrets::repo_from_secret(object, Kind::RepoCreds)?,
+            let mut read = match kind.repo_kind() {
+                None => secrets::cluster_from_secret(object)?,
+                Some(repo_kind) => secrets::repo_from_secret(object, repo_kind)?,
             };
             let url = match kind {
                 SecretType::Cluster => str_at(&read.object, "/server"),
-                SecretType::Repository => str_at(&read.object, "/repo"),
-                SecretType::RepoCreds => str_at(&read.object, "/url"),
+                SecretType::Repository | SecretType::RepositoryWrite => str_at(&read.object, "/repo"),
+                SecretType::RepoCreds | SecretType::RepoCredsWrite => str_at(&read.object, "/url"),
             };
             // The server keeps the name, so that the object round-trips as this Secret and a
             // changed URL moves it instead of adding another.
@@ -345,6 +343,18 @@ async fn apply_secret(
             "/repocreds.RepoCredsService/ListRepositoryCredentials",
             "/url",
             "/repocreds.RepoCredsService/CreateRepositoryCredentials",
+            "creds",
+        ),
+        SecretType::RepositoryWrite => (
+            "/repository.RepositoryService/ListWriteRepositories",
+            "/repo",
+            "/repository.RepositoryService/CreateWriteRepository",
+            "repo",
+        ),
+        SecretType::RepoCredsWrite => (
+            "/repocreds.RepoCredsService/ListWriteRepositoryCredentials",
+            "/url",
+            "/repocreds.RepoCredsService/CreateWriteRepositoryCredentials",
             "creds",
         ),
     };

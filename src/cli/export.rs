@@ -54,6 +54,8 @@ struct Contents {
     clusters: Vec<Value>,
     creds: Vec<Value>,
     repos: Vec<Value>,
+    write_creds: Vec<Value>,
+    write_repos: Vec<Value>,
     apps: Vec<Value>,
 }
 
@@ -110,6 +112,8 @@ async fn from_api(client: &Client) -> anyhow::Result<Contents> {
         clusters: list("/cluster.ClusterService/List").await?,
         creds: list("/repocreds.RepoCredsService/ListRepositoryCredentials").await?,
         repos: list("/repository.RepositoryService/ListRepositories").await?,
+        write_creds: list("/repocreds.RepoCredsService/ListWriteRepositoryCredentials").await?,
+        write_repos: list("/repository.RepositoryService/ListWriteRepositories").await?,
         apps: list("/application.ApplicationService/List").await?,
     })
 }
@@ -146,6 +150,8 @@ async fn from(store: Arc<dyn Store>, args: &ExportArgs) -> anyhow::Result<Conten
         clusters: all(Kind::Cluster),
         creds: all(Kind::RepoCreds),
         repos: all(Kind::Repository),
+        write_creds: all(Kind::WriteRepoCreds),
+        write_repos: all(Kind::WriteRepository),
         apps: all(Kind::Application),
     })
 }
@@ -221,7 +227,12 @@ fn render(c: &Contents, source: &str, with_credentials: bool, offline: bool) -> 
             offline,
         )?;
     }
-    for (list, kind) in [(&c.creds, Kind::RepoCreds), (&c.repos, Kind::Repository)] {
+    for (list, kind) in [
+        (&c.creds, Kind::RepoCreds),
+        (&c.repos, Kind::Repository),
+        (&c.write_creds, Kind::WriteRepoCreds),
+        (&c.write_repos, Kind::WriteRepository),
+    ] {
         for object in list {
             let made = secrets::repo_to_secret(object, kind, with_credentials);
             secret_doc(&mut text, made, with_credentials, offline)?;

@@ -56,7 +56,14 @@ pub enum SecretType {
     Cluster,
     Repository,
     RepoCreds,
+    /// A repository the source hydrator pushes to (`repository-write`).
+    RepositoryWrite,
+    /// A credential template for those (`repo-write-creds`).
+    RepoCredsWrite,
 }
+
+/// The label values, as upstream names them.
+const LABELS: &str = "cluster, repository, repo-creds, repository-write or repo-write-creds";
 
 impl SecretType {
     pub fn label(self) -> &'static str {
@@ -64,6 +71,8 @@ impl SecretType {
             SecretType::Cluster => "cluster",
             SecretType::Repository => "repository",
             SecretType::RepoCreds => "repo-creds",
+            SecretType::RepositoryWrite => "repository-write",
+            SecretType::RepoCredsWrite => "repo-write-creds",
         }
     }
 
@@ -72,6 +81,29 @@ impl SecretType {
             SecretType::Cluster => "cluster",
             SecretType::Repository => "repo",
             SecretType::RepoCreds => "creds",
+            SecretType::RepositoryWrite => "repo-write",
+            SecretType::RepoCredsWrite => "creds-write",
+        }
+    }
+
+    /// The registry kind of a repository or template Secret (`None` for a cluster).
+    pub fn repo_kind(self) -> Option<Kind> {
+        match self {
+            SecretType::Cluster => None,
+            SecretType::Repository => Some(Kind::Repository),
+            SecretType::RepoCreds => Some(Kind::RepoCreds),
+            SecretType::RepositoryWrite => Some(Kind::WriteRepository),
+            SecretType::RepoCredsWrite => Some(Kind::WriteRepoCreds),
+        }
+    }
+
+    /// The Secret type of a repository or template of registry kind `kind`.
+    fn of_kind(kind: Kind) -> Self {
+        match kind {
+            Kind::Repository => SecretType::Repository,
+            Kind::WriteRepository => SecretType::RepositoryWrite,
+            Kind::WriteRepoCreds => SecretType::RepoCredsWrite,
+            _ => SecretType::RepoCreds,
         }
     }
 
@@ -85,11 +117,13 @@ impl SecretType {
             "cluster" => Ok(SecretType::Cluster),
             "repository" => Ok(SecretType::Repository),
             "repo-creds" => Ok(SecretType::RepoCreds),
+            "repository-write" => Ok(SecretType::RepositoryWrite),
+            "repo-write-creds" => Ok(SecretType::RepoCredsWrite),
             "" => Err(format!(
-                "a Secret without the label {SECRET_TYPE_LABEL} (cluster, repository or repo-creds) is not Argo CD's"
+                "a Secret without the label {SECRET_TYPE_LABEL} ({LABELS}) is not Argo CD's"
             )),
             other => Err(format!(
-                "unsupported {SECRET_TYPE_LABEL} {other:?}: expected cluster, repository or repo-creds"
+                "unsupported {SECRET_TYPE_LABEL} {other:?}: expected {LABELS}"
             )),
         }
     }
@@ -225,12 +259,21 @@ fn put_meta(object: &mut Map<String, Value>, secret: &Value) {
     }
 }
 
+/// The field that holds a repository's (`repo`) or a template's (`url`) URL.
+fn url_field(kind: Kind) -> &'static str {
+    if matches!(kind, Kind::Repository | Kind::WriteRepository) {
+        "repo"
+    } else {
+        "url"
+    }
+}
+
 /// A repository or repo-creds Secret as a Repository or RepoCreds: each key is the field of
 /// that name (`url` is a Repository's `repo`), typed as the schema says.
 pub fn repo_from_secret(secret: &Value, kind: Kind) -> Result<FromSecret, String> {
     let data = secret_data(secret)?;
     let desc = Schema::get().message(kind.message()).map_err(|e| e.to_string())?;
-    let url_field = if kind == Kind::Repository { "repo" } else { "url" };
+    let url_field = url_field(kind);
     let mut object = Map::new();
     let mut warnings = Vec::new();
     for (key, text) in &data {
@@ -402,11 +445,7 @@ fn remove_pointer(value: &mut Value, pointer: &str) -> bool {
 
 /// A Repository (`kind` Repository) or RepoCreds as its Secret.
 pub fn repo_to_secret(object: &Value, kind: Kind, include_credentials: bool) -> ToSecret {
-    let (secret_type, url_field) = if kind == Kind::Repository {
-        (SecretType::Repository, "repo")
-    } else {
-        (SecretType::RepoCreds, "url")
-    };
+    let (secret_type, url_field) = (SecretType::of_kind(kind), url_field(kind));
     let mut data = Map::new();
     let mut dropped = Vec::new();
     let fields = object.as_object().cloned().unwrap_or_default();

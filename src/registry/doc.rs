@@ -304,10 +304,12 @@ fn summarize(kind: Kind, view: View) -> Summary {
             labels: view.metadata.labels,
             ..Summary::default()
         },
-        Kind::Cluster | Kind::Repository | Kind::RepoCreds => Summary {
-            labels: view.labels,
-            project: view.project,
-            ..Summary::default()
-        },
+        Kind::Cluster | Kind::Repository | Kind::RepoCreds | Kind::WriteRepository | Kind::WriteRepoCreds => {
+            Summary {
+                labels: view.labels,
+                project: view.project,
+                ..Summary::default()
+            }
+        }
     }
 }

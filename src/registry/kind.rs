@@ -12,15 +12,21 @@ pub enum Kind {
     Cluster,
     Repository,
     RepoCreds,
+    /// The repositories upstream's source hydrator pushes to, and their credential templates:
+    /// Repository and RepoCreds records of their own.
+    WriteRepository,
+    WriteRepoCreds,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Application,
         Kind::AppProject,
         Kind::Cluster,
         Kind::Repository,
         Kind::RepoCreds,
+        Kind::WriteRepository,
+        Kind::WriteRepoCreds,
     ];
 
     /// The key segment (also the Kubernetes-style plural).
@@ -31,6 +37,8 @@ impl Kind {
             Kind::Cluster => "clusters",
             Kind::Repository => "repositories",
             Kind::RepoCreds => "repocreds",
+            Kind::WriteRepository => "write-repositories",
+            Kind::WriteRepoCreds => "write-repocreds",
         }
     }
 
@@ -42,6 +50,8 @@ impl Kind {
             Kind::Cluster => "cluster",
             Kind::Repository => "repository",
             Kind::RepoCreds => "repository credentials",
+            Kind::WriteRepository => "write repository",
+            Kind::WriteRepoCreds => "write repository credentials",
         }
     }
 
@@ -51,8 +61,12 @@ impl Kind {
             Kind::Application => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Application",
             Kind::AppProject => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.AppProject",
             Kind::Cluster => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Cluster",
-            Kind::Repository => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Repository",
-            Kind::RepoCreds => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCreds",
+            Kind::Repository | Kind::WriteRepository => {
+                "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Repository"
+            }
+            Kind::RepoCreds | Kind::WriteRepoCreds => {
+                "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCreds"
+            }
         }
     }
 
@@ -65,7 +79,10 @@ impl Kind {
     /// Whether objects hold credentials (tokens, passwords, keys): their records are sealed
     /// at rest (`sealing.rs`).
     pub fn holds_credentials(self) -> bool {
-        matches!(self, Kind::Cluster | Kind::Repository | Kind::RepoCreds)
+        matches!(
+            self,
+            Kind::Cluster | Kind::Repository | Kind::RepoCreds | Kind::WriteRepository | Kind::WriteRepoCreds
+        )
     }
 
     /// The store keys of every object of this kind start with this.

@@ -12,18 +12,14 @@ use serde_json::{Map, Value};
 use super::access::{Access, Missing};
 use super::redact;
 use super::repository::templates::Templates;
-use super::repository::{RESOURCE, check_url};
+use super::repository::{Flavor, READ, WRITE, check_url};
 use super::secret_name::{self, Claim};
-use super::sensitive::{
-    REPO_CREDS, REPO_CREDS_LIST, canonical, list, none_kept, not_found, object_mut, write,
-};
+use super::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, list, not_found, object_mut, write};
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
-use crate::registry::{Change, DocRef, Key, Kind};
+use crate::registry::{Change, DocRef, Key};
 use crate::service::{Ctx, Reply};
-
-const WHAT: &str = "repository credentials";
 
 /// Template types upstream knows (empty means git).
 const TYPES: &[&str] = &["", "git", "helm", "oci"];
@@ -51,8 +47,8 @@ impl CredsView {
     }
 }
 
-fn validate(view: &CredsView) -> Result<(), AppError> {
-    check_url(WHAT, "url", &view.url)?;
+fn validate(f: Flavor, view: &CredsView) -> Result<(), AppError> {
+    check_url(f.creds_what, "url", &view.url)?;
     if !TYPES.contains(&view.kind.as_str()) {
         return Err(AppError::InvalidArgument(format!(
             "unknown repository type {:?}: use git, helm or oci",
@@ -64,16 +60,23 @@ fn validate(view: &CredsView) -> Result<(), AppError> {
 
 /// The stored template for `url`, if the caller may perform `action` on it; a missing one
 /// answers "not found" only to a caller who would be allowed on it.
-fn authorized(state: &App, principal: &Principal, url: &str, action: &str) -> Result<DocRef, AppError> {
+fn authorized(
+    state: &App,
+    f: Flavor,
+    principal: &Principal,
+    url: &str,
+    action: &str,
+) -> Result<DocRef, AppError> {
+    let what = f.creds_what;
     if url.is_empty() {
-        return Err(AppError::InvalidArgument(format!("{WHAT} URL is required")));
+        return Err(AppError::InvalidArgument(format!("{what} URL is required")));
     }
-    Access::hidden(RESOURCE, action).load(
+    Access::hidden(f.resource, action).load(
         state,
         principal,
-        state.registry.get(&Key::new(Kind::RepoCreds, "", url)),
+        state.registry.get(&Key::new(f.creds, "", url)),
         |_| url.to_owned(),
-        || Missing::at(url, not_found(&format!("{WHAT} for {:?}", redact::url(url)))),
+        || Missing::at(url, not_found(&format!("{what} for {:?}", redact::url(url)))),
     )
 }
 
@@ -86,20 +89,24 @@ pub struct RepoCredsQuery {
 
 /// ListRepositoryCredentials: every template the caller may `get`, or only the one for `url`.
 pub async fn list_creds(ctx: Ctx, q: RepoCredsQuery) -> Result<Reply, AppError> {
+    list_in(READ, &ctx, &q)
+}
+
+/// ListWriteRepositoryCredentials: [`list_creds`] of the write credential templates.
+pub async fn list_write_creds(ctx: Ctx, q: RepoCredsQuery) -> Result<Reply, AppError> {
+    list_in(WRITE, &ctx, &q)
+}
+
+fn list_in(f: Flavor, ctx: &Ctx, q: &RepoCredsQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let (resource_version, docs) = ctx.app.registry.list(Kind::RepoCreds);
+    let (resource_version, docs) = ctx.app.registry.list(f.creds);
     let items = docs
         .iter()
         .filter(|doc| q.url.is_empty() || doc.key.name == q.url)
-        .filter(|doc| Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, &doc.key.name))
+        .filter(|doc| Access::hidden(f.resource, "get").allows(&ctx.app, principal, &doc.key.name))
         .map(|doc| answer(&doc.value()))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Reply::Message(list(REPO_CREDS_LIST, resource_version, items)?))
-}
-
-/// ListWriteRepositoryCredentials: tiphys keeps no write credentials, so there are none.
-pub async fn list_write_creds(ctx: Ctx, _q: RepoCredsQuery) -> Result<Reply, AppError> {
-    none_kept(&ctx, REPO_CREDS_LIST)
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -111,38 +118,46 @@ pub struct CreateRequest {
 
 pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = put(&ctx.app, principal, req.creds, req.upsert).await?;
+    let doc = put(&ctx.app, READ, principal, req.creds, req.upsert).await?;
+    Ok(Reply::Message(answer(&doc.value())?))
+}
+
+/// CreateWriteRepositoryCredentials: [`create`] of a write credential template.
+pub async fn create_write(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let doc = put(&ctx.app, WRITE, principal, req.creds, req.upsert).await?;
     Ok(Reply::Message(answer(&doc.value())?))
 }
 
 /// Stores a template (`repositories, create`; replacing a different one needs `upsert` and
 /// `update`); an identical one is left as is. A body declared in the Secret of a template at
 /// another URL moves that template here (`secret_name`), with the needs of an update.
-async fn put(state: &App, principal: &Principal, mut value: Value, upsert: bool) -> Result<DocRef, AppError> {
+async fn put(
+    state: &App,
+    f: Flavor,
+    principal: &Principal,
+    mut value: Value,
+    upsert: bool,
+) -> Result<DocRef, AppError> {
     let view = CredsView::read(&value);
-    validate(&view)?;
-    let access = Access::hidden(RESOURCE, "create");
+    validate(f, &view)?;
+    let access = Access::hidden(f.resource, "create");
     access.check(state, principal, &view.url)?;
-    let key = Key::new(Kind::RepoCreds, "", &view.url);
+    let key = Key::new(f.creds, "", &view.url);
     let existing = state.registry.get(&key);
     let stored = existing.as_ref().map(|doc| doc.value());
     secret_name::settle(&mut value, stored.as_ref())?;
-    let claim = secret_name::claim(state, Kind::RepoCreds, &key, &value, stored.as_ref(), |holder| {
+    let claim = secret_name::claim(state, f.creds, &key, &value, stored.as_ref(), |holder| {
         access.check_taken(state, principal, &view.url, &holder.key.name)
     })?;
     if let Claim::Moves(from) = claim {
         if !upsert {
-            return Err(secret_name::move_needs_upsert(
-                Kind::RepoCreds,
-                &value,
-                &from,
-                &view.url,
-            ));
+            return Err(secret_name::move_needs_upsert(f.creds, &value, &from, &view.url));
         }
         let update = access.to("update");
         update.check(state, principal, &from.key.name)?;
         update.check(state, principal, &view.url)?;
-        return stored_doc(secret_name::move_to(state, WHAT, &from, key, value).await?);
+        return stored_doc(secret_name::move_to(state, f.creds_what, &from, key, value).await?);
     }
     let change = match (existing, stored) {
         (Some(existing), Some(stored)) => {
@@ -150,10 +165,10 @@ async fn put(state: &App, principal: &Principal, mut value: Value, upsert: bool)
                 return Ok(existing);
             }
             if !upsert {
-                return Err(AppError::InvalidArgument(
-                    "existing repository credentials spec is different; use upsert flag to force update"
-                        .to_owned(),
-                ));
+                return Err(AppError::InvalidArgument(format!(
+                    "existing {} spec is different; use upsert flag to force update",
+                    f.creds_what
+                )));
             }
             access.to("update").check(state, principal, &view.url)?;
             Change::Update {
@@ -164,7 +179,7 @@ async fn put(state: &App, principal: &Principal, mut value: Value, upsert: bool)
         }
         _ => Change::Create { key, value },
     };
-    stored_doc(write(state, WHAT, change).await?)
+    stored_doc(write(state, f.creds_what, change).await?)
 }
 
 fn stored_doc(doc: Option<DocRef>) -> Result<DocRef, AppError> {
@@ -180,6 +195,7 @@ fn stored_doc(doc: Option<DocRef>) -> Result<DocRef, AppError> {
 /// the template in the shape of a Repository (its output type), without secrets.
 pub async fn create_from_repository(
     ctx: &Ctx,
+    f: Flavor,
     principal: &Principal,
     mut repo: Value,
     upsert: bool,
@@ -200,7 +216,7 @@ pub async fn create_from_repository(
     let url = object.remove("repo").unwrap_or(Value::Null);
     object.insert("url".to_owned(), url);
     // Fields a template does not have (name, insecure, …) are dropped by the schema.
-    let doc = put(&ctx.app, principal, repo, upsert).await?;
+    let doc = put(&ctx.app, f, principal, repo, upsert).await?;
     let mut as_repo = doc.value();
     if let Some(object) = object_mut(&mut as_repo) {
         let url = object.remove("url").unwrap_or(Value::Null);
@@ -222,21 +238,30 @@ pub struct UpdateRequest {
 /// UpdateRepositoryCredentials: replaces the template for the body's URL (`repositories,
 /// update`).
 pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
+    update_in(READ, ctx, req).await
+}
+
+/// UpdateWriteRepositoryCredentials: [`update`] of a write credential template.
+pub async fn update_write(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
+    update_in(WRITE, ctx, req).await
+}
+
+async fn update_in(f: Flavor, ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let mut value = req.creds;
     let view = CredsView::read(&value);
-    let existing = authorized(&ctx.app, principal, &view.url, "update")?;
-    validate(&view)?;
+    let existing = authorized(&ctx.app, f, principal, &view.url, "update")?;
+    validate(f, &view)?;
     secret_name::settle(&mut value, Some(&existing.value()))?;
-    secret_name::check_free(&ctx.app, Kind::RepoCreds, &existing.key, &value, |holder| {
-        Access::hidden(RESOURCE, "update").check_taken(&ctx.app, principal, &view.url, &holder.key.name)
+    secret_name::check_free(&ctx.app, f.creds, &existing.key, &value, |holder| {
+        Access::hidden(f.resource, "update").check_taken(&ctx.app, principal, &view.url, &holder.key.name)
     })?;
     let change = Change::Update {
         key: existing.key.clone(),
         value,
         expect: Some(existing.rv),
     };
-    let doc = stored_doc(write(&ctx.app, WHAT, change).await?)?;
+    let doc = stored_doc(write(&ctx.app, f.creds_what, change).await?)?;
     Ok(Reply::Message(answer(&doc.value())?))
 }
 
@@ -248,13 +273,22 @@ pub struct DeleteRequest {
 }
 
 pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
+    delete_in(READ, ctx, req).await
+}
+
+/// DeleteWriteRepositoryCredentials: [`delete`] of a write credential template.
+pub async fn delete_write(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
+    delete_in(WRITE, ctx, req).await
+}
+
+async fn delete_in(f: Flavor, ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(&ctx.app, principal, &req.url, "delete")?;
+    let doc = authorized(&ctx.app, f, principal, &req.url, "delete")?;
     let change = Change::Delete {
         key: doc.key.clone(),
         expect: Some(doc.rv),
     };
-    write(&ctx.app, WHAT, change).await?;
+    write(&ctx.app, f.creds_what, change).await?;
     Ok(Reply::Message(Value::Object(Map::new())))
 }
 
@@ -280,10 +314,13 @@ mod tests {
     #[test]
     fn template_urls_and_types_are_checked() {
         let ok = |url: &str, kind: &str| {
-            validate(&CredsView {
-                url: url.to_owned(),
-                kind: kind.to_owned(),
-            })
+            validate(
+                READ,
+                &CredsView {
+                    url: url.to_owned(),
+                    kind: kind.to_owned(),
+                },
+            )
         };
         assert!(ok("https://git.example/", "").is_ok());
         assert!(ok("git@git.example:team/", "git").is_ok());

@@ -256,14 +256,23 @@ async fn repositories_and_templates_crud_never_answers_secrets() {
     admin
         .expect(501, "GET", &format!("{}/helmcharts", repo_path(APP_REPO)), None)
         .await;
+    // Write repositories are a registry of their own, with the same redaction.
     let writes = admin.ok("GET", "/api/v1/write-repositories", None).await;
     assert!(writes["items"].is_null(), "{writes}");
     admin
-        .expect(
-            501,
+        .ok(
             "POST",
             "/api/v1/write-repositories",
-            Some(&json!({"repo": APP_REPO})),
+            Some(&with_secrets(json!({"repo": APP_REPO, "username": "u"}), &secret)),
+        )
+        .await;
+    let writes = admin.ok("GET", "/api/v1/write-repositories", None).await;
+    assert_eq!(writes["items"][0]["repo"], APP_REPO, "{writes}");
+    admin
+        .ok(
+            "DELETE",
+            &format!("/api/v1/write-repositories/{}", enc(APP_REPO)),
+            None,
         )
         .await;
 

@@ -10,13 +10,13 @@ const NO_REPO_SERVER: &str = "tiphys does not run a repo server: refs, tags, app
      application details come from one";
 const NO_VALIDATION: &str = "tiphys does not contact repositories, so it cannot check access: add the repository \
      without validation (CreateRepository, POST /api/v1/repositories); its connection state shows Unknown";
-const NO_WRITE: &str = "tiphys has no source hydrator, so it keeps no write credentials and write repositories \
-     cannot be created, read, changed or validated";
+const NO_WRITE_VALIDATION: &str = "tiphys does not contact repositories, so it cannot check write access: \
+     add the write repository without validation (CreateWriteRepository, POST /api/v1/write-repositories)";
 
 /// RepositoryService, then RepoCredsService. The deprecated twins (`List`, `Create`, `Update`,
 /// `Delete`) share their REST paths with the current methods, which serve them over REST.
-/// Write repositories and write credentials cannot be created, so their lists are empty and
-/// the rest is not served.
+/// Write repositories and write credential templates (`write-repositories`, `write-repocreds`)
+/// are served as their read-only twins are, from their own registry.
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     vec![
         rpc(
@@ -90,25 +90,25 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [get("/api/v1/write-repositories")],
             call(repo::list_write_repositories),
         ),
-        unserved(
+        rpc(
             "/repository.RepositoryService/GetWrite",
             [get("/api/v1/write-repositories/{repo}")],
-            NO_WRITE,
+            call(repo::get_write_repository),
         ),
-        unserved(
+        rpc(
             "/repository.RepositoryService/CreateWriteRepository",
             [post("/api/v1/write-repositories", Body::Field("repo"))],
-            NO_WRITE,
+            call(repo::create_write),
         ),
-        unserved(
+        rpc(
             "/repository.RepositoryService/UpdateWriteRepository",
             [put("/api/v1/write-repositories/{repo.repo}", Body::Field("repo"))],
-            NO_WRITE,
+            call(repo::update_write),
         ),
-        unserved(
+        rpc(
             "/repository.RepositoryService/DeleteWriteRepository",
             [delete("/api/v1/write-repositories/{repo}")],
-            NO_WRITE,
+            call(repo::delete_write),
         ),
         unserved(
             "/repository.RepositoryService/ValidateWriteAccess",
@@ -116,7 +116,7 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
                 "/api/v1/write-repositories/{repo}/validate",
                 Body::Field("repo"),
             )],
-            NO_WRITE,
+            NO_WRITE_VALIDATION,
         ),
         rpc(
             "/repocreds.RepoCredsService/ListRepositoryCredentials",
@@ -143,20 +143,20 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [get("/api/v1/write-repocreds")],
             call(repocreds::list_write_creds),
         ),
-        unserved(
+        rpc(
             "/repocreds.RepoCredsService/CreateWriteRepositoryCredentials",
             [post("/api/v1/write-repocreds", Body::Field("creds"))],
-            NO_WRITE,
+            call(repocreds::create_write),
         ),
-        unserved(
+        rpc(
             "/repocreds.RepoCredsService/UpdateWriteRepositoryCredentials",
             [put("/api/v1/write-repocreds/{creds.url}", Body::Field("creds"))],
-            NO_WRITE,
+            call(repocreds::update_write),
         ),
-        unserved(
+        rpc(
             "/repocreds.RepoCredsService/DeleteWriteRepositoryCredentials",
             [delete("/api/v1/write-repocreds/{url}")],
-            NO_WRITE,
+            call(repocreds::delete_write),
         ),
     ]
 }

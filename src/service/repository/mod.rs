@@ -9,9 +9,13 @@
 //! not see give the same answer (SEC-14). Only https, http, ssh and git URLs (and the
 //! scp-like `user@host:path`) are accepted (SEC-25), and none with a password in it.
 //!
+//! The write repositories (and write credential templates) that upstream's source hydrator
+//! pushes with are a second, separate registry served by the same code ([`Flavor`]): their own
+//! kinds, Secret types and RBAC resource (`write-repositories`), the same rules and redaction.
+//!
 //! tiphys does not contact repositories: the connection state is `Unknown`, access is not
 //! validated, and what needs a repo server (refs, apps, chart lists, app details) is not
-//! served. Nothing writes to repositories either, so there are no write credentials.
+//! served.
 
 pub mod templates;
 
@@ -24,8 +28,8 @@ use super::redact;
 use super::resource::check_repo_url;
 use super::secret_name::{self, Claim};
 use super::sensitive::{
-    REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, list, none_kept, not_found, object_mut,
-    unknown_state, write,
+    REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state,
+    write,
 };
 use crate::app::App;
 use crate::error::AppError;
@@ -35,7 +39,39 @@ use crate::service::{Ctx, Reply};
 
 /// The RBAC resource of repositories and of credential templates.
 pub const RESOURCE: &str = "repositories";
-const WHAT: &str = "repository";
+
+/// Which registry of repositories a call works on: the ones Argo CD reads from, or the write
+/// repositories upstream's source hydrator pushes to. Each has its repositories, its
+/// credential templates (a write repository only inherits write credentials) and its RBAC
+/// resource, as upstream keeps them in Secrets of their own types.
+#[derive(Debug, Clone, Copy)]
+pub struct Flavor {
+    pub repos: Kind,
+    pub creds: Kind,
+    pub resource: &'static str,
+    /// What one repository is called in messages.
+    pub what: &'static str,
+    /// What one credential template is called in messages.
+    pub creds_what: &'static str,
+}
+
+/// Repositories and credential templates.
+pub const READ: Flavor = Flavor {
+    repos: Kind::Repository,
+    creds: Kind::RepoCreds,
+    resource: RESOURCE,
+    what: "repository",
+    creds_what: "repository credentials",
+};
+
+/// Write repositories and write credential templates.
+pub const WRITE: Flavor = Flavor {
+    repos: Kind::WriteRepository,
+    creds: Kind::WriteRepoCreds,
+    resource: "write-repositories",
+    what: "write repository",
+    creds_what: "write repository credentials",
+};
 
 const NO_CONNECTION: &str = "tiphys does not connect to repositories; the connection state is not checked";
 /// Repository types upstream knows (empty means git).
@@ -117,20 +153,26 @@ pub fn answer(value: &Value, templates: &Templates) -> Result<Value, AppError> {
 
 /// The stored repository with URL `url`, if the caller may perform `action` on it; see the
 /// module comment for what a missing or hidden one answers.
-fn authorized(state: &App, principal: &Principal, url: &str, action: &str) -> Result<DocRef, AppError> {
+fn authorized(
+    state: &App,
+    f: Flavor,
+    principal: &Principal,
+    url: &str,
+    action: &str,
+) -> Result<DocRef, AppError> {
     if url.is_empty() {
-        return Err(AppError::InvalidArgument("repository URL is required".to_owned()));
+        return Err(AppError::InvalidArgument(format!("{} URL is required", f.what)));
     }
-    Access::hidden(RESOURCE, action).load(
+    Access::hidden(f.resource, action).load(
         state,
         principal,
-        state.registry.get(&Key::new(Kind::Repository, "", url)),
+        state.registry.get(&Key::new(f.repos, "", url)),
         |doc| rbac_object(&doc.summary.project, url),
         // Global or in any project.
         || {
             Missing::new(
                 vec![url.to_owned(), format!("*/{url}")],
-                not_found(&format!("repository {:?}", redact::url(url))),
+                not_found(&format!("{} {:?}", f.what, redact::url(url))),
             )
         },
     )
@@ -148,15 +190,24 @@ pub struct RepoQuery {
 /// ListRepositories (and List): every repository the caller may `get`, narrowed to the
 /// query's URL and project.
 pub async fn list_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    list_in(READ, &ctx, &q)
+}
+
+/// ListWriteRepositories: [`list_repositories`] of the write repositories.
+pub async fn list_write_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    list_in(WRITE, &ctx, &q)
+}
+
+fn list_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let (resource_version, docs) = ctx.app.registry.list(Kind::Repository);
-    let templates = Templates::load(&ctx.app);
+    let (resource_version, docs) = ctx.app.registry.list(f.repos);
+    let templates = Templates::load(&ctx.app, f.creds);
     let items = docs
         .iter()
         .filter(|doc| q.repo.is_empty() || doc.key.name == q.repo)
         .filter(|doc| q.app_project.is_empty() || doc.summary.project == q.app_project)
         .filter(|doc| {
-            Access::hidden(RESOURCE, "get").allows(
+            Access::hidden(f.resource, "get").allows(
                 &ctx.app,
                 principal,
                 &rbac_object(&doc.summary.project, &doc.key.name),
@@ -167,15 +218,22 @@ pub async fn list_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError
     Ok(Reply::Message(list(REPOSITORY_LIST, resource_version, items)?))
 }
 
-/// ListWriteRepositories: tiphys keeps no write credentials, so there are none.
-pub async fn list_write_repositories(ctx: Ctx, _q: RepoQuery) -> Result<Reply, AppError> {
-    none_kept(&ctx, REPOSITORY_LIST)
+pub async fn get_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    get_in(READ, &ctx, &q)
 }
 
-pub async fn get_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+/// GetWrite: a write repository.
+pub async fn get_write_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    get_in(WRITE, &ctx, &q)
+}
+
+fn get_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(&ctx.app, principal, &q.repo, "get")?;
-    Ok(Reply::Message(answer(&doc.value(), &Templates::load(&ctx.app))?))
+    let doc = authorized(&ctx.app, f, principal, &q.repo, "get")?;
+    Ok(Reply::Message(answer(
+        &doc.value(),
+        &Templates::load(&ctx.app, f.creds),
+    )?))
 }
 
 /// What a caller sends, without what the server owns.
@@ -188,8 +246,8 @@ fn client_fields(mut value: Value) -> Value {
     value
 }
 
-fn validate(view: &RepoView) -> Result<(), AppError> {
-    check_url(WHAT, "repo", &view.repo)?;
+fn validate(f: Flavor, view: &RepoView) -> Result<(), AppError> {
+    check_url(f.what, "repo", &view.repo)?;
     if !TYPES.contains(&view.kind.as_str()) {
         return Err(AppError::InvalidArgument(format!(
             "unknown repository type {:?}: use git, helm or oci",
@@ -199,13 +257,16 @@ fn validate(view: &RepoView) -> Result<(), AppError> {
     Ok(())
 }
 
-async fn save(state: &App, change: Change) -> Result<Reply, AppError> {
-    answer_written(state, write(state, WHAT, change).await?)
+async fn save(state: &App, f: Flavor, change: Change) -> Result<Reply, AppError> {
+    answer_written(state, f, write(state, f.what, change).await?)
 }
 
-fn answer_written(state: &App, doc: Option<DocRef>) -> Result<Reply, AppError> {
+fn answer_written(state: &App, f: Flavor, doc: Option<DocRef>) -> Result<Reply, AppError> {
     match doc {
-        Some(doc) => Ok(Reply::Message(answer(&doc.value(), &Templates::load(state))?)),
+        Some(doc) => Ok(Reply::Message(answer(
+            &doc.value(),
+            &Templates::load(state, f.creds),
+        )?)),
         None => Ok(Reply::Message(Value::Object(Map::new()))),
     }
 }
@@ -225,51 +286,48 @@ pub struct CreateRequest {
 /// declared in the Secret of a repository at another URL moves that repository here
 /// (`secret_name`), with the needs of an update.
 pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
+    create_in(READ, ctx, req).await
+}
+
+/// CreateWriteRepository: [`create`] of a write repository.
+pub async fn create_write(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
+    create_in(WRITE, ctx, req).await
+}
+
+async fn create_in(f: Flavor, ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     if req.creds_only {
-        return super::repocreds::create_from_repository(&ctx, principal, req.repo, req.upsert).await;
+        return super::repocreds::create_from_repository(&ctx, f, principal, req.repo, req.upsert).await;
     }
     let mut value = client_fields(req.repo);
     let view = RepoView::read(&value);
-    validate(&view)?;
-    let access = Access::hidden(RESOURCE, "create");
+    validate(f, &view)?;
+    let access = Access::hidden(f.resource, "create");
     access.check(&ctx.app, principal, &view.rbac_object())?;
-    let key = Key::new(Kind::Repository, "", &view.repo);
+    let key = Key::new(f.repos, "", &view.repo);
     let existing = ctx.app.registry.get(&key);
     let stored = existing.as_ref().map(|doc| doc.value());
     secret_name::settle(&mut value, stored.as_ref())?;
-    let claim = secret_name::claim(
-        &ctx.app,
-        Kind::Repository,
-        &key,
-        &value,
-        stored.as_ref(),
-        |holder| {
-            access.check_taken(
-                &ctx.app,
-                principal,
-                &view.rbac_object(),
-                &stored_rbac_object(holder),
-            )
-        },
-    )?;
+    let claim = secret_name::claim(&ctx.app, f.repos, &key, &value, stored.as_ref(), |holder| {
+        access.check_taken(
+            &ctx.app,
+            principal,
+            &view.rbac_object(),
+            &stored_rbac_object(holder),
+        )
+    })?;
     if let Claim::Moves(from) = claim {
         if !req.upsert {
-            return Err(secret_name::move_needs_upsert(
-                Kind::Repository,
-                &value,
-                &from,
-                &view.repo,
-            ));
+            return Err(secret_name::move_needs_upsert(f.repos, &value, &from, &view.repo));
         }
         let update = access.to("update");
         update.check(&ctx.app, principal, &stored_rbac_object(&from))?;
         update.check(&ctx.app, principal, &view.rbac_object())?;
-        let doc = secret_name::move_to(&ctx.app, WHAT, &from, key, value).await?;
-        return answer_written(&ctx.app, doc);
+        let doc = secret_name::move_to(&ctx.app, f.what, &from, key, value).await?;
+        return answer_written(&ctx.app, f, doc);
     }
     let (Some(existing), Some(stored)) = (existing, stored) else {
-        return save(&ctx.app, Change::Create { key, value }).await;
+        return save(&ctx.app, f, Change::Create { key, value }).await;
     };
     access.check_taken(
         &ctx.app,
@@ -278,12 +336,16 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         &rbac_object(&existing.summary.project, &view.repo),
     )?;
     if canonical(REPOSITORY, &stored)? == canonical(REPOSITORY, &value)? {
-        return Ok(Reply::Message(answer(&stored, &Templates::load(&ctx.app))?));
+        return Ok(Reply::Message(answer(
+            &stored,
+            &Templates::load(&ctx.app, f.creds),
+        )?));
     }
     if !req.upsert {
-        return Err(AppError::InvalidArgument(
-            "existing repository spec is different; use upsert flag to force update".to_owned(),
-        ));
+        return Err(AppError::InvalidArgument(format!(
+            "existing {} spec is different; use upsert flag to force update",
+            f.what
+        )));
     }
     let update = access.to("update");
     update.check(
@@ -297,7 +359,7 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         value,
         expect: Some(existing.rv),
     };
-    save(&ctx.app, change).await
+    save(&ctx.app, f, change).await
 }
 
 /// The RBAC object of a stored repository.
@@ -315,15 +377,24 @@ pub struct UpdateRequest {
 /// upstream. Needs `update` on the stored object and on the resulting one (a project change
 /// needs both projects).
 pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
+    update_in(READ, ctx, req).await
+}
+
+/// UpdateWriteRepository: [`update`] of a write repository.
+pub async fn update_write(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
+    update_in(WRITE, ctx, req).await
+}
+
+async fn update_in(f: Flavor, ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let mut value = client_fields(req.repo);
     let view = RepoView::read(&value);
-    let existing = authorized(&ctx.app, principal, &view.repo, "update")?;
-    validate(&view)?;
-    let update = Access::hidden(RESOURCE, "update");
+    let existing = authorized(&ctx.app, f, principal, &view.repo, "update")?;
+    validate(f, &view)?;
+    let update = Access::hidden(f.resource, "update");
     update.check(&ctx.app, principal, &view.rbac_object())?;
     secret_name::settle(&mut value, Some(&existing.value()))?;
-    secret_name::check_free(&ctx.app, Kind::Repository, &existing.key, &value, |holder| {
+    secret_name::check_free(&ctx.app, f.repos, &existing.key, &value, |holder| {
         update.check_taken(
             &ctx.app,
             principal,
@@ -336,18 +407,27 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
         value,
         expect: Some(existing.rv),
     };
-    save(&ctx.app, change).await
+    save(&ctx.app, f, change).await
 }
 
 /// DeleteRepository (and Delete), `repositories, delete` on the stored object.
 pub async fn delete(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    delete_in(READ, ctx, q).await
+}
+
+/// DeleteWriteRepository: [`delete`] of a write repository.
+pub async fn delete_write(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    delete_in(WRITE, ctx, q).await
+}
+
+async fn delete_in(f: Flavor, ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(&ctx.app, principal, &q.repo, "delete")?;
+    let doc = authorized(&ctx.app, f, principal, &q.repo, "delete")?;
     let change = Change::Delete {
         key: doc.key.clone(),
         expect: Some(doc.rv),
     };
-    write(&ctx.app, WHAT, change).await?;
+    write(&ctx.app, f.what, change).await?;
     Ok(Reply::Message(Value::Object(Map::new())))
 }
 
@@ -400,15 +480,15 @@ mod tests {
 
     #[test]
     fn urls_are_checked_without_quoting_passwords() {
-        assert!(check_url(WHAT, "repo", "https://git.example/a.git").is_ok());
-        assert!(check_url(WHAT, "repo", "git@github.com:a/b.git").is_ok());
+        assert!(check_url(READ.what, "repo", "https://git.example/a.git").is_ok());
+        assert!(check_url(READ.what, "repo", "git@github.com:a/b.git").is_ok());
         for bad in [
             "",
             "javascript:alert(1)",
             "file:///etc/passwd",
             "https://u:hunter2@h/x",
         ] {
-            let err = check_url(WHAT, "repo", bad).unwrap_err();
+            let err = check_url(READ.what, "repo", bad).unwrap_err();
             assert!(matches!(err, AppError::InvalidArgument(_)), "{bad}");
             assert!(!err.to_string().contains("hunter2"));
         }

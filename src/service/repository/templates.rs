@@ -68,8 +68,9 @@ pub struct Templates {
 }
 
 impl Templates {
-    pub fn load(state: &App) -> Self {
-        let (_, docs) = state.registry.list(Kind::RepoCreds);
+    /// The templates of kind `creds` (credential templates, or write credential templates).
+    pub fn load(state: &App, creds: Kind) -> Self {
+        let (_, docs) = state.registry.list(creds);
         Self::from_items(
             docs.into_iter()
                 .map(|doc| (doc.key.name.clone(), doc.value()))
