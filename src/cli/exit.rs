@@ -73,6 +73,15 @@ pub fn kind_of(err: &anyhow::Error) -> Option<Kind> {
 }
 
 /// The exit code for a failed command.
+/// Whether `err` is a write to an output whose reader has gone (a broken pipe).
+pub fn closed_output(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
 pub fn code(err: &anyhow::Error) -> ExitCode {
     match kind_of(err) {
         Some(kind) => ExitCode::from(kind.code()),

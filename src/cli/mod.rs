@@ -225,6 +225,9 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`tiphys app list | head -1`): nothing left to say, as other
+        // command-line tools do.
+        Err(err) if exit::closed_output(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("error: {err:#}");
             exit::code(&err)

@@ -3,10 +3,12 @@ over TLS (--server-crt, --insecure) and h2c (--plaintext), gRPC-Web over TLS and
 path, output formats, extra headers, --client, and the errors users see when something is wrong."""
 
 import json
+import os
+import subprocess
 
 import pytest
 
-from conftest import VERSION_RE, cli, free_port, rest_version
+from conftest import TIPHYS_BIN, VERSION_RE, clean_env, cli, free_port, rest_version
 
 
 def server_version(res):
@@ -114,3 +116,17 @@ def test_no_server_given():
     res = cli("version", "--insecure")
     assert res.returncode != 0
     assert "--server" in res.stderr, res.stderr
+
+
+def test_a_closed_output_ends_the_command_quietly(insecure_server):
+    """`tiphys … | head -1`: when the reader has gone, the command stops without an error line."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        res = subprocess.run([TIPHYS_BIN, "version", "--server", insecure_server.addr, "--plaintext", "-o", "json"],
+                             stdout=write, stderr=subprocess.PIPE, text=True, timeout=30, env=clean_env(NO_COLOR="1"),
+                             stdin=subprocess.DEVNULL)
+    finally:
+        os.close(write)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == "", res.stderr
