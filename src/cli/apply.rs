@@ -16,6 +16,7 @@ use super::exit;
 use super::manifest::{self, API_VERSION};
 use super::secrets::{self, FromSecret, SecretType};
 use super::validate::Validate;
+use crate::service::cluster::lookup::normalize_server;
 
 #[derive(clap::Args, Debug)]
 pub struct ApplyArgs {
@@ -367,7 +368,12 @@ async fn apply_secret(
     let url = str_at(object, url_field);
     let name_at = format!("/{}", secrets::SECRET_NAME);
     let name = str_at(object, &name_at);
-    let at_url = listed.iter().find(|o| str_at(o, url_field) == url);
+    // A cluster's server is stored without a trailing slash: compare it so.
+    let same_url = |stored: &str| match kind {
+        SecretType::Cluster => normalize_server(stored) == normalize_server(url),
+        _ => stored == url,
+    };
+    let at_url = listed.iter().find(|o| same_url(str_at(o, url_field)));
     let by_name = listed
         .iter()
         .find(|o| !name.is_empty() && str_at(o, &name_at) == name);

@@ -39,7 +39,7 @@ metadata:
     argocd.argoproj.io/secret-type: cluster
 stringData:
   name: prod
-  server: https://prod.example:6443
+  server: https://prod.example:6443/
   namespaces: web,shop
   config: |
     {{\"bearerToken\": \"{CLUSTER_TOKEN}\", \"tlsClientConfig\": {{\"insecure\": false, \"caData\": \"Q0EK\"}}}}
@@ -164,7 +164,8 @@ fn a_directory_is_applied_object_by_object_and_a_malformed_document_is_reported(
     assert_eq!(app["spec"]["destination"]["name"], "prod");
     assert_eq!(app["metadata"]["labels"]["team"], "web");
 
-    // Again: nothing changes, credentials included (the API never shows them back).
+    // Again: nothing changes, credentials included (the API never shows them back), and the
+    // cluster's server is compared as stored (without the manifest's trailing slash).
     let run = admin.run(&["apply", "-f", path]);
     assert_eq!(run.code, Some(1), "{run:?}");
     assert!(
