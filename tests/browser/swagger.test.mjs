@@ -31,8 +31,8 @@ for (const rootpath of ["", "/tiphys"]) {
       const operations = await page.locator(".opblock").count();
       assert.ok(operations > 40, `${operations} operations listed`);
       // An operation opens and shows its parameters.
-      await page.locator("#operations-ApplicationService-Get .opblock-summary").click();
-      await page.locator("#operations-ApplicationService-Get .parameters").waitFor();
+      await page.locator("#operations-ApplicationService-ApplicationService_Get .opblock-summary").click();
+      await page.locator("#operations-ApplicationService-ApplicationService_Get .parameters").waitFor();
       await shot(page, `swagger-ui${rootpath.replace("/", "-")}`);
       assert.deepEqual(outside, [], "every request stayed under the prefix");
       assert.deepEqual(page.problems, []);

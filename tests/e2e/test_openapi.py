@@ -178,9 +178,21 @@ def test_schemathesis_finds_every_response_conforming(env, tmp_path):
                     param["name"] = param["name"].replace(".", "_")
     aim(doc, seeded)
     tested = sum(len(ops) for ops in doc["paths"].values())
+    report = tmp_path / "report.xml"
+    run, took = schemathesis(env, doc, tmp_path, report)
+    output = run.stdout + run.stderr
+    assert run.returncode == 0, f"schemathesis found problems ({took:.0f} s):\n{output[-20000:]}"
+    # It really tested: one test case per operation in the report, none skipped.
+    cases = re.findall(r"<testcase ", report.read_text())
+    assert len(cases) == tested, (len(cases), tested, output[-3000:])
+    assert "<skipped" not in report.read_text(), output[-3000:]
+
+
+def schemathesis(env, doc, tmp_path, report, *extra):
+    """Runs schemathesis on `doc` against the server with the admin token; (the completed process,
+    seconds taken). Fails the test past SCHEMATHESIS_BUDGET."""
     schema = tmp_path / "swagger.json"
     schema.write_text(json.dumps(doc))
-    report = tmp_path / "report.xml"
     cmd = [
         str(Path(sys.executable).with_name("schemathesis")), "run", str(schema),
         "--url", env.server.url("/").rstrip("/"),
@@ -198,6 +210,7 @@ def test_schemathesis_finds_every_response_conforming(env, tmp_path):
         "--no-color",
         "--generation-database", "none",
         "--report", "junit", "--report-junit-path", str(report),
+        *extra,
     ]
     began = time.monotonic()
     try:
@@ -206,13 +219,20 @@ def test_schemathesis_finds_every_response_conforming(env, tmp_path):
                              cwd=tmp_path)
     except subprocess.TimeoutExpired as e:
         pytest.fail(f"schemathesis ran over {SCHEMATHESIS_BUDGET} s:\n{str(e.stdout or '')[-4000:]}")
-    took = time.monotonic() - began
+    return run, time.monotonic() - began
+
+
+def test_schemathesis_catches_a_document_that_lies(env, tmp_path):
+    """The negative control: the same run, on one operation whose documented answer is made wrong
+    (an application list's items as strings), fails on the schema check."""
+    doc = json.loads(json.dumps(env.doc))
+    doc["components"]["schemas"]["v1alpha1ApplicationList"]["properties"]["items"]["items"] = {"type": "string"}
+    env.admin.must_create(app_body(uniq("oas-lie")))
+    run, _ = schemathesis(env, doc, tmp_path, tmp_path / "report.xml",
+                          "--include-path", "/api/v1/applications", "--include-method", "GET")
     output = run.stdout + run.stderr
-    assert run.returncode == 0, f"schemathesis found problems ({took:.0f} s):\n{output[-20000:]}"
-    # It really tested: one test case per operation in the report, none skipped.
-    cases = re.findall(r"<testcase ", report.read_text())
-    assert len(cases) == tested, (len(cases), tested, output[-3000:])
-    assert "<skipped" not in report.read_text(), output[-3000:]
+    assert run.returncode != 0, output[-3000:]
+    assert "Response violates schema" in output, output[-3000:]
 
 
 def undot(path):
