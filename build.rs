@@ -2,7 +2,8 @@
 //! 1. compile `proto/` with a vendored `protoc` into the descriptor set the server's codec reads,
 //!    and generate the CLI's client code for the account, session, settings and version services
 //!    (and the server stubs of the benchmarks' bare-tonic baseline);
-//! 2. build the UI in `web/` into `$OUT_DIR/web-dist`, which `src/ui` embeds;
+//! 2. build the UI in `web/` into `$OUT_DIR/web-dist`, which `src/ui` embeds, and copy Swagger UI
+//!    (npm's `swagger-ui-dist`) into `$OUT_DIR/swagger-ui`, which `src/api/swagger.rs` embeds;
 //! 3. ask the linker to lay out the server's running code side by side.
 
 use std::path::{Path, PathBuf};
@@ -125,8 +126,14 @@ fn collect_protos(dir: &Path, out: &mut Vec<PathBuf>) -> BuildResult {
 fn build_web(out_dir: &Path) -> BuildResult {
     println!("cargo:rerun-if-env-changed=TIPHYS_WEB_DIST");
     let dist = out_dir.join("web-dist");
+    let swagger = out_dir.join("swagger-ui");
+    std::fs::create_dir_all(&swagger)?;
     if let Ok(prebuilt) = std::env::var("TIPHYS_WEB_DIST") {
         copy_dir(Path::new(&prebuilt), &dist)?;
+        // Without npm there is no Swagger UI: empty files, which the server answers with 404.
+        for file in SWAGGER_UI_FILES {
+            std::fs::write(swagger.join(file), b"")?;
+        }
         return Ok(());
     }
     for input in [
@@ -166,8 +173,18 @@ fn build_web(out_dir: &Path) -> BuildResult {
         .arg("build.mjs")
         .arg(&dist)
         .current_dir(&work))?;
+    // Swagger UI (`/swagger-ui`) is npm's `swagger-ui-dist`, pinned by the same lock file.
+    for file in SWAGGER_UI_FILES {
+        std::fs::copy(
+            work.join("node_modules/swagger-ui-dist").join(file),
+            swagger.join(file),
+        )?;
+    }
     Ok(())
 }
+
+/// The files of `swagger-ui-dist` that `src/api/swagger.rs` embeds.
+const SWAGGER_UI_FILES: [&str; 2] = ["swagger-ui-bundle.js", "swagger-ui.css"];
 
 fn run(cmd: &mut Command) -> BuildResult {
     let status = cmd.status().map_err(|e| format!("cannot run {cmd:?}: {e}"))?;

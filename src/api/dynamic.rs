@@ -194,9 +194,10 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
         caller,
         fenced: context.is_some_and(|c| c.fenced),
     };
+    let output = method.output();
     match call(ctx, json).await? {
         Reply::Session { message, cookie } => {
-            let mut response = json_response(message);
+            let mut response = json_response(canonical(&output, message)?);
             let scope = CookieScope::new(&state.basehref, scheme);
             super::cookies::write(&mut response, &scope, &cookie, chunks)?;
             Ok(response)
@@ -205,10 +206,13 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
             Some(f) => json_response(f.apply(&answer.to_value()?)),
             None => raw_json(Bytes::from(answer.to_json_bytes()?)),
         }),
-        Reply::Message(value) => Ok(json_response(match &fields {
-            Some(f) => f.apply(&value),
-            None => value,
-        })),
+        Reply::Message(value) => {
+            let value = canonical(&output, value)?;
+            Ok(json_response(match &fields {
+                Some(f) => f.apply(&value),
+                None => value,
+            }))
+        }
         Reply::Doc(doc) => Ok(match &fields {
             Some(f) => json_response(f.apply(&doc.value())),
             None => raw_json(doc.json.clone()),
@@ -219,6 +223,17 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
         } => Ok(list_response(resource_version, items, fields)),
         Reply::Stream(stream) => Ok(stream_response(stream, fields, sse)),
     }
+}
+
+/// A reply built by hand in the JSON form its output message writes: the one rule for empty
+/// values, times and numbers (`crate::schema::gojson`) applies to every message, whichever
+/// use case built it. A reply the schema cannot read is a bug of the use case.
+fn canonical(output: &MessageDescriptor, value: Value) -> Result<Value, AppError> {
+    let schema = Schema::get();
+    let msg = schema
+        .from_json(output, &value)
+        .map_err(|e| AppError::Internal(anyhow::anyhow!("reply of type {}: {e}", output.full_name())))?;
+    Ok(schema.to_json(&msg))
 }
 
 /// The request message's JSON form from a REST call's body, query and path parameters, as the

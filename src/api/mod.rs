@@ -8,6 +8,8 @@ pub(crate) mod dynamic;
 pub mod extract;
 mod fields;
 mod health;
+pub(crate) mod openapi;
+mod swagger;
 pub mod webhook;
 
 use std::sync::Arc;
@@ -20,8 +22,9 @@ use http::StatusCode;
 use crate::app::App;
 use crate::error::rest_error;
 
-/// The REST API, `/auth/…` and `/healthz`; the caller adds the fallback (the dashboard).
-pub fn router(state: Arc<App>) -> Router {
+/// The REST API, `/auth/…`, `/healthz`, `/swagger.json` and `/swagger-ui` (for a server under
+/// `rootpath`); the caller adds the fallback (the dashboard).
+pub fn router(state: Arc<App>, rootpath: &str) -> Router {
     // Written out, as FIXED_ROUTES lists them (the e2e route census reads these lines).
     let api = Router::new()
         .route("/auth/logout", get(auth::logout).post(auth::logout))
@@ -36,6 +39,7 @@ pub fn router(state: Arc<App>) -> Router {
         .route("/auth/{*rest}", any(not_found))
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+        .merge(swagger::router(rootpath))
 }
 
 /// The routes written in [`router`]; the method table has the rest.

@@ -1,7 +1,9 @@
 //! Messages ↔ JSON with Go `encoding/json` rules (see `proto/tiphys/json.proto`).
 //!
-//! Output: proto field names, zero values omitted unless `always`, unset `always` messages as
-//! objects, `inline` messages flattened, int64 as numbers, times as Kubernetes strings.
+//! Output: proto field names, zero values omitted unless `always`; an unset `always` message is
+//! `{}` and an empty `always` list or map `[]` or `{}` (never `null`: clients generated from an
+//! OpenAPI document refuse it, and upstream's handlers build empty slices); `inline` messages
+//! flattened, int64 as numbers, times as Kubernetes strings and left out when unset.
 //! Input, as Go reads it: unknown keys ignored, keys matched exactly and then case-insensitively,
 //! `null` leaves a field unset; in addition, int64 given as a decimal string (protojson style) is
 //! accepted. A value of the wrong type is an error naming the field.
@@ -13,7 +15,7 @@ use prost_reflect::{
 };
 use serde_json::{Map, Value};
 
-use super::plan::{FieldPlan, MessagePlan, Shape, is_zero};
+use super::plan::{FieldPlan, MessagePlan, Shape, Wire, is_zero};
 use super::{Schema, SchemaError, time};
 
 impl Schema {
@@ -38,7 +40,7 @@ impl Schema {
             let json = if fd.is_list() {
                 let items = value.as_list().unwrap_or_default();
                 if items.is_empty() {
-                    field.always.then_some(Value::Null)
+                    field.always.then(|| Value::Array(Vec::new()))
                 } else {
                     Some(Value::Array(
                         items.iter().map(|v| self.value_json(field, v)).collect(),
@@ -55,14 +57,12 @@ impl Schema {
                         entries.sort_by(|a, b| a.0.cmp(&b.0));
                         Some(Value::Object(entries.into_iter().collect()))
                     }
-                    _ => field.always.then_some(Value::Null),
+                    _ => field.always.then(|| Value::Object(Map::new())),
                 }
             } else {
                 match field.shape {
-                    Shape::Time { .. } => {
-                        let json = self.value_json(field, &value);
-                        (!json.is_null() || field.always).then_some(json)
-                    }
+                    // An unset time is left out, `always` or not (never `null`).
+                    Shape::Time { .. } => Some(self.value_json(field, &value)).filter(|json| !json.is_null()),
                     Shape::Message | Shape::Raw | Shape::IntOrString => {
                         (set || field.always).then(|| self.value_json(field, &value))
                     }
@@ -84,6 +84,13 @@ impl Schema {
             (Shape::Raw, Pv::Message(m)) => raw_json(m),
             (Shape::IntOrString, Pv::Message(m)) => int_or_string_json(m),
             (_, Pv::Message(m)) => self.to_json(m),
+            // Enums as their names (Go's string types); a number without a name as itself.
+            (_, Pv::EnumNumber(n)) => match &field.wire {
+                Wire::Enum { desc, .. } => desc
+                    .get_value(*n)
+                    .map_or_else(|| Value::from(*n), |v| Value::String(v.name().to_owned())),
+                _ => Value::from(*n),
+            },
             (_, scalar) => scalar_json(scalar),
         }
     }

@@ -14,6 +14,7 @@
 
 mod encode;
 pub mod gojson;
+pub mod jsonschema;
 mod plan;
 pub mod time;
 mod unknown;

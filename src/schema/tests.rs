@@ -61,10 +61,28 @@ fn times_int64_and_bytes_follow_go() {
     );
     assert_eq!(cluster["config"]["tlsClientConfig"]["caData"], json!("AAEC"));
     assert_eq!(cluster["name"], json!(""));
-    // An unset always-emitted time is null.
+    // An unset time is left out, even where Go would write `null`.
     let bare = normalize(CLUSTER, json!({"server": "https://y"}));
-    assert_eq!(bare["info"]["connectionState"]["attemptedAt"], json!(null));
-    assert_eq!(bare["connectionState"]["attemptedAt"], json!(null));
+    assert!(
+        bare["info"]["connectionState"].get("attemptedAt").is_none(),
+        "{bare}"
+    );
+    assert!(bare["connectionState"].get("attemptedAt").is_none(), "{bare}");
+    assert_eq!(bare["connectionState"], json!({"status": "", "message": ""}));
+}
+
+#[test]
+fn empty_always_lists_and_maps_are_empty_not_null() {
+    let list = normalize(
+        "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepositoryList",
+        json!({"metadata": {}}),
+    );
+    assert_eq!(list["items"], json!([]), "{list}");
+    let list = normalize(
+        "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCredsList",
+        json!({"items": null}),
+    );
+    assert_eq!(list["items"], json!([]), "{list}");
 }
 
 #[test]

@@ -112,7 +112,8 @@ impl Dispatcher {
         Ok(Self {
             grpc_web: tower::Layer::layer(&tonic_web::GrpcWebLayer::new(), grpc.clone()),
             grpc,
-            http: crate::api::router(Arc::clone(app)).fallback_service(crate::ui::router(Arc::new(ui))),
+            http: crate::api::router(Arc::clone(app), &config.rootpath)
+                .fallback_service(crate::ui::router(Arc::new(ui))),
             app: Arc::clone(app),
             metrics,
             tls_mode: !config.insecure,

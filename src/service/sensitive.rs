@@ -88,9 +88,9 @@ pub fn none_kept(ctx: &Ctx, message: &str) -> Result<Reply, AppError> {
     )?))
 }
 
-/// The connection state of an object tiphys never connects to.
+/// The connection state of an object tiphys never connects to: no attempt, so no `attemptedAt`.
 pub fn unknown_state(why: &str) -> Value {
-    serde_json::json!({"status": "Unknown", "message": why, "attemptedAt": null})
+    serde_json::json!({"status": "Unknown", "message": why})
 }
 
 /// URLs with a password in them are refused: the URL is the object's identity, shown in

@@ -519,7 +519,9 @@ def rest_matrix(env, c, caller):
                  "/api/v1/account/admin", "/api/v1/account/ops", "/api/v1/account/nosuch",
                  "/api/v1/account/can-i/clusters/get/*", "/api/v1/account/can-i/repositories/update/*",
                  f"/api/v1/account/can-i/projects/get/{PROJECT}", "/api/v1/account/can-i/clusters/get",
-                 "/api/v1/account/can-i/clusters/get/", "/api/nosuch", "/auth/nosuch"):
+                 "/api/v1/account/can-i/clusters/get/", "/api/nosuch", "/auth/nosuch",
+                 "/swagger.json", "/swagger-ui", "/swagger-ui/init.js", "/swagger-ui/swagger-ui-bundle.js",
+                 "/swagger-ui/swagger-ui.css"):
         call("GET", path)
     call("POST", "/api/v1/account/ops/token", {"name": "ops", "expiresIn": 60})
     call("DELETE", "/api/v1/account/ops/token/nosuch")
@@ -936,13 +938,13 @@ def test_the_scanner_finds_every_encoding():
 
 def rest_routes():
     """(method, path template) of every REST route: the method table (src/rpc/table/, one file per
-    service) and the fixed routes of src/api/mod.rs."""
+    service) and the fixed routes of src/api/mod.rs and src/api/swagger.rs."""
     src = REPO / "src"
     routes = set()
     for path in sorted((src / "rpc" / "table").glob("*.rs")):
         text = path.read_text()
         routes |= {(m.upper(), p) for m, p in re.findall(r'\b(get|post|put|delete|patch)\(\s*"(/api/[^"]+)"', text)}
-    text = (src / "api" / "mod.rs").read_text()
+    text = (src / "api" / "mod.rs").read_text() + (src / "api" / "swagger.rs").read_text()
     for chunk in text.split(".route(")[1:]:
         path = re.match(r'\s*"([^"]+)"', chunk).group(1)
         routes |= {(m.upper(), path) for m in re.findall(r"\b(get|post|put|delete|patch)\(", chunk)}
