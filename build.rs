@@ -89,7 +89,7 @@ fn compile_api_schema(protoc: &Path, include: &Path, out_dir: &Path) -> BuildRes
 }
 
 /// Directories under `proto/` whose files form the API schema.
-const API_PROTO_DIRS: [&str; 12] = [
+const API_PROTO_DIRS: [&str; 14] = [
     "tiphys",
     "k8s",
     "v1alpha1",
@@ -102,6 +102,8 @@ const API_PROTO_DIRS: [&str; 12] = [
     "clusters",
     "repository",
     "repocreds",
+    "certificate",
+    "gpgkey",
 ];
 
 fn collect_protos(dir: &Path, out: &mut Vec<PathBuf>) -> BuildResult {

@@ -12,15 +12,21 @@ pub enum Kind {
     Cluster,
     Repository,
     RepoCreds,
+    /// A TLS certificate bundle or an SSH known-host key for repository hosts.
+    Certificate,
+    /// An OpenPGP public key.
+    GpgKey,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 5] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Application,
         Kind::AppProject,
         Kind::Cluster,
         Kind::Repository,
         Kind::RepoCreds,
+        Kind::Certificate,
+        Kind::GpgKey,
     ];
 
     /// The key segment (also the Kubernetes-style plural).
@@ -31,6 +37,8 @@ impl Kind {
             Kind::Cluster => "clusters",
             Kind::Repository => "repositories",
             Kind::RepoCreds => "repocreds",
+            Kind::Certificate => "certificates",
+            Kind::GpgKey => "gpgkeys",
         }
     }
 
@@ -42,6 +50,8 @@ impl Kind {
             Kind::Cluster => "cluster",
             Kind::Repository => "repository",
             Kind::RepoCreds => "repository credentials",
+            Kind::Certificate => "certificate",
+            Kind::GpgKey => "GnuPG public key",
         }
     }
 
@@ -53,6 +63,10 @@ impl Kind {
             Kind::Cluster => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Cluster",
             Kind::Repository => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.Repository",
             Kind::RepoCreds => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCreds",
+            Kind::Certificate => {
+                "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepositoryCertificate"
+            }
+            Kind::GpgKey => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.GnuPGPublicKey",
         }
     }
 

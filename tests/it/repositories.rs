@@ -241,12 +241,14 @@ async fn repositories_and_templates_crud_never_answers_secrets() {
     assert_eq!(r.body["code"], 16, "{r:?}");
     // Whole services upstream has and tiphys does not: declared, so not a bare 404.
     anonymous.expect(401, "GET", "/api/v1/gpgkeys", None).await;
-    let r = admin.expect(501, "GET", "/api/v1/certificates", None).await;
+    let r = admin
+        .expect(501, "GET", "/api/v1/notifications/triggers", None)
+        .await;
     assert!(
         r.body["error"]
             .as_str()
             .unwrap()
-            .starts_with("certificate.CertificateService/ListCertificates is not served by tiphys: "),
+            .starts_with("notification.NotificationService/ListTriggers is not served by tiphys: "),
         "{r:?}"
     );
     let r = admin
