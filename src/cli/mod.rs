@@ -7,6 +7,7 @@ mod app_view;
 pub(crate) mod apply;
 mod args;
 pub mod call;
+mod cert;
 pub mod client;
 mod cluster;
 pub mod config;
@@ -15,6 +16,7 @@ mod context;
 mod deadline;
 pub mod exit;
 mod export;
+mod gpg;
 mod key_lines;
 mod kubeconfig;
 mod login;
@@ -121,6 +123,12 @@ pub enum Command {
     /// Manage repository credential templates.
     #[command(subcommand)]
     Repocreds(repo::RepoCredsCommand),
+    /// Manage repository TLS certificates and SSH known hosts.
+    #[command(subcommand)]
+    Cert(cert::CertCommand),
+    /// Manage the GnuPG public keys commits may be signed with.
+    #[command(subcommand)]
+    Gpg(gpg::GpgCommand),
     /// Create or update the objects of manifest files: Applications, AppProjects and Argo CD's
     /// cluster, repository and repo-creds Secrets.
     Apply(apply::ApplyArgs),
@@ -216,6 +224,14 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
         },
         Command::Repocreds(command) => match config_path() {
             Ok(path) => repo::run_creds(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Cert(command) => match config_path() {
+            Ok(path) => cert::run(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Gpg(command) => match config_path() {
+            Ok(path) => gpg::run(&path, command, out).await,
             Err(err) => Err(err),
         },
         Command::Apply(args) => match config_path() {

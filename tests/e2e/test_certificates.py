@@ -22,7 +22,7 @@ import pytest
 from appkit import grpc_channel, grpc_web, md, rpc_error, write_rbac
 from authkit import ALICE_PW, ADMIN_PW, BOB_PW, assert_api_error, bearer, login_token, manifest, request, \
     run_server_expecting_exit
-from conftest import REPO, require_tool
+from conftest import REPO, cli, require_tool
 
 CERTS = "/api/v1/certificates"
 GPG = "/api/v1/gpgkeys"
@@ -390,3 +390,46 @@ def test_grpc_web_clients_list_certificates_and_keys(env):
     assert env.seeded_key.key_id in [k.keyID for k in keys.items]
     r = grpc_web(env.server, "gpgkey.GPGKeyService/List", pb.gpg.GnuPGPublicKeyQuery(), token=env.bob)
     assert (r.header_status or r.trailers.get("grpc-status")) == "7", r
+
+
+# ---- CLI ----------------------------------------------------------------------------------------
+
+
+def test_cli_verbs_as_upstream_has_them(env):
+    conn = ["--server", env.server.addr, "--plaintext", "--auth-token", env.admin]
+    pem, _ = make_cert(env.work, "cli.example")
+    pem_file = env.work / "cli.pem"
+    pem_file.write_text(pem)
+    res = cli("cert", "add-tls", "cli.example", "--from", str(pem_file), *conn)
+    assert res.returncode == 0 and "1 PEM certificates" in res.stdout, res
+    kind, blob, fp = make_host_key(env.work, "cli_host")
+    hosts_file = env.work / "cli_known_hosts"
+    hosts_file.write_text(f"# from ssh-keyscan\ncli.example {kind} {blob}\n")
+    res = cli("cert", "add-ssh", "--batch", "--from", str(hosts_file), *conn)
+    assert res.returncode == 0 and "1 SSH known host entries" in res.stdout, res
+    res = cli("cert", "list", "--hostname-pattern", "cli.*", *conn)
+    assert res.returncode == 0, res
+    assert f"cli.example  ssh    {kind}" in res.stdout and fp in res.stdout and "CN=cli.example,O=Acme" in res.stdout, \
+        res.stdout
+    hosts_file.write_text(f"cli.example {kind} AAAA\n")
+    res = cli("cert", "add-ssh", "--batch", "--from", str(hosts_file), *conn)
+    assert res.returncode != 0 and "not a valid" in res.stderr, res
+    res = cli("cert", "rm", "cli.*", *conn)
+    assert res.returncode == 0 and "Removed 2 certificates" in res.stdout, res
+
+    key = env.gpg.generate("Cli Key <cli@example.com>", "ed25519")
+    key_file = env.work / "cli.asc"
+    key_file.write_text(key.public)
+    res = cli("gpg", "add", "--from", str(key_file), *conn)
+    assert res.returncode == 0 and key.key_id in res.stdout, res
+    res = cli("gpg", "list", *conn)
+    assert res.returncode == 0 and f"{key.key_id}  ed25519  Cli Key <cli@example.com>" in res.stdout, res.stdout
+    res = cli("gpg", "get", key.key_id, *conn)
+    assert res.returncode == 0 and key.fingerprint in res.stdout and "BEGIN PGP PUBLIC KEY BLOCK" in res.stdout, res
+    key_file.write_text(key.secret)
+    res = cli("gpg", "add", "--from", str(key_file), *conn)
+    assert res.returncode != 0 and "private key" in res.stderr, res
+    res = cli("gpg", "rm", key.key_id, *conn)
+    assert res.returncode == 0, res
+    res = cli("gpg", "get", key.key_id, *conn)
+    assert res.returncode != 0 and "not found" in res.stderr, res
