@@ -63,6 +63,8 @@ pub struct AddSshArgs {
 }
 
 #[derive(clap::Args, Debug)]
+// (Its own group name: the flattened `repo::ListArgs` has the default one.)
+#[group(id = "CertListArgs")]
 pub struct ListArgs {
     /// Only certificates of this type: https or ssh.
     #[arg(long, value_parser = ["https", "ssh"])]

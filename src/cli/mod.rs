@@ -256,6 +256,14 @@ mod tests {
         Cli::parse_args(args.iter().map(Into::into))
     }
 
+    /// clap checks a command's definition only when that command is parsed: check them all
+    /// (two flattened argument structs with one group name panic at run time).
+    #[test]
+    fn every_command_is_well_formed() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+    }
+
     #[test]
     fn server_parses_with_global_options_on_either_side() {
         let cli = parse(&[
