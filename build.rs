@@ -90,7 +90,7 @@ fn compile_api_schema(protoc: &Path, include: &Path, out_dir: &Path) -> BuildRes
 }
 
 /// Directories under `proto/` whose files form the API schema.
-const API_PROTO_DIRS: [&str; 13] = [
+const API_PROTO_DIRS: [&str; 15] = [
     "tiphys",
     "k8s",
     "v1alpha1",
@@ -104,6 +104,8 @@ const API_PROTO_DIRS: [&str; 13] = [
     "repository",
     "repocreds",
     "notification",
+    "certificate",
+    "gpgkey",
 ];
 
 fn collect_protos(dir: &Path, out: &mut Vec<PathBuf>) -> BuildResult {

@@ -7,6 +7,7 @@ mod app_view;
 pub(crate) mod apply;
 mod args;
 pub mod call;
+mod cert;
 pub mod client;
 mod cluster;
 pub mod config;
@@ -15,6 +16,7 @@ mod context;
 mod deadline;
 pub mod exit;
 mod export;
+mod gpg;
 mod key_lines;
 mod kubeconfig;
 mod login;
@@ -121,6 +123,12 @@ pub enum Command {
     /// Manage repository credential templates.
     #[command(subcommand)]
     Repocreds(repo::RepoCredsCommand),
+    /// Manage repository TLS certificates and SSH known hosts.
+    #[command(subcommand)]
+    Cert(cert::CertCommand),
+    /// Manage the GnuPG public keys commits may be signed with.
+    #[command(subcommand)]
+    Gpg(gpg::GpgCommand),
     /// Create or update the objects of manifest files: Applications, AppProjects and Argo CD's
     /// cluster, repository and repo-creds Secrets.
     Apply(apply::ApplyArgs),
@@ -218,6 +226,14 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
             Ok(path) => repo::run_creds(&path, command, out).await,
             Err(err) => Err(err),
         },
+        Command::Cert(command) => match config_path() {
+            Ok(path) => cert::run(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Gpg(command) => match config_path() {
+            Ok(path) => gpg::run(&path, command, out).await,
+            Err(err) => Err(err),
+        },
         Command::Apply(args) => match config_path() {
             Ok(path) => apply::run(&path, args, out).await,
             Err(err) => Err(err),
@@ -241,6 +257,14 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::parse_args(args.iter().map(Into::into))
+    }
+
+    /// clap checks a command's definition only when that command is parsed: check them all
+    /// (two flattened argument structs with one group name panic at run time).
+    #[test]
+    fn every_command_is_well_formed() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
     }
 
     #[test]

@@ -304,6 +304,7 @@ fn summarize(kind: Kind, view: View) -> Summary {
             labels: view.metadata.labels,
             ..Summary::default()
         },
+        Kind::Certificate | Kind::GpgKey => Summary::default(),
         Kind::Cluster | Kind::Repository | Kind::RepoCreds | Kind::WriteRepository | Kind::WriteRepoCreds => {
             Summary {
                 labels: view.labels,

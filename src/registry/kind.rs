@@ -16,10 +16,14 @@ pub enum Kind {
     /// Repository and RepoCreds records of their own.
     WriteRepository,
     WriteRepoCreds,
+    /// A TLS certificate bundle or an SSH known-host key for repository hosts.
+    Certificate,
+    /// An OpenPGP public key.
+    GpgKey,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Application,
         Kind::AppProject,
         Kind::Cluster,
@@ -27,6 +31,8 @@ impl Kind {
         Kind::RepoCreds,
         Kind::WriteRepository,
         Kind::WriteRepoCreds,
+        Kind::Certificate,
+        Kind::GpgKey,
     ];
 
     /// The key segment (also the Kubernetes-style plural).
@@ -39,6 +45,8 @@ impl Kind {
             Kind::RepoCreds => "repocreds",
             Kind::WriteRepository => "write-repositories",
             Kind::WriteRepoCreds => "write-repocreds",
+            Kind::Certificate => "certificates",
+            Kind::GpgKey => "gpgkeys",
         }
     }
 
@@ -52,6 +60,8 @@ impl Kind {
             Kind::RepoCreds => "repository credentials",
             Kind::WriteRepository => "write repository",
             Kind::WriteRepoCreds => "write repository credentials",
+            Kind::Certificate => "certificate",
+            Kind::GpgKey => "GnuPG public key",
         }
     }
 
@@ -67,6 +77,10 @@ impl Kind {
             Kind::RepoCreds | Kind::WriteRepoCreds => {
                 "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCreds"
             }
+            Kind::Certificate => {
+                "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepositoryCertificate"
+            }
+            Kind::GpgKey => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.GnuPGPublicKey",
         }
     }
 

@@ -5,7 +5,9 @@
 pub mod access;
 pub mod account;
 pub mod application;
+pub mod certificate;
 pub mod cluster;
+pub mod gpgkey;
 pub mod limits;
 pub mod notification;
 pub mod project;

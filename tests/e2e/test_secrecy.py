@@ -720,8 +720,8 @@ def rest_matrix(env, c, caller):
     call("POST", "/api/webhook", {"ref": "refs/heads/main", "commits": [],
                                   "repository": {"html_url": app_url, "default_branch": "main"}},
          headers={"X-GitHub-Event": "push"})
-    # services tiphys does not serve: bodies that would carry secrets upstream (a GnuPG key, a
-    # certificate, an ApplicationSet template with a repository URL) are never read or echoed
+    # certificates and GnuPG keys: bad bodies are refused without echoing them; services tiphys
+    # does not serve (an ApplicationSet template with a repository URL) never read or echo theirs
     for path in ("/api/v1/certificates", "/api/v1/gpgkeys", "/api/v1/gpgkeys/ABCDEF", "/api/v1/applicationsets",
                  "/api/v1/applicationsets/a", "/api/v1/applicationsets/a/events",
                  "/api/v1/applicationsets/a/resource-tree", "/api/v1/stream/applicationsets",
@@ -733,6 +733,7 @@ def rest_matrix(env, c, caller):
     call("POST", "/api/v1/certificates", {"items": [{"serverName": "h", "certType": "https",
                                                       "certData": s.new("certificate-body", False)}]})
     call("POST", "/api/v1/gpgkeys", {"publickey": s.new("gpg-key-body", False)})
+    call("POST", "/api/v1/gpgkeys", {"keyData": s.new("gpg-key-data", False)})
     call("POST", "/api/v1/applicationsets", {"metadata": {"name": "a"}, "spec": {"template": {"spec": {
         "source": {"repoURL": app_url}}}}})
     call("POST", "/api/v1/applicationsets/generate", {"applicationSet": {"metadata": {"name": "a"}}})

@@ -239,14 +239,16 @@ async fn repositories_and_templates_crud_never_answers_secrets() {
         .expect(401, "GET", &format!("{}/refs", repo_path(APP_REPO)), None)
         .await;
     assert_eq!(r.body["code"], 16, "{r:?}");
-    // Whole services upstream has and tiphys does not: declared, so not a bare 404.
+    // Operations upstream has and tiphys does not serve: declared, so not a bare 404.
     anonymous.expect(401, "GET", "/api/v1/gpgkeys", None).await;
-    let r = admin.expect(501, "GET", "/api/v1/certificates", None).await;
+    let r = admin
+        .expect(501, "GET", &format!("{}/apps", repo_path(APP_REPO)), None)
+        .await;
     assert!(
         r.body["error"]
             .as_str()
             .unwrap()
-            .starts_with("certificate.CertificateService/ListCertificates is not served by tiphys: "),
+            .starts_with("repository.RepositoryService/ListApps is not served by tiphys: "),
         "{r:?}"
     );
     let r = admin

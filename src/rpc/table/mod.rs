@@ -4,6 +4,7 @@
 
 mod accounts;
 mod applications;
+mod certificates;
 mod clusters;
 mod not_served;
 mod notifications;
@@ -28,6 +29,7 @@ pub fn table() -> Vec<Arc<Rpc>> {
     rpcs.extend(clusters::rpcs());
     rpcs.extend(repositories::rpcs());
     rpcs.extend(notifications::rpcs());
+    rpcs.extend(certificates::rpcs());
     rpcs.extend(not_served::rpcs());
     rpcs
 }

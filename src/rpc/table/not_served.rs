@@ -8,45 +8,11 @@ use std::sync::Arc;
 use super::{Route, delete, get, post, unserved};
 use crate::rpc::{Body, Rpc};
 
-const NO_CERTIFICATES: &str =
-    "tiphys does not contact repositories, so it keeps no repository TLS certificates or SSH known hosts";
-const NO_GPG_KEYS: &str = "tiphys does not verify commit signatures, so it keeps no GnuPG keys";
 const NO_APPLICATION_SETS: &str = "tiphys does not store or generate ApplicationSets";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     let none = |path: &'static str, rest: Route, why: &'static str| unserved(path, [rest], why);
     vec![
-        none(
-            "/certificate.CertificateService/ListCertificates",
-            get("/api/v1/certificates"),
-            NO_CERTIFICATES,
-        ),
-        none(
-            "/certificate.CertificateService/CreateCertificate",
-            post("/api/v1/certificates", Body::Field("certificates")),
-            NO_CERTIFICATES,
-        ),
-        none(
-            "/certificate.CertificateService/DeleteCertificate",
-            delete("/api/v1/certificates"),
-            NO_CERTIFICATES,
-        ),
-        none("/gpgkey.GPGKeyService/List", get("/api/v1/gpgkeys"), NO_GPG_KEYS),
-        none(
-            "/gpgkey.GPGKeyService/Get",
-            get("/api/v1/gpgkeys/{keyID}"),
-            NO_GPG_KEYS,
-        ),
-        none(
-            "/gpgkey.GPGKeyService/Create",
-            post("/api/v1/gpgkeys", Body::Field("publickey")),
-            NO_GPG_KEYS,
-        ),
-        none(
-            "/gpgkey.GPGKeyService/Delete",
-            delete("/api/v1/gpgkeys"),
-            NO_GPG_KEYS,
-        ),
         none(
             "/applicationset.ApplicationSetService/Get",
             get("/api/v1/applicationsets/{name}"),
