@@ -16,10 +16,11 @@ pub enum Kind {
     /// Repository and RepoCreds records of their own.
     WriteRepository,
     WriteRepoCreds,
+    ApplicationSet,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Application,
         Kind::AppProject,
         Kind::Cluster,
@@ -27,6 +28,7 @@ impl Kind {
         Kind::RepoCreds,
         Kind::WriteRepository,
         Kind::WriteRepoCreds,
+        Kind::ApplicationSet,
     ];
 
     /// The key segment (also the Kubernetes-style plural).
@@ -39,6 +41,7 @@ impl Kind {
             Kind::RepoCreds => "repocreds",
             Kind::WriteRepository => "write-repositories",
             Kind::WriteRepoCreds => "write-repocreds",
+            Kind::ApplicationSet => "applicationsets",
         }
     }
 
@@ -52,6 +55,7 @@ impl Kind {
             Kind::RepoCreds => "repository credentials",
             Kind::WriteRepository => "write repository",
             Kind::WriteRepoCreds => "write repository credentials",
+            Kind::ApplicationSet => "applicationset",
         }
     }
 
@@ -67,13 +71,16 @@ impl Kind {
             Kind::RepoCreds | Kind::WriteRepoCreds => {
                 "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepoCreds"
             }
+            Kind::ApplicationSet => {
+                "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.ApplicationSet"
+            }
         }
     }
 
-    /// Whether objects carry Kubernetes `metadata` (applications and projects); the others are
-    /// plain records keyed by their URL.
+    /// Whether objects carry Kubernetes `metadata` (applications, projects and application
+    /// sets); the others are plain records keyed by their URL.
     pub fn has_metadata(self) -> bool {
-        matches!(self, Kind::Application | Kind::AppProject)
+        matches!(self, Kind::Application | Kind::AppProject | Kind::ApplicationSet)
     }
 
     /// Whether objects hold credentials (tokens, passwords, keys): their records are sealed

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod account;
 pub mod application;
+pub mod applicationset;
 pub mod cluster;
 pub mod limits;
 pub mod notification;

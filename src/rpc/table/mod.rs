@@ -4,6 +4,7 @@
 
 mod accounts;
 mod applications;
+mod applicationsets;
 mod clusters;
 mod not_served;
 mod notifications;
@@ -24,6 +25,7 @@ pub fn table() -> Vec<Arc<Rpc>> {
     rpcs.extend(sessions::rpcs());
     rpcs.extend(accounts::rpcs());
     rpcs.extend(applications::rpcs());
+    rpcs.extend(applicationsets::rpcs());
     rpcs.extend(projects::rpcs());
     rpcs.extend(clusters::rpcs());
     rpcs.extend(repositories::rpcs());

@@ -11,7 +11,6 @@ use crate::rpc::{Body, Rpc};
 const NO_CERTIFICATES: &str =
     "tiphys does not contact repositories, so it keeps no repository TLS certificates or SSH known hosts";
 const NO_GPG_KEYS: &str = "tiphys does not verify commit signatures, so it keeps no GnuPG keys";
-const NO_APPLICATION_SETS: &str = "tiphys does not store or generate ApplicationSets";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     let none = |path: &'static str, rest: Route, why: &'static str| unserved(path, [rest], why);
@@ -46,46 +45,6 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             "/gpgkey.GPGKeyService/Delete",
             delete("/api/v1/gpgkeys"),
             NO_GPG_KEYS,
-        ),
-        none(
-            "/applicationset.ApplicationSetService/Get",
-            get("/api/v1/applicationsets/{name}"),
-            NO_APPLICATION_SETS,
-        ),
-        none(
-            "/applicationset.ApplicationSetService/Generate",
-            post("/api/v1/applicationsets/generate", Body::All),
-            NO_APPLICATION_SETS,
-        ),
-        none(
-            "/applicationset.ApplicationSetService/List",
-            get("/api/v1/applicationsets"),
-            NO_APPLICATION_SETS,
-        ),
-        none(
-            "/applicationset.ApplicationSetService/Create",
-            post("/api/v1/applicationsets", Body::Field("applicationset")),
-            NO_APPLICATION_SETS,
-        ),
-        none(
-            "/applicationset.ApplicationSetService/Delete",
-            delete("/api/v1/applicationsets/{name}"),
-            NO_APPLICATION_SETS,
-        ),
-        none(
-            "/applicationset.ApplicationSetService/ResourceTree",
-            get("/api/v1/applicationsets/{name}/resource-tree"),
-            NO_APPLICATION_SETS,
-        ),
-        none(
-            "/applicationset.ApplicationSetService/ListResourceEvents",
-            get("/api/v1/applicationsets/{name}/events"),
-            NO_APPLICATION_SETS,
-        ),
-        none(
-            "/applicationset.ApplicationSetService/Watch",
-            get("/api/v1/stream/applicationsets"),
-            NO_APPLICATION_SETS,
         ),
     ]
 }
