@@ -448,3 +448,40 @@ def test_watch_streams_added_and_deleted(env):
             ("ADDED", name), ("DELETED", name)]
     finally:
         conn.close()
+
+
+# ---- CLI ---------------------------------------------------------------------------------------
+
+def test_cli_verbs(env, tmp_path):
+    from conftest import cli  # noqa: PLC0415
+
+    name = uniq("cli")
+    manifest = tmp_path / "appset.yaml"
+    manifest.write_text(json.dumps({"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+                                    **list_set(name, [{"cluster": "k1", "url": IN_CLUSTER},
+                                                      {"cluster": "k2", "url": IN_CLUSTER}])}))
+    conn = ["--server", env.server.addr, "--plaintext", "--auth-token", env.tokens["admin"]]
+    r = cli("appset", "generate", "-f", str(manifest), "-o", "json", *conn)
+    assert r.returncode == 0, r.stderr
+    assert [a["metadata"]["name"] for a in json.loads(r.stdout)] == ["k1-guestbook", "k2-guestbook"]
+    assert_missing(env, name)
+    r = cli("appset", "create", "-f", str(manifest), "--dry-run", *conn)
+    assert r.returncode == 0 and "k2-guestbook" in r.stdout, (r.stdout, r.stderr)
+    assert_missing(env, name)
+    r = cli("appset", "create", "-f", str(manifest), *conn)
+    assert r.returncode == 0 and f"ApplicationSet '{name}' created" in r.stdout, (r.stdout, r.stderr)
+    r = cli("appset", "list", "-l", "suite=appsets", "-o", "name", *conn)
+    assert r.returncode == 0 and name in r.stdout.split(), (r.stdout, r.stderr)
+    r = cli("appset", "get", name, "-o", "json", *conn)
+    assert r.returncode == 0 and json.loads(r.stdout)["metadata"]["name"] == name, r.stderr
+    r = cli("appset", "get", name, "--server", env.server.addr, "--plaintext", "--auth-token", env.tokens["alice"])
+    assert r.returncode == 0 and "list" in r.stdout, (r.stdout, r.stderr)
+    r = cli("appset", "delete", name, "--server", env.server.addr, "--plaintext", "--auth-token", env.tokens["alice"])
+    assert r.returncode != 0 and "permission denied" in r.stderr.lower(), (r.stdout, r.stderr)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(json.dumps(list_set("bad", []) | {"spec": {"generators": [{"git": {}}]}}))
+    r = cli("appset", "generate", "-f", str(bad), *conn)
+    assert r.returncode != 0 and "generator \"git\" is not supported" in r.stderr, (r.stdout, r.stderr)
+    r = cli("appset", "delete", name, *conn)
+    assert r.returncode == 0, r.stderr
+    assert_missing(env, name)
