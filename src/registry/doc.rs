@@ -204,7 +204,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// The field number of `metadata` in Application and AppProject, and of `resourceVersion` in
+/// The field number of `metadata` in Application, AppProject and ApplicationSet, and of `resourceVersion` in
 /// ObjectMeta.
 const METADATA_FIELD: u8 = 1;
 const RESOURCE_VERSION_FIELD: u8 = 6;

@@ -482,6 +482,21 @@ def test_cli_verbs(env, tmp_path):
     bad.write_text(json.dumps(list_set("bad", []) | {"spec": {"generators": [{"git": {}}]}}))
     r = cli("appset", "generate", "-f", str(bad), *conn)
     assert r.returncode != 0 and "generator \"git\" is not supported" in r.stderr, (r.stdout, r.stderr)
+    # apply: unchanged, then configured; export lists it as a manifest apply takes back
+    r = cli("apply", "-f", str(manifest), *conn)
+    assert r.returncode == 0 and f"applicationset.argoproj.io/{name} unchanged" in r.stdout, (r.stdout, r.stderr)
+    changed = json.loads(manifest.read_text())
+    changed["spec"]["generators"][0]["list"]["elements"].append({"cluster": "k3", "url": IN_CLUSTER})
+    manifest.write_text(json.dumps(changed))
+    r = cli("apply", "-f", str(manifest), *conn)
+    assert r.returncode == 0 and f"applicationset.argoproj.io/{name} configured" in r.stdout, (r.stdout, r.stderr)
+    r = cli("admin", "export", *conn)
+    assert r.returncode == 0 and "kind: ApplicationSet" in r.stdout and f"name: {name}" in r.stdout, r.stderr
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(json.dumps({"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+                                **list_set(uniq("typo"), []), "spec": {"generatorz": []}}))
+    r = cli("apply", "-f", str(typo), *conn)
+    assert r.returncode != 0 and "unknown field \"spec.generatorz\"" in r.stdout + r.stderr, (r.stdout, r.stderr)
     r = cli("appset", "delete", name, *conn)
     assert r.returncode == 0, r.stderr
     assert_missing(env, name)
