@@ -70,10 +70,9 @@ fn compile_protos(out_dir: &Path) -> BuildResult {
 /// are read at run time from this descriptor set by the schema-driven codec (`src/schema`),
 /// which also feeds gRPC reflection.
 fn compile_api_schema(protoc: &Path, include: &Path, out_dir: &Path) -> BuildResult {
+    // Every file under `proto/` is part of the API schema.
     let mut files = Vec::new();
-    for dir in API_PROTO_DIRS {
-        collect_protos(Path::new("proto").join(dir).as_path(), &mut files)?;
-    }
+    collect_protos(Path::new("proto"), &mut files)?;
     files.sort();
     let mut cmd = Command::new(protoc);
     cmd.arg("--include_imports")
@@ -88,25 +87,6 @@ fn compile_api_schema(protoc: &Path, include: &Path, out_dir: &Path) -> BuildRes
     }
     run(&mut cmd)
 }
-
-/// Directories under `proto/` whose files form the API schema.
-const API_PROTO_DIRS: [&str; 15] = [
-    "tiphys",
-    "k8s",
-    "v1alpha1",
-    "version",
-    "settings",
-    "session",
-    "account",
-    "application",
-    "project",
-    "clusters",
-    "repository",
-    "repocreds",
-    "notification",
-    "certificate",
-    "gpgkey",
-];
 
 fn collect_protos(dir: &Path, out: &mut Vec<PathBuf>) -> BuildResult {
     if !dir.exists() {

@@ -54,6 +54,7 @@ pub(crate) struct Item {
 enum Target {
     Application(Value),
     Project(Value),
+    AppSet(Value),
     Secret {
         kind: SecretType,
         name: String,
@@ -69,7 +70,7 @@ impl Target {
         match self {
             Target::Project(_) => 0,
             Target::Secret { .. } => 1,
-            Target::Application(_) => 2,
+            Target::Application(_) | Target::AppSet(_) => 2,
         }
     }
 
@@ -77,6 +78,7 @@ impl Target {
         match self {
             Target::Application(app) => format!("application.argoproj.io/{}", manifest::name_of(app)),
             Target::Project(project) => format!("appproject.argoproj.io/{}", manifest::name_of(project)),
+            Target::AppSet(set) => format!("applicationset.argoproj.io/{}", manifest::name_of(set)),
             Target::Secret { name, .. } => format!("secret/{name}"),
         }
     }
@@ -151,6 +153,10 @@ fn classify(object: &Value) -> Result<Target, String> {
             needs_name("project")?;
             Ok(Target::Project(manifest::client_part(object)))
         }
+        (API_VERSION, "ApplicationSet") => {
+            needs_name("applicationset")?;
+            Ok(Target::AppSet(manifest::client_part(object)))
+        }
         ("v1", "Secret") => {
             let kind = SecretType::of(object)?;
             let mut read = match kind.repo_kind() {
@@ -185,7 +191,7 @@ fn classify(object: &Value) -> Result<Target, String> {
             })
         }
         _ => Err(format!(
-            "unsupported kind {kind} ({api_version}): tiphys applies {API_VERSION} Application and AppProject, \
+            "unsupported kind {kind} ({api_version}): tiphys applies {API_VERSION} Application, AppProject and ApplicationSet, \
              and v1 Secrets labelled {}",
             secrets::SECRET_TYPE_LABEL
         )),
@@ -302,21 +308,40 @@ async fn apply_one(client: &Client, target: &Target, what: &str) -> anyhow::Resu
             let new = call::unary(client, what, &format!("{svc}/Create"), &request).await?;
             Ok(by_version(old.as_ref(), &new).to_owned())
         }
-        Target::Project(project) => {
-            let query = json!({"name": manifest::name_of(project)});
-            let svc = "/project.ProjectService";
-            // Whatever keeps it from being read, the write answers for itself.
-            let old = call::unary(client, what, &format!("{svc}/Get"), &query)
-                .await
-                .ok();
-            let request = json!({"project": project, "upsert": true});
-            let new = call::unary(client, what, &format!("{svc}/Create"), &request).await?;
-            Ok(by_version(old.as_ref(), &new).to_owned())
+        Target::Project(project) => upsert(client, what, "/project.ProjectService", "project", project).await,
+        Target::AppSet(set) => {
+            upsert(
+                client,
+                what,
+                "/applicationset.ApplicationSetService",
+                "applicationset",
+                set,
+            )
+            .await
         }
         Target::Secret {
             kind, read, omitted, ..
         } => apply_secret(client, *kind, read, *omitted, what).await,
     }
+}
+
+/// Creates or replaces an object named by `metadata.name` through `svc`'s Get and Create (with
+/// `upsert`), the object in the request's `field`.
+async fn upsert(
+    client: &Client,
+    what: &str,
+    svc: &str,
+    field: &str,
+    object: &Value,
+) -> anyhow::Result<String> {
+    let query = json!({"name": manifest::name_of(object)});
+    // Whatever keeps it from being read, the write answers for itself.
+    let old = call::unary(client, what, &format!("{svc}/Get"), &query)
+        .await
+        .ok();
+    let request = json!({field: object, "upsert": true});
+    let new = call::unary(client, what, &format!("{svc}/Create"), &request).await?;
+    Ok(by_version(old.as_ref(), &new).to_owned())
 }
 
 async fn apply_secret(

@@ -57,6 +57,7 @@ struct Contents {
     write_creds: Vec<Value>,
     write_repos: Vec<Value>,
     apps: Vec<Value>,
+    appsets: Vec<Value>,
 }
 
 pub async fn run(config: &Path, args: ExportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -115,6 +116,7 @@ async fn from_api(client: &Client) -> anyhow::Result<Contents> {
         write_creds: list("/repocreds.RepoCredsService/ListWriteRepositoryCredentials").await?,
         write_repos: list("/repository.RepositoryService/ListWriteRepositories").await?,
         apps: list("/application.ApplicationService/List").await?,
+        appsets: list("/applicationset.ApplicationSetService/List").await?,
     })
 }
 
@@ -153,6 +155,7 @@ async fn from(store: Arc<dyn Store>, args: &ExportArgs) -> anyhow::Result<Conten
         write_creds: all(Kind::WriteRepoCreds),
         write_repos: all(Kind::WriteRepository),
         apps: all(Kind::Application),
+        appsets: all(Kind::ApplicationSet),
     })
 }
 
@@ -240,6 +243,9 @@ fn render(c: &Contents, source: &str, with_credentials: bool, offline: bool) -> 
     }
     for app in &c.apps {
         document(&mut text, &[], &manifest::as_manifest("Application", app))?;
+    }
+    for set in &c.appsets {
+        document(&mut text, &[], &manifest::as_manifest("ApplicationSet", set))?;
     }
     Ok(text)
 }

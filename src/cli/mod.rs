@@ -5,6 +5,7 @@ mod admin;
 mod app;
 mod app_view;
 pub(crate) mod apply;
+mod appset;
 mod args;
 pub mod call;
 mod cert;
@@ -114,6 +115,9 @@ pub enum Command {
     /// Manage projects.
     #[command(subcommand, visible_alias = "project")]
     Proj(proj::ProjCommand),
+    /// Manage ApplicationSets and see the Applications they generate.
+    #[command(subcommand, visible_alias = "applicationset")]
+    Appset(appset::AppSetCommand),
     /// Manage clusters.
     #[command(subcommand)]
     Cluster(cluster::ClusterCommand),
@@ -212,6 +216,10 @@ pub async fn run(cli: Cli, out: &mut dyn Write) -> ExitCode {
         },
         Command::Proj(command) => match config_path() {
             Ok(path) => proj::run(&path, command, out).await,
+            Err(err) => Err(err),
+        },
+        Command::Appset(command) => match config_path() {
+            Ok(path) => appset::run(&path, command, out).await,
             Err(err) => Err(err),
         },
         Command::Cluster(command) => match config_path() {

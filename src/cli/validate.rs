@@ -91,6 +91,7 @@ pub fn findings(object: &Value, doc: &RawDoc) -> Vec<Finding> {
     let paths = match (str_at(object, "/apiVersion"), str_at(object, "/kind")) {
         (API_VERSION, "Application") => unknown_in(Kind::Application.message(), &sent, &[]),
         (API_VERSION, "AppProject") => unknown_in(Kind::AppProject.message(), &sent, &[]),
+        (API_VERSION, "ApplicationSet") => unknown_in(Kind::ApplicationSet.message(), &sent, &[]),
         ("v1", "Secret") => secret_unknown(&sent),
         _ => Vec::new(),
     };

@@ -48,7 +48,8 @@ impl std::fmt::Debug for Doc {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
     pub labels: BTreeMap<String, String>,
-    /// An application's `spec.project` (`default` when empty); the `project` of a
+    /// An application's `spec.project` (`default` when empty), an ApplicationSet's
+    /// `spec.template.spec.project` (the same); the `project` of a
     /// project-scoped cluster or repository; empty otherwise.
     pub project: String,
     /// An application's source repository URLs.
@@ -203,7 +204,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-/// The field number of `metadata` in Application and AppProject, and of `resourceVersion` in
+/// The field number of `metadata` in Application, AppProject and ApplicationSet, and of `resourceVersion` in
 /// ObjectMeta.
 const METADATA_FIELD: u8 = 1;
 const RESOURCE_VERSION_FIELD: u8 = 6;
@@ -264,6 +265,14 @@ struct SpecView {
     source: Option<SourceView>,
     sources: Vec<SourceView>,
     destination: DestView,
+    /// An ApplicationSet's template (its project is the set's).
+    template: Option<Box<TemplateView>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TemplateView {
+    spec: SpecView,
 }
 
 #[derive(Deserialize, Default)]
@@ -305,6 +314,16 @@ fn summarize(kind: Kind, view: View) -> Summary {
             ..Summary::default()
         },
         Kind::Certificate | Kind::GpgKey => Summary::default(),
+        Kind::ApplicationSet => Summary {
+            labels: view.metadata.labels,
+            project: view
+                .spec
+                .template
+                .map(|t| t.spec.project)
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "default".to_owned()),
+            ..Summary::default()
+        },
         Kind::Cluster | Kind::Repository | Kind::RepoCreds | Kind::WriteRepository | Kind::WriteRepoCreds => {
             Summary {
                 labels: view.labels,

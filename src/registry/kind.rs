@@ -20,10 +20,11 @@ pub enum Kind {
     Certificate,
     /// An OpenPGP public key.
     GpgKey,
+    ApplicationSet,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Application,
         Kind::AppProject,
         Kind::Cluster,
@@ -33,6 +34,7 @@ impl Kind {
         Kind::WriteRepoCreds,
         Kind::Certificate,
         Kind::GpgKey,
+        Kind::ApplicationSet,
     ];
 
     /// The key segment (also the Kubernetes-style plural).
@@ -47,6 +49,7 @@ impl Kind {
             Kind::WriteRepoCreds => "write-repocreds",
             Kind::Certificate => "certificates",
             Kind::GpgKey => "gpgkeys",
+            Kind::ApplicationSet => "applicationsets",
         }
     }
 
@@ -62,6 +65,7 @@ impl Kind {
             Kind::WriteRepoCreds => "write repository credentials",
             Kind::Certificate => "certificate",
             Kind::GpgKey => "GnuPG public key",
+            Kind::ApplicationSet => "applicationset",
         }
     }
 
@@ -81,13 +85,16 @@ impl Kind {
                 "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepositoryCertificate"
             }
             Kind::GpgKey => "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.GnuPGPublicKey",
+            Kind::ApplicationSet => {
+                "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.ApplicationSet"
+            }
         }
     }
 
-    /// Whether objects carry Kubernetes `metadata` (applications and projects); the others are
-    /// plain records keyed by their URL.
+    /// Whether objects carry Kubernetes `metadata` (applications, projects and application
+    /// sets); the others are plain records keyed by their URL.
     pub fn has_metadata(self) -> bool {
-        matches!(self, Kind::Application | Kind::AppProject)
+        matches!(self, Kind::Application | Kind::AppProject | Kind::ApplicationSet)
     }
 
     /// Whether objects hold credentials (tokens, passwords, keys): their records are sealed

@@ -5,6 +5,7 @@
 pub mod access;
 pub mod account;
 pub mod application;
+pub mod applicationset;
 pub mod certificate;
 pub mod cluster;
 pub mod gpgkey;

@@ -34,7 +34,7 @@ import requests
 from authkit import bearer, connection, grpc_web_frame, grpc_web_unframe, manifest, request
 from conftest import REPO
 
-PROTO_DIRS = ("tiphys", "k8s", "v1alpha1", "repository", "application")
+PROTO_DIRS = ("tiphys", "k8s", "v1alpha1", "repository", "application", "applicationset")
 IN_CLUSTER = "https://kubernetes.default.svc"
 REPO_URL = "https://github.com/argoproj/argocd-example-apps.git"
 APPS = "/api/v1/applications"
@@ -47,7 +47,7 @@ SERVICE = "application.ApplicationService"
 def compile_stubs(out_dir):
     """Compiles our protos with grpcio-tools into `out_dir` and imports the modules the tests use:
     SimpleNamespace(app=application_pb2, grpc=application_pb2_grpc, v1=v1alpha1 application_pb2,
-    meta=k8s meta_pb2)."""
+    meta=k8s meta_pb2, appset/appset_grpc=applicationset_pb2(_grpc), v1set=v1alpha1 applicationset_pb2)."""
     import grpc_tools  # noqa: PLC0415 (only these tests need it)
     from grpc_tools import protoc  # noqa: PLC0415
 
@@ -64,11 +64,16 @@ def compile_stubs(out_dir):
     try:
         mods = {name: importlib.import_module(name) for name in (
             "tiphys.json_pb2", "k8s.meta.v1.meta_pb2", "v1alpha1.application_pb2", "repository.repository_pb2",
-            "application.application_pb2", "application.application_pb2_grpc")}
+            "application.application_pb2", "application.application_pb2_grpc",
+            "v1alpha1.applicationset_pb2", "applicationset.applicationset_pb2",
+            "applicationset.applicationset_pb2_grpc")}
     finally:
         sys.path.remove(str(out_dir))
     return SimpleNamespace(app=mods["application.application_pb2"], grpc=mods["application.application_pb2_grpc"],
-                           v1=mods["v1alpha1.application_pb2"], meta=mods["k8s.meta.v1.meta_pb2"])
+                           v1=mods["v1alpha1.application_pb2"], meta=mods["k8s.meta.v1.meta_pb2"],
+                           appset=mods["applicationset.applicationset_pb2"],
+                           appset_grpc=mods["applicationset.applicationset_pb2_grpc"],
+                           v1set=mods["v1alpha1.applicationset_pb2"])
 
 
 # ---- names and bodies -------------------------------------------------------------------------

@@ -4,9 +4,9 @@
 
 mod accounts;
 mod applications;
+mod applicationsets;
 mod certificates;
 mod clusters;
-mod not_served;
 mod notifications;
 mod projects;
 mod repositories;
@@ -25,12 +25,12 @@ pub fn table() -> Vec<Arc<Rpc>> {
     rpcs.extend(sessions::rpcs());
     rpcs.extend(accounts::rpcs());
     rpcs.extend(applications::rpcs());
+    rpcs.extend(applicationsets::rpcs());
     rpcs.extend(projects::rpcs());
     rpcs.extend(clusters::rpcs());
     rpcs.extend(repositories::rpcs());
     rpcs.extend(notifications::rpcs());
     rpcs.extend(certificates::rpcs());
-    rpcs.extend(not_served::rpcs());
     rpcs
 }
 

@@ -6,9 +6,9 @@
 //! caller who could see an application of that name gets "not found", anyone else gets the
 //! same fixed "permission denied" as for an existing application they may not see.
 
-mod selector;
+pub(crate) mod selector;
 mod sync;
-mod watch;
+pub(crate) mod watch;
 
 use serde::Deserialize;
 use serde_json::{Map, Value};

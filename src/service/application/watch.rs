@@ -23,15 +23,7 @@ const RECHECK: Duration = Duration::from_secs(10);
 pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     ctx.caller.require()?;
     let filter = Filter::new(&q)?;
-    let since = parse_resource_version(&q.resource_version)?;
-    let registry = &ctx.app.registry;
-    let (initial, sub) = match since {
-        Some(rv) if q.name.is_empty() => (
-            Vec::new(),
-            registry.watch(Kind::Application, rv).await.map_err(watch_error)?,
-        ),
-        _ => registry.list_and_watch(Kind::Application).map_err(watch_error)?,
-    };
+    let (initial, sub) = subscribe(&ctx, Kind::Application, &q.resource_version, !q.name.is_empty()).await?;
     let state = Arc::clone(&ctx.app);
     let caller = ctx.caller.clone();
     let visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync> = Arc::new(move |doc: &DocRef| {
@@ -42,6 +34,33 @@ pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
                 &doc_object(&state, doc),
             )
     });
+    Ok(events(&ctx, initial, sub, visible, "application"))
+}
+
+/// The subscription of a watch from `resource_version` (empty: now) and the objects to send
+/// first: all of them without a version, or for a watch of one `named` object, none otherwise.
+pub(crate) async fn subscribe(
+    ctx: &Ctx,
+    kind: Kind,
+    resource_version: &str,
+    named: bool,
+) -> Result<(Vec<DocRef>, Subscription), AppError> {
+    let registry = &ctx.app.registry;
+    Ok(match parse_resource_version(resource_version)? {
+        Some(rv) if !named => (Vec::new(), registry.watch(kind, rv).await.map_err(watch_error)?),
+        _ => registry.list_and_watch(kind).map_err(watch_error)?,
+    })
+}
+
+/// The stream of a watch: an `ADDED` for each of `initial` the caller may see, then the live
+/// events; each object as `field` of its event.
+pub(crate) fn events(
+    ctx: &Ctx,
+    initial: Vec<DocRef>,
+    sub: Subscription,
+    visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync>,
+    field: &'static str,
+) -> Reply {
     let first = {
         let visible = Arc::clone(&visible);
         stream::iter(initial).filter_map(move |doc| {
@@ -49,23 +68,25 @@ pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
             std::future::ready(show.then(|| {
                 Ok(StreamItem::Event {
                     kind: EventType::Added.as_str(),
-                    field: "application",
+                    field,
                     doc,
                     proto: None,
                 })
             }))
         })
     };
-    let live = live_events(Arc::clone(&ctx.app), ctx.caller.clone(), sub, visible);
-    Ok(Reply::Stream(first.chain(live).boxed()))
+    let live = live_events(Arc::clone(&ctx.app), ctx.caller.clone(), sub, visible, field);
+    Reply::Stream(first.chain(live).boxed())
 }
 
-/// Live events, ending with an error when the session ends or the watch cannot continue.
+/// Live events (each object as `field` of its event), ending with an error when the session ends
+/// or the watch cannot continue.
 fn live_events(
     state: Arc<App>,
     caller: Caller,
     sub: Subscription,
     visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync>,
+    field: &'static str,
 ) -> impl futures_util::Stream<Item = Result<StreamItem, AppError>> + Send + 'static {
     let expires = caller.principal.expires_at().map(|at| {
         let now = jiff::Timestamp::now().as_second();
@@ -106,7 +127,7 @@ fn live_events(
                                         return Some((Err(err), (sub, true, checked, recheck)));
                                     }
                                 }
-                                let item = StreamItem::Event { kind: event.kind.as_str(), field: "application", doc: Arc::clone(&event.doc), proto: Some(event.proto.clone()) };
+                                let item = StreamItem::Event { kind: event.kind.as_str(), field, doc: Arc::clone(&event.doc), proto: Some(event.proto.clone()) };
                                 return Some((Ok(item), (sub, false, checked, recheck)));
                             }
                         }

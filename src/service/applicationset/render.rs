@@ -1,0 +1,167 @@
+//! Turning a template and one parameter set into an Application, as upstream's
+//! `applicationset/utils` does: every string of the template (map keys included) is rendered on
+//! its own, with fasttemplate's `{{param}}` substitution or, with `goTemplate`, as a Go template.
+
+use serde_json::{Map, Value};
+
+use super::gotemplate::{self, MissingKey};
+use crate::error::AppError;
+
+/// How the strings of a template are rendered.
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    pub go: bool,
+    pub missing: MissingKey,
+}
+
+impl Style {
+    /// One string with `params`.
+    pub fn render(self, src: &str, params: &Map<String, Value>) -> Result<String, String> {
+        if self.go {
+            gotemplate::render(src, params, self.missing)
+        } else {
+            fasttemplate(src, params)
+        }
+    }
+}
+
+/// fasttemplate's substitution as upstream uses it: each `{{ name }}` (spaces trimmed) whose
+/// name is a string parameter becomes its value; any other tag is kept as written.
+fn fasttemplate(src: &str, params: &Map<String, Value>) -> Result<String, String> {
+    let mut out = String::with_capacity(src.len());
+    let mut rest = src;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        let close = after
+            .find("}}")
+            .ok_or_else(|| "cannot find the end tag \"}}\" of a \"{{\"".to_owned())?;
+        let tag = &after[..close];
+        match params.get(tag.trim()) {
+            Some(Value::String(value)) if !tag.trim().is_empty() => out.push_str(value),
+            _ => {
+                out.push_str("{{");
+                out.push_str(tag);
+                out.push_str("}}");
+            }
+        }
+        rest = &after[close + 2..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// `value` with every string (and object key) rendered. An error names the field at `path`.
+pub fn render_value(
+    value: &Value,
+    path: &str,
+    style: Style,
+    params: &Map<String, Value>,
+) -> Result<Value, AppError> {
+    let fail = |src: &str, err: String| {
+        AppError::InvalidArgument(format!("{path}: cannot render template {src:?}: {err}"))
+    };
+    Ok(match value {
+        Value::String(s) => Value::String(style.render(s, params).map_err(|e| fail(s, e))?),
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| render_value(item, &format!("{path}[{i}]"), style, params))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, item) in map {
+                let at = format!("{path}.{key}");
+                let key = style.render(key, params).map_err(|e| fail(key, e))?;
+                out.insert(key, render_value(item, &at, style, params)?);
+            }
+            Value::Object(out)
+        }
+        other => other.clone(),
+    })
+}
+
+/// `over` laid over `base`: the fields `over` sets (not empty) win, objects merge field by
+/// field (upstream merges a generator's template over the ApplicationSet's this way).
+pub fn merge_template(over: &Value, base: &Value) -> Value {
+    match (over, base) {
+        (Value::Object(o), Value::Object(b)) => {
+            let mut out = b.clone();
+            for (key, value) in o {
+                let merged = match b.get(key) {
+                    Some(bv) => merge_template(value, bv),
+                    None => value.clone(),
+                };
+                out.insert(key.clone(), merged);
+            }
+            Value::Object(out)
+        }
+        (over, base) if is_empty(over) => base.clone(),
+        (over, _) => over.clone(),
+    }
+}
+
+fn is_empty(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Number(_) => false,
+    }
+}
+
+/// A name made fit for Kubernetes (upstream's `SanitizeName`, the `nameNormalized` parameter):
+/// lower case, every character but `a-z 0-9 - .` replaced by `-`, at most 253 characters, no
+/// leading or trailing `-` or `.`.
+pub fn sanitize_name(name: &str) -> String {
+    let lowered: String = name
+        .to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(253)
+        .collect();
+    lowered.trim_matches(|c| c == '-' || c == '.').to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn params(v: Value) -> Map<String, Value> {
+        let Value::Object(m) = v else { panic!() };
+        m
+    }
+
+    #[test]
+    fn fasttemplate_keeps_unknown_tags() {
+        let p = params(json!({"cluster": "dev", "url": "https://x"}));
+        assert_eq!(
+            fasttemplate("{{cluster}}-{{ url }}", &p).unwrap(),
+            "dev-https://x"
+        );
+        assert_eq!(fasttemplate("{{nope}}/{{ }}", &p).unwrap(), "{{nope}}/{{ }}");
+        assert!(fasttemplate("a {{cluster", &p).is_err());
+    }
+
+    #[test]
+    fn merge_and_sanitize() {
+        let base = json!({"metadata": {"name": "{{n}}", "labels": {"a": "1"}}, "spec": {"project": "p"}});
+        let over = json!({"metadata": {"name": "", "labels": {"b": "2"}}, "spec": {"project": "q"}});
+        assert_eq!(
+            merge_template(&over, &base),
+            json!({"metadata": {"name": "{{n}}", "labels": {"a": "1", "b": "2"}}, "spec": {"project": "q"}})
+        );
+        assert_eq!(sanitize_name("-My_Cluster@Prod."), "my-cluster-prod");
+    }
+}
