@@ -12,6 +12,11 @@
 //!
 //! Prints writes per second of each and the ratio to raw etcd. Every process started here is
 //! stopped by its PID.
+//!
+//! `ETCD_WRITES_PIN=ETCD_CPUS/OTHER_CPUS` (for example `0/1`) pins the etcd members to the first
+//! CPU list and this process, the raw client and every tiphys replica to the second, with
+//! `taskset`: etcd then has cores of its own, as in a deployment where it runs on its own
+//! nodes, and the ratio measures what tiphys asks of etcd rather than the CPU it takes from it.
 
 // Test support: panics on a failed setup on purpose.
 #[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
@@ -185,6 +190,19 @@ async fn through_tiphys(servers: &[Server], writes: usize, concurrency: usize) -
     Ok((rates[0], rates[1]))
 }
 
+/// Pins every thread of process `pid` (one this benchmark started, or itself) to `cpus`.
+fn taskset(cpus: &str, pid: u32) -> anyhow::Result<()> {
+    let status = Command::new("taskset")
+        .args(["-a", "-p", "-c", cpus, &pid.to_string()])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("cannot run taskset (util-linux)")?;
+    if !status.success() {
+        bail!("taskset -c {cpus} {pid} failed: {status}");
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -198,6 +216,16 @@ async fn main() -> anyhow::Result<()> {
     let work = work.path();
     write_config(work)?;
     let cluster = EtcdCluster::start(3);
+    if let Ok(pin) = std::env::var("ETCD_WRITES_PIN") {
+        let (etcd_cpus, other_cpus) = pin
+            .split_once('/')
+            .context("ETCD_WRITES_PIN is ETCD_CPUS/OTHER_CPUS, such as 0/1")?;
+        for pid in cluster.pids() {
+            taskset(etcd_cpus, pid)?;
+        }
+        taskset(other_cpus, std::process::id())?;
+        println!("etcd on CPUs {etcd_cpus}; tiphys and the clients on CPUs {other_cpus}");
+    }
     let endpoints = cluster.endpoints();
     let joined = endpoints.join(",");
     println!("{writes} writes per run, {concurrency} at a time, 3-member etcd on loopback");

@@ -130,6 +130,14 @@ impl EtcdCluster {
         }
     }
 
+    /// The PIDs of the running members.
+    pub fn pids(&self) -> Vec<u32> {
+        self.members
+            .iter()
+            .filter_map(|m| m.child.as_ref().map(Child::id))
+            .collect()
+    }
+
     pub fn size(&self) -> usize {
         self.members.len()
     }
