@@ -38,8 +38,7 @@ const LIST_CHUNK: usize = 64;
 
 /// Adds a route for every REST mapping in the table.
 pub fn routes(mut router: Router<Arc<App>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<App>> {
-    let mut by_path: HashMap<String, axum::routing::MethodRouter<Arc<App>>> = HashMap::new();
-    let mut order = Vec::new();
+    let mut entries: Vec<(String, http::Method, Arc<Endpoint>)> = Vec::new();
     for rpc in rpcs {
         for (index, (axum_path, param_fields)) in rpc
             .rest
@@ -47,30 +46,36 @@ pub fn routes(mut router: Router<Arc<App>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<App
             .enumerate()
             .flat_map(|(index, route)| axum_templates(route.path).into_iter().map(move |t| (index, t)))
         {
-            let route = &rpc.rest[index];
-            let filter = MethodFilter::try_from(route.method.clone()).unwrap_or(MethodFilter::GET);
-            let endpoint = Arc::new(Endpoint {
+            let endpoint = Endpoint {
                 rpc: Arc::clone(rpc),
                 index,
                 param_fields,
-            });
-            let handler = move |State(app): State<Arc<App>>, req: Request| {
-                let endpoint = Arc::clone(&endpoint);
-                // Boxed here: the whole call's state is large, and the futures axum wraps
-                // around this one are moved and boxed in turn (two large allocations and copies
-                // per request, measured with benches/instructions.sh, instead of one).
-                async move { Box::pin(serve(app, &endpoint, req)).await }
+                fixed: Vec::new(),
             };
-            let entry = by_path.remove(&axum_path);
-            let method_router = match entry {
-                Some(existing) => existing.on(filter, handler),
-                None => {
-                    order.push(axum_path.clone());
-                    on(filter, handler)
-                }
-            };
-            by_path.insert(axum_path, method_router);
+            entries.push((axum_path, rpc.rest[index].method.clone(), Arc::new(endpoint)));
         }
+    }
+    entries.extend(sibling_fallbacks(&entries));
+    let mut by_path: HashMap<String, axum::routing::MethodRouter<Arc<App>>> = HashMap::new();
+    let mut order = Vec::new();
+    for (axum_path, method, endpoint) in entries {
+        let filter = MethodFilter::try_from(method).unwrap_or(MethodFilter::GET);
+        let handler = move |State(app): State<Arc<App>>, req: Request| {
+            let endpoint = Arc::clone(&endpoint);
+            // Boxed here: the whole call's state is large, and the futures axum wraps
+            // around this one are moved and boxed in turn (two large allocations and copies
+            // per request, measured with benches/instructions.sh, instead of one).
+            async move { Box::pin(serve(app, &endpoint, req)).await }
+        };
+        let entry = by_path.remove(&axum_path);
+        let method_router = match entry {
+            Some(existing) => existing.on(filter, handler),
+            None => {
+                order.push(axum_path.clone());
+                on(filter, handler)
+            }
+        };
+        by_path.insert(axum_path, method_router);
     }
     for path in order {
         if let Some(method_router) = by_path.remove(&path) {
@@ -78,6 +83,65 @@ pub fn routes(mut router: Router<Arc<App>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<App
         }
     }
     router
+}
+
+/// grpc-gateway matches the method before the path, axum the path first: without these, a
+/// literal path (`POST /api/v1/applicationsets/generate`) would hide a template that matches
+/// it for other methods (`GET /api/v1/applicationsets/{name}` of an ApplicationSet named
+/// `generate`), and answer 405. So each literal path also gets, for every method it lacks, the
+/// template's endpoint with the literal segments as the parameters' values.
+fn sibling_fallbacks(
+    entries: &[(String, http::Method, Arc<Endpoint>)],
+) -> Vec<(String, http::Method, Arc<Endpoint>)> {
+    let literal: Vec<&str> = entries
+        .iter()
+        .map(|(path, _, _)| path.as_str())
+        .filter(|path| !path.contains('{'))
+        .collect();
+    let has = |path: &str, method: &http::Method| entries.iter().any(|(p, m, _)| p == path && m == method);
+    let mut out: Vec<(String, http::Method, Arc<Endpoint>)> = Vec::new();
+    for (template, method, endpoint) in entries.iter().filter(|(p, _, _)| p.contains('{')) {
+        for path in &literal {
+            let Some(values) = literal_params(template, path) else {
+                continue;
+            };
+            let taken = has(path, method) || out.iter().any(|(p, m, _)| p == path && m == method);
+            if taken {
+                continue;
+            }
+            let fixed = values
+                .into_iter()
+                .filter_map(|(index, value)| Some((endpoint.param_fields.get(index)?.clone(), value)))
+                .collect();
+            let fallback = Endpoint {
+                rpc: Arc::clone(&endpoint.rpc),
+                index: endpoint.index,
+                param_fields: Vec::new(),
+                fixed,
+            };
+            out.push(((*path).to_owned(), method.clone(), Arc::new(fallback)));
+        }
+    }
+    out
+}
+
+/// The values `{pN}` takes when axum template `template` is matched against literal `path`
+/// (segment by segment; a catch-all never counts), or `None` when it does not match.
+fn literal_params(template: &str, path: &str) -> Option<Vec<(usize, String)>> {
+    let (t, p): (Vec<&str>, Vec<&str>) = (template.split('/').collect(), path.split('/').collect());
+    if t.len() != p.len() {
+        return None;
+    }
+    let mut values = Vec::new();
+    for (ts, ps) in t.iter().zip(&p) {
+        match ts.strip_prefix("{p").and_then(|r| r.strip_suffix('}')) {
+            Some(n) => values.push((n.parse().ok()?, (*ps).to_owned())),
+            None if ts.starts_with("{*") => return None,
+            None if ts != ps => return None,
+            None => {}
+        }
+    }
+    Some(values)
 }
 
 /// The axum forms of a path template and the request field of each parameter: parameters are
@@ -132,6 +196,8 @@ struct Endpoint {
     index: usize,
     /// The request field of each path parameter `p0`, `p1`, ….
     param_fields: Vec<String>,
+    /// Request fields set from the path itself (see [`sibling_fallbacks`]).
+    fixed: Vec<(String, String)>,
 }
 
 async fn serve(app: Arc<App>, endpoint: &Endpoint, req: Request) -> Response {
@@ -165,6 +231,13 @@ async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Resu
             .collect(),
         Err(_) => Vec::new(),
     };
+    let mut path_params = path_params;
+    path_params.extend(
+        endpoint
+            .fixed
+            .iter()
+            .map(|(field, value)| (field.as_str(), value.clone())),
+    );
     let query = parts.uri.query().unwrap_or("");
     let sse = parts
         .headers

@@ -34,7 +34,8 @@ pub async fn webhook(State(state): State<Arc<App>>, headers: HeaderMap, body: Bo
             StatusCode::OK.into_response()
         }
         Err(err) => {
-            tracing::info!("webhook refused: {err}");
+            // Anyone may send these: at debug level, so that they cannot flood the log.
+            tracing::debug!("webhook refused: {err}");
             err.into_response()
         }
     }

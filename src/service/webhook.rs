@@ -24,6 +24,8 @@ pub const REFRESH_ANNOTATION: &str = "argocd.argoproj.io/refresh";
 /// The annotation naming the paths (`;`-separated, relative to the source path) whose changes
 /// concern an application.
 const GENERATE_PATHS_ANNOTATION: &str = "argocd.argoproj.io/manifest-generate-paths";
+/// The most changed files a push is read with (see [`changed_files`]).
+const MAX_CHANGED_FILES: usize = 10_000;
 /// How often a refresh request is tried again when the application changed meanwhile.
 const REFRESH_ATTEMPTS: usize = 5;
 
@@ -125,7 +127,20 @@ pub fn read_event(
     Ok(Some(read_push(provider, &payload)))
 }
 
-/// Checks the provider's proof against its secret in `argocd-secret`, when one is configured.
+/// The `argocd-secret` keys that configure a provider's proof.
+const SECRET_KEYS: [&str; 7] = [
+    "webhook.github.secret",
+    "webhook.gitlab.secret",
+    "webhook.bitbucket.uuid",
+    "webhook.bitbucketserver.secret",
+    "webhook.gogs.secret",
+    "webhook.azuredevops.username",
+    "webhook.azuredevops.password",
+];
+
+/// Checks the provider's proof against its secret in `argocd-secret`. A provider without a
+/// secret is accepted unsigned only while no provider has one: upstream accepts it anyway, so
+/// that configuring GitHub's secret would not stop a forged event sent with GitLab's headers.
 fn verify<'a>(
     provider: Provider,
     header: &impl Fn(&str) -> Option<&'a str>,
@@ -133,10 +148,19 @@ fn verify<'a>(
     secrets: &BTreeMap<String, String>,
 ) -> Result<(), String> {
     let secret = |key: &str| secrets.get(key).map(String::as_str).filter(|s| !s.is_empty());
+    let unsigned = || {
+        if SECRET_KEYS.iter().any(|k| secret(k).is_some()) {
+            Err(format!(
+                "{provider:?} events are not accepted: this server checks webhook secrets, and none is configured for {provider:?}"
+            ))
+        } else {
+            Ok(())
+        }
+    };
     match provider {
         Provider::GitHub => {
             let Some(secret) = secret("webhook.github.secret") else {
-                return Ok(());
+                return unsigned();
             };
             if let Some(sig) = header("x-hub-signature-256") {
                 check_hmac(hmac::HMAC_SHA256, secret, body, sig.strip_prefix("sha256="))
@@ -153,21 +177,21 @@ fn verify<'a>(
         }
         Provider::Gogs => {
             let Some(secret) = secret("webhook.gogs.secret") else {
-                return Ok(());
+                return unsigned();
             };
             let sig = header("x-gogs-signature").ok_or("missing X-Gogs-Signature header")?;
             check_hmac(hmac::HMAC_SHA256, secret, body, Some(sig))
         }
         Provider::BitbucketServer => {
             let Some(secret) = secret("webhook.bitbucketserver.secret") else {
-                return Ok(());
+                return unsigned();
             };
             let sig = header("x-hub-signature").ok_or("missing X-Hub-Signature header")?;
             check_hmac(hmac::HMAC_SHA256, secret, body, sig.strip_prefix("sha256="))
         }
         Provider::GitLab => {
             let Some(secret) = secret("webhook.gitlab.secret") else {
-                return Ok(());
+                return unsigned();
             };
             let token = header("x-gitlab-token").ok_or("missing X-Gitlab-Token header")?;
             equal(token, secret)
@@ -176,7 +200,7 @@ fn verify<'a>(
         }
         Provider::Bitbucket => {
             let Some(secret) = secret("webhook.bitbucket.uuid") else {
-                return Ok(());
+                return unsigned();
             };
             let uuid = header("x-hook-uuid").unwrap_or_default();
             equal(uuid, secret)
@@ -187,7 +211,7 @@ fn verify<'a>(
             let user = secret("webhook.azuredevops.username");
             let pass = secret("webhook.azuredevops.password");
             if user.is_none() && pass.is_none() {
-                return Ok(());
+                return unsigned();
             }
             let expected = format!("{}:{}", user.unwrap_or(""), pass.unwrap_or(""));
             let sent = header("authorization")
@@ -238,12 +262,17 @@ fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
     v.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// The files a push lists; past [`MAX_CHANGED_FILES`] the list counts as unknown (every path
+/// concerns the application), which costs a refresh, not a missed one.
 fn changed_files(commits: Option<&Value>) -> Vec<String> {
     let mut files = Vec::new();
     for commit in commits.and_then(Value::as_array).into_iter().flatten() {
         for list in ["added", "modified", "removed"] {
             let names = commit.get(list).and_then(Value::as_array).into_iter().flatten();
             files.extend(names.filter_map(Value::as_str).map(str::to_owned));
+        }
+        if files.len() > MAX_CHANGED_FILES {
+            return Vec::new();
         }
     }
     files
@@ -416,15 +445,27 @@ async fn refresh_matching(state: &App, push: &Push) -> Result<Outcome, AppError>
         return Ok(outcome);
     }
     let (_, apps) = state.registry.list(Kind::Application);
+    let mut failed = Vec::new();
     for doc in apps {
         let app = doc.value();
         let hit = sources(&app)
             .into_iter()
             .any(|s| source_affected(s, push, &pushed) && files_concern(&app, s, &push.changed_files));
-        if hit {
-            request_refresh(state, &doc.key).await?;
-            outcome.refreshed.push(doc.key.name.clone());
+        if !hit {
+            continue;
         }
+        // One application that cannot be written does not keep the others from their refresh.
+        match request_refresh(state, &doc.key).await {
+            Ok(()) => outcome.refreshed.push(doc.key.name.clone()),
+            Err(err) => failed.push(format!("{}: {err}", doc.key.name)),
+        }
+    }
+    if !failed.is_empty() {
+        return Err(AppError::Unavailable(format!(
+            "the refresh of {} application(s) was not recorded: {}",
+            failed.len(),
+            failed.join("; ")
+        )));
     }
     Ok(outcome)
 }
@@ -516,6 +557,18 @@ mod tests {
             let err = read_event(&h, body, &secrets).unwrap_err().to_string();
             assert!(err.contains("Webhook processing failed"), "{err}");
         }
+    }
+
+    #[test]
+    fn a_provider_without_a_secret_is_refused_once_any_has_one() {
+        let body = br#"{"ref":"refs/heads/main","project":{"web_url":"https://github.com/team/app"}}"#;
+        let gitlab = headers(&[("x-gitlab-event", "Push Hook")]);
+        assert!(read_event(&gitlab, body, &BTreeMap::new()).unwrap().is_some());
+        let secrets: BTreeMap<_, _> = [("webhook.github.secret".to_owned(), "s3cret".to_owned())].into();
+        let err = read_event(&gitlab, body, &secrets).unwrap_err().to_string();
+        assert!(err.contains("none is configured for GitLab"), "{err}");
+        let azure = headers(&[("x-vss-activityid", "1")]);
+        assert!(read_event(&azure, b"{}", &secrets).is_err());
     }
 
     #[test]

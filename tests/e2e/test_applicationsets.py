@@ -500,3 +500,33 @@ def test_cli_verbs(env, tmp_path):
     r = cli("appset", "delete", name, *conn)
     assert r.returncode == 0, r.stderr
     assert_missing(env, name)
+
+
+def test_a_set_named_like_the_generate_route_is_reachable_over_rest(env):
+    """`/api/v1/applicationsets/generate` is Generate for POST and an ApplicationSet named
+    `generate` for GET and DELETE, as upstream's gateway matches the method first."""
+    r = env.admin.call("POST", SETS, list_set("generate", [{"cluster": "g1", "url": IN_CLUSTER}]))
+    assert r.status == 200, r
+    got = env.admin.get(f"{SETS}/generate")
+    assert got.status == 200 and got.json()["metadata"]["name"] == "generate", got
+    apps = must_generate(env.admin, list_set("other-name", [{"cluster": "g2", "url": IN_CLUSTER}]))
+    assert [a["metadata"]["name"] for a in apps] == ["g2-guestbook"]
+    assert env.admin.call("DELETE", f"{SETS}/generate").status == 200
+    assert_missing(env, "generate")
+
+
+def test_a_template_that_would_cost_too_much_is_refused(env):
+    """Nesting, string growth and loops are bounded; the server goes on answering."""
+    base = list_set(uniq("costly"), [{"cluster": "c1", "url": IN_CLUSTER, "l": list(range(10000))}], goTemplate=True)
+    for name, why in ((f"{{{{ {'(' * 5000}1{')' * 5000} }}}}", "nested more than"),
+                      ("{{ .cluster" + ' | replace "c" "cccccccccc"' * 10 + " }}", "result of replace"),
+                      ("x{{range .l}}{{range $.l}}{{range $.l}}x{{end}}{{end}}{{end}}", "")):
+        appset = json.loads(json.dumps(base))
+        template = appset["spec"]["template"]
+        template["metadata"] = {"name": name}
+        template["spec"]["source"]["path"] = "guestbook"
+        template["spec"]["destination"] = {"server": "{{.url}}", "namespace": "default"}
+        r = generate(env.admin, appset)
+        assert r.status == 400, r
+        assert why in r.json()["message"], r.json()
+    assert env.admin.get("/healthz").status == 200

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use super::gotemplate::MissingKey;
+use super::gotemplate::{Budget, MissingKey};
 use super::render::{Style, merge_template, render_value, sanitize_name};
 use crate::app::App;
 use crate::error::AppError;
@@ -113,9 +113,11 @@ pub fn applications(state: &App, appset: &Value) -> Result<Vec<Value>, AppError>
         .collect();
     let missing =
         MissingKey::from_options(&options).map_err(|e| bad(format!("spec.goTemplateOptions: {e}")))?;
+    let budget = Budget::default();
     let style = Style {
         go: spec.get("goTemplate").and_then(Value::as_bool).unwrap_or(false),
         missing,
+        budget: &budget,
     };
     let namespace = appset
         .pointer("/metadata/namespace")
@@ -195,7 +197,7 @@ fn params(
     state: &App,
     generator: &Value,
     at: &str,
-    style: Style,
+    style: Style<'_>,
 ) -> Result<Vec<Map<String, Value>>, AppError> {
     let sets = if let Some(list) = generator.get("list") {
         list_params(list, &format!("{at}.list"), style)?
@@ -222,7 +224,7 @@ fn params(
     Ok(kept)
 }
 
-fn list_params(list: &Value, at: &str, style: Style) -> Result<Vec<Map<String, Value>>, AppError> {
+fn list_params(list: &Value, at: &str, style: Style<'_>) -> Result<Vec<Map<String, Value>>, AppError> {
     let mut elements: Vec<Value> = list
         .get("elements")
         .and_then(Value::as_array)
@@ -281,7 +283,7 @@ fn cluster_params(
     state: &App,
     spec: &Value,
     at: &str,
-    style: Style,
+    style: Style<'_>,
 ) -> Result<Vec<Map<String, Value>>, AppError> {
     let selector = spec.get("selector").filter(|s| !is_empty_selector(s));
     let (_, entries) = lookup::all(state);
@@ -358,7 +360,7 @@ fn matrix_params(
     state: &App,
     matrix: &Value,
     at: &str,
-    style: Style,
+    style: Style<'_>,
 ) -> Result<Vec<Map<String, Value>>, AppError> {
     let children = matrix
         .get("generators")

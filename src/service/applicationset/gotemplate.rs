@@ -16,11 +16,73 @@
 //!   title trim trimPrefix trimSuffix replace default empty quote squote trunc contains hasPrefix
 //!   hasSuffix join splitList toJson toString b64enc b64dec sha256sum`, and upstream's
 //!   `normalize`. Any other function is a parse error naming it.
+//!
+//! Templates come from callers, so what they may cost is bounded: nesting (parentheses and
+//! blocks) at [`MAX_DEPTH`], every value and every rendered string at [`MAX_VALUE`] bytes (the
+//! functions that could multiply a string, `replace` and `join`, work the size out before they
+//! build it), a list from `splitList` at [`MAX_ITEMS`], and one [`Budget`] of time and output
+//! shared by every string of one `generate`.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
+
+/// How deeply parentheses and `if`/`with`/`range` blocks may nest (Go allows more, on a stack
+/// that grows; ours is a thread's).
+const MAX_DEPTH: usize = 100;
+/// The largest string a template may make or handle: an object is at most 1.5 MiB.
+pub const MAX_VALUE: usize = crate::registry::MAX_OBJECT_BYTES;
+/// The most items `splitList` may make.
+const MAX_ITEMS: usize = 100_000;
+/// What one `generate` may spend rendering every string of every application.
+const RENDER_TIME: Duration = Duration::from_secs(2);
+const RENDER_OUTPUT: usize = 64 << 20;
+
+/// The time and output one `generate` may spend on rendering, shared by all its strings, so that
+/// a small template over many parameter sets, or a template that loops, ends with an error
+/// instead of holding a thread and memory.
+pub struct Budget {
+    deadline: Instant,
+    output: Cell<usize>,
+}
+
+impl Default for Budget {
+    fn default() -> Self {
+        Self {
+            deadline: Instant::now() + RENDER_TIME,
+            output: Cell::new(0),
+        }
+    }
+}
+
+impl Budget {
+    /// Counts `bytes` of rendered output.
+    pub fn spend(&self, bytes: usize) -> Result<(), String> {
+        let total = self.output.get().saturating_add(bytes);
+        self.output.set(total);
+        if total > RENDER_OUTPUT {
+            return Err(format!(
+                "the templates render more than {} MiB in all",
+                RENDER_OUTPUT >> 20
+            ));
+        }
+        self.in_time()
+    }
+
+    fn in_time(&self) -> Result<(), String> {
+        if Instant::now() > self.deadline {
+            return Err(format!("rendering the templates took more than {RENDER_TIME:?}"));
+        }
+        Ok(())
+    }
+}
+
+fn too_long(what: &str) -> String {
+    format!("{what} would be longer than {MAX_VALUE} bytes")
+}
 
 /// What a missing map key gives (`goTemplateOptions: ["missingkey=…"]`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -341,6 +403,8 @@ fn field_path(chain: &str) -> Result<Vec<String>, String> {
 struct Parser {
     tokens: Vec<Token>,
     at: usize,
+    /// How many parentheses are open.
+    depth: usize,
 }
 
 impl Parser {
@@ -360,7 +424,12 @@ impl Parser {
                 Token::Bar | Token::Close => break,
                 Token::Open => {
                     self.at += 1;
+                    if self.depth >= MAX_DEPTH {
+                        return Err(format!("parentheses nested more than {MAX_DEPTH} deep"));
+                    }
+                    self.depth += 1;
                     let inner = self.pipeline()?;
+                    self.depth -= 1;
                     if self.tokens.get(self.at) != Some(&Token::Close) {
                         return Err("unclosed left paren".to_owned());
                     }
@@ -424,6 +493,7 @@ fn parse_pipeline(action: &str) -> Result<Pipeline, String> {
     let mut parser = Parser {
         tokens: tokens(action)?,
         at: 0,
+        depth: 0,
     };
     let pipe = parser.pipeline()?;
     if parser.at != parser.tokens.len() {
@@ -439,7 +509,11 @@ enum Stop {
     Else(Option<Pipeline>),
 }
 
-fn parse_nodes(pieces: &mut std::vec::IntoIter<Piece<'_>>) -> Result<(Vec<Node>, Stop), String> {
+/// The nodes up to the end of the block at `depth` (0: the template itself).
+fn parse_nodes(
+    pieces: &mut std::vec::IntoIter<Piece<'_>>,
+    depth: usize,
+) -> Result<(Vec<Node>, Stop), String> {
     let mut nodes = Vec::new();
     while let Some(piece) = pieces.next() {
         let action = match piece {
@@ -471,7 +545,7 @@ fn parse_nodes(pieces: &mut std::vec::IntoIter<Piece<'_>>) -> Result<(Vec<Node>,
             }
             "if" | "with" | "range" => {
                 let pipe = parse_pipeline(rest)?;
-                nodes.push(parse_block(keyword, pipe, pieces)?);
+                nodes.push(parse_block(keyword, pipe, pieces, depth + 1)?);
             }
             "define" | "template" | "block" | "break" | "continue" => {
                 return Err(format!("{keyword:?} is not supported by this server"));
@@ -486,17 +560,23 @@ fn parse_block(
     keyword: &str,
     pipe: Pipeline,
     pieces: &mut std::vec::IntoIter<Piece<'_>>,
+    depth: usize,
 ) -> Result<Node, String> {
-    let (body, end) = parse_nodes(pieces)?;
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "blocks (if, else if, with, range) nested more than {MAX_DEPTH} deep"
+        ));
+    }
+    let (body, end) = parse_nodes(pieces, depth)?;
     let otherwise = match end {
         Stop::Eof => return Err(format!("unexpected EOF: {keyword} has no end")),
         Stop::End => Vec::new(),
-        Stop::Else(None) => match parse_nodes(pieces)? {
+        Stop::Else(None) => match parse_nodes(pieces, depth)? {
             (nodes, Stop::End) => nodes,
             _ => return Err(format!("expected end after else of {keyword}")),
         },
         // `else if` is an `if` inside the else branch, ended by the same `end`.
-        Stop::Else(Some(cond)) if keyword == "if" => vec![parse_block("if", cond, pieces)?],
+        Stop::Else(Some(cond)) if keyword == "if" => vec![parse_block("if", cond, pieces, depth + 1)?],
         Stop::Else(Some(_)) => return Err(format!("else if inside {keyword}")),
     };
     Ok(match keyword {
@@ -509,21 +589,24 @@ fn parse_block(
 impl Template {
     pub fn parse(src: &str) -> Result<Self, String> {
         let mut pieces = split(src)?.into_iter();
-        match parse_nodes(&mut pieces)? {
+        match parse_nodes(&mut pieces, 0)? {
             (nodes, Stop::Eof) => Ok(Self { nodes }),
             (_, Stop::End) => Err("unexpected {{end}}".to_owned()),
             (_, Stop::Else(_)) => Err("unexpected {{else}}".to_owned()),
         }
     }
 
-    /// The text the template makes from `params`.
-    pub fn execute(&self, params: &Value, missing: MissingKey) -> Result<String, String> {
+    /// The text the template makes from `params`, within `budget`.
+    pub fn execute(&self, params: &Value, missing: MissingKey, budget: &Budget) -> Result<String, String> {
         let run = Run {
             root: params,
             missing,
+            budget,
+            steps: Cell::new(0),
         };
         let mut out = String::new();
         run.nodes(&self.nodes, &Val::Json(params.clone()), &mut out)?;
+        budget.spend(out.len())?;
         Ok(out)
     }
 }
@@ -533,14 +616,29 @@ impl Template {
 struct Run<'a> {
     root: &'a Value,
     missing: MissingKey,
+    budget: &'a Budget,
+    /// Nodes run so far: the clock is read every [`CLOCK_EVERY`] of them.
+    steps: Cell<u64>,
 }
 
-/// Upper bound of `range` iterations per template, so a template cannot make an endless text.
+/// Upper bound of the items one `range` goes over.
 const MAX_RANGE: usize = 10_000;
+const CLOCK_EVERY: u64 = 256;
 
 impl Run<'_> {
+    /// One more node run; the time budget is checked now and then.
+    fn step(&self) -> Result<(), String> {
+        let steps = self.steps.get() + 1;
+        self.steps.set(steps);
+        if steps.is_multiple_of(CLOCK_EVERY) {
+            self.budget.in_time()?;
+        }
+        Ok(())
+    }
+
     fn nodes(&self, nodes: &[Node], dot: &Val, out: &mut String) -> Result<(), String> {
         for node in nodes {
+            self.step()?;
             match node {
                 Node::Text(t) => out.push_str(t),
                 Node::Action(pipe) => out.push_str(&self.pipeline(pipe, dot)?.text()),
@@ -585,6 +683,9 @@ impl Run<'_> {
                     }
                 }
             }
+            if out.len() > MAX_VALUE {
+                return Err(too_long("the rendered text"));
+            }
         }
         Ok(())
     }
@@ -604,7 +705,11 @@ impl Run<'_> {
                 .map(|o| self.operand(o, dot))
                 .collect::<Result<Vec<_>, _>>()?;
             args.extend(piped);
-            return call(name, args);
+            let value = call(name, args)?;
+            if matches!(&value, Val::Json(Value::String(s)) if s.len() > MAX_VALUE) {
+                return Err(too_long(&format!("the result of {name}")));
+            }
+            return Ok(value);
         }
         if piped.is_some() {
             return Err("can't give argument to non-function".to_owned());
@@ -805,15 +910,29 @@ fn call(name: &str, args: Vec<Val>) -> Result<Val, String> {
                 "contains" => Ok(Val::Json(Value::Bool(string(s).contains(&a)))),
                 "hasPrefix" => Ok(Val::Json(Value::Bool(string(s).starts_with(&a)))),
                 "hasSuffix" => Ok(Val::Json(Value::Bool(string(s).ends_with(&a)))),
-                "splitList" => Ok(Val::Json(Value::Array(
-                    string(s)
-                        .split(a.as_str())
-                        .map(|p| Value::String(p.to_owned()))
-                        .collect(),
-                ))),
+                "splitList" => {
+                    let s = string(s);
+                    let parts = if a.is_empty() {
+                        s.chars().count()
+                    } else {
+                        s.matches(a.as_str()).count() + 1
+                    };
+                    if parts > MAX_ITEMS {
+                        return Err(format!("splitList would make more than {MAX_ITEMS} items"));
+                    }
+                    Ok(Val::Json(Value::Array(
+                        s.split(a.as_str()).map(|p| Value::String(p.to_owned())).collect(),
+                    )))
+                }
                 _ => match s {
                     Val::Json(Value::Array(items)) => {
-                        text(items.iter().map(go_print).collect::<Vec<_>>().join(&a))
+                        let parts: Vec<String> = items.iter().map(go_print).collect();
+                        let joined = parts.iter().map(String::len).sum::<usize>()
+                            + a.len().saturating_mul(parts.len().saturating_sub(1));
+                        if joined > MAX_VALUE {
+                            return Err(too_long("the result of join"));
+                        }
+                        text(parts.join(&a))
                     }
                     other => text(string(other)),
                 },
@@ -821,7 +940,18 @@ fn call(name: &str, args: Vec<Val>) -> Result<Val, String> {
         }
         "replace" => {
             want(name, &args, 3)?;
-            text(string(&args[2]).replace(&string(&args[0]), &string(&args[1])))
+            let (old, new, s) = (string(&args[0]), string(&args[1]), string(&args[2]));
+            // Worked out first: a chain of replaces could otherwise grow a string exponentially.
+            let count = if old.is_empty() {
+                s.chars().count() + 1
+            } else {
+                s.matches(old.as_str()).count()
+            };
+            let len = (s.len() - count * old.len()).saturating_add(count.saturating_mul(new.len()));
+            if len > MAX_VALUE {
+                return Err(too_long("the result of replace"));
+            }
+            text(s.replace(&old, &new))
         }
         "trunc" => {
             want(name, &args, 2)?;
@@ -929,9 +1059,14 @@ fn printf(format: &str, args: &[Val]) -> String {
     out
 }
 
-/// Renders `src` as a Go template with `params`.
-pub fn render(src: &str, params: &Map<String, Value>, missing: MissingKey) -> Result<String, String> {
-    Template::parse(src)?.execute(&Value::Object(params.clone()), missing)
+/// Renders `src` as a Go template with `params`, within `budget`.
+pub fn render(
+    src: &str,
+    params: &Map<String, Value>,
+    missing: MissingKey,
+    budget: &Budget,
+) -> Result<String, String> {
+    Template::parse(src)?.execute(&Value::Object(params.clone()), missing, budget)
 }
 
 #[cfg(test)]
@@ -941,7 +1076,39 @@ mod tests {
 
     fn run(src: &str, params: Value, missing: MissingKey) -> Result<String, String> {
         let Value::Object(map) = params else { panic!() };
-        render(src, &map, missing)
+        render(src, &map, missing, &Budget::default())
+    }
+
+    #[test]
+    fn what_a_template_may_cost_is_bounded() {
+        let params = json!({"l": (0..10_000).collect::<Vec<_>>(), "s": "aaaaaaaaaa"});
+        let deep_parens = format!("{{{{ {}1{} }}}}", "(".repeat(200_000), ")".repeat(200_000));
+        let err = run(&deep_parens, params.clone(), MissingKey::NoValue).unwrap_err();
+        assert!(err.contains("nested more than"), "{err}");
+        let deep_blocks = format!("{}x{}", "{{if 1}}".repeat(100_000), "{{end}}".repeat(100_000));
+        let err = run(&deep_blocks, params.clone(), MissingKey::NoValue).unwrap_err();
+        assert!(err.contains("nested more than"), "{err}");
+        let else_ifs = format!("{{{{if 0}}}}{}x{{{{end}}}}", "{{else if 0}}".repeat(100_000));
+        let err = run(&else_ifs, params.clone(), MissingKey::NoValue).unwrap_err();
+        assert!(err.contains("nested more than"), "{err}");
+        let replaces = format!("{{{{ .s{} }}}}", r#" | replace "a" "aaaaaaaaaa""#.repeat(10));
+        let err = run(&replaces, params.clone(), MissingKey::NoValue).unwrap_err();
+        assert!(err.contains("result of replace"), "{err}");
+        let join = r#"{{ splitList "" (.s | replace "a" "aaaaaaaaaa" | replace "a" "aaaaaaaaaa") | join (.s | replace "a" "aaaaaaaaaa" | replace "a" "aaaaaaaaaa" | replace "a" "aaaaaaaaaa") }}"#;
+        let err = run(join, params.clone(), MissingKey::NoValue).unwrap_err();
+        assert!(err.contains("result of join"), "{err}");
+        let nested = "{{range .l}}{{range $.l}}{{range $.l}}x{{end}}{{end}}{{end}}";
+        let started = Instant::now();
+        let err = run(nested, params, MissingKey::NoValue).unwrap_err();
+        assert!(
+            err.contains("longer than") || err.contains("took more than"),
+            "{err}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

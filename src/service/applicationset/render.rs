@@ -4,23 +4,26 @@
 
 use serde_json::{Map, Value};
 
-use super::gotemplate::{self, MissingKey};
+use super::gotemplate::{self, Budget, MissingKey};
 use crate::error::AppError;
 
-/// How the strings of a template are rendered.
-#[derive(Debug, Clone, Copy)]
-pub struct Style {
+/// How the strings of a template are rendered, and the budget they share.
+#[derive(Clone, Copy)]
+pub struct Style<'a> {
     pub go: bool,
     pub missing: MissingKey,
+    pub budget: &'a Budget,
 }
 
-impl Style {
+impl Style<'_> {
     /// One string with `params`.
     pub fn render(self, src: &str, params: &Map<String, Value>) -> Result<String, String> {
         if self.go {
-            gotemplate::render(src, params, self.missing)
+            gotemplate::render(src, params, self.missing, self.budget)
         } else {
-            fasttemplate(src, params)
+            let out = fasttemplate(src, params)?;
+            self.budget.spend(out.len())?;
+            Ok(out)
         }
     }
 }
@@ -55,7 +58,7 @@ fn fasttemplate(src: &str, params: &Map<String, Value>) -> Result<String, String
 pub fn render_value(
     value: &Value,
     path: &str,
-    style: Style,
+    style: Style<'_>,
     params: &Map<String, Value>,
 ) -> Result<Value, AppError> {
     let fail = |src: &str, err: String| {
