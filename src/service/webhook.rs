@@ -139,8 +139,8 @@ const SECRET_KEYS: [&str; 7] = [
 ];
 
 /// Checks the provider's proof against its secret in `argocd-secret`. A provider without a
-/// secret is accepted unsigned only while no provider has one: upstream accepts it anyway, so
-/// that configuring GitHub's secret would not stop a forged event sent with GitLab's headers.
+/// secret is accepted unsigned only while no provider has one. (Upstream accepts it anyway: there,
+/// configuring GitHub's secret does not stop a forged event sent with GitLab's headers.)
 fn verify<'a>(
     provider: Provider,
     header: &impl Fn(&str) -> Option<&'a str>,
