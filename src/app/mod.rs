@@ -138,7 +138,6 @@ impl App {
         projects::ensure_default_project(&registry, &options.namespace)
             .await
             .map_err(|e| anyhow::anyhow!("cannot create the default project: {e}"))?;
-        crate::service::certificate::seed::seed(&registry, options.config_dir.as_deref()).await?;
         let projects = Arc::new(projects::RegistryProjects::new(
             Arc::clone(&registry),
             &options.namespace,

@@ -49,6 +49,7 @@ impl InProcess {
         let args = Flags::try_parse_from(argv)?.server;
         let config = args.validate()?;
         let app = Arc::new(App::open(config.app_options()).await?);
+        crate::service::certificate::seed::seed_app(&app).await?;
         app.auth.logins.ensure_initial_admin().await?;
         let metrics = Arc::new(Metrics::default());
         let (_, health) = tonic_health::server::health_reporter();

@@ -89,6 +89,7 @@ impl Server {
         };
 
         let state = Arc::new(App::open(config.app_options()).await?);
+        crate::service::certificate::seed::seed_app(&state).await?;
         let config_watch = Arc::clone(&state.config);
         if config.api_content_types.is_empty() {
             tracing::warn!(

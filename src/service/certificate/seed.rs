@@ -58,6 +58,12 @@ fn located(object: &RawObject, key: &str, error: String) -> ConfigError {
     }
 }
 
+/// [`seed`] for a server's state, from the config dir it was started with. The server calls it
+/// right after opening its state, before it serves.
+pub async fn seed_app(app: &crate::app::App) -> anyhow::Result<usize> {
+    seed(&app.registry, app.config.dir()).await
+}
+
 /// Creates what `dir` describes and the store lacks; the number created.
 pub async fn seed(registry: &Registry, dir: Option<&Path>) -> anyhow::Result<usize> {
     let Some(dir) = dir else {
