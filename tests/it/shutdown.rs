@@ -253,7 +253,7 @@ async fn sigterm_keeps_serving_for_the_delay_then_ends_every_watch_and_finishes_
     );
     finish_half_sent(&mut slow).await;
 
-    let status = server.wait_exit(Duration::from_secs(10));
+    let status = server.exited(Duration::from_secs(10)).await;
     assert!(status.success(), "{status}: {}", server.logs());
     assert!(
         server.logs().contains("all connections closed"),
@@ -278,7 +278,7 @@ async fn a_second_signal_skips_the_rest_of_the_delay() {
     assert!(served, "/healthz answers 503 during the delay");
     let again = Instant::now();
     server.signal_term();
-    let status = server.wait_exit(Duration::from_secs(10));
+    let status = server.exited(Duration::from_secs(10)).await;
     assert!(status.success(), "{status}: {}", server.logs());
     assert!(again.elapsed() < Duration::from_secs(5), "{:?}", again.elapsed());
 }

@@ -127,6 +127,20 @@ impl TestServer {
         }
     }
 
+    /// [`Self::wait_exit`] for a test that still holds client connections: it sleeps on the
+    /// test's runtime, not its thread, so that those connections can answer the server's goodbye
+    /// and close (a blocked thread would hold them open, and the server would wait for them).
+    pub async fn exited(&mut self, within: Duration) -> ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "server did not exit within {within:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
