@@ -15,6 +15,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod fsutil;
+pub mod gitrepo;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod grpc;

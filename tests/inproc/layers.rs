@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
         "clock",
         "error",
         "fsutil",
+        "gitrepo",
         "jose",
         "json",
         "pb",

@@ -1,0 +1,70 @@
+//! What can go wrong when tiphys reads a repository, in fixed words. The library's and the
+//! `ssh` program's own messages are only classified, never passed on: they may quote a URL
+//! with its credentials, a key file path, or the server's banner.
+
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum GitError {
+    #[error("authentication to {host} failed: check the repository's credentials")]
+    Auth { host: String },
+    #[error("the TLS certificate of {host} is not trusted: add its CA certificate, or mark the repository insecure")]
+    Certificate { host: String },
+    #[error("{host} did not accept the TLS client certificate")]
+    ClientCertificate { host: String },
+    #[error("the TLS client certificate or key of the repository cannot be read")]
+    BadClientCertificate,
+    #[error("the SSH host key of {host} is not known: add it to the known hosts, or mark the repository insecure")]
+    UnknownHostKey { host: String },
+    #[error("the SSH host key of {host} does not match the known one")]
+    ChangedHostKey { host: String },
+    #[error("the repository's SSH private key cannot be used")]
+    BadPrivateKey,
+    #[error("{host} cannot be reached")]
+    Unreachable { host: String },
+    #[error("no repository at this URL on {host}")]
+    NoRepository { host: String },
+    #[error("{host} did not answer within {}s", .after.as_secs())]
+    Timeout { host: String, after: Duration },
+    #[error("the repository on {host} is larger than the limit of {limit} bytes")]
+    TooLarge { host: String, limit: u64 },
+    #[error("too many repository fetches are running; try again (while reaching {host})")]
+    Busy { host: String },
+    #[error("revision {revision:?} not found in the repository on {host}")]
+    NoRevision { host: String, revision: String },
+    #[error("the repository URL is not supported: use https, http, ssh or git")]
+    UnsupportedUrl,
+    #[error("reading the repository on {host} failed")]
+    Failed { host: String },
+}
+
+/// Which kind of failure `text` (a library error chain or the `ssh` program's output,
+/// lower-cased) describes. Order matters: the most specific first.
+pub fn classify(text: &str, host: &str) -> GitError {
+    let host = host.to_owned();
+    let has = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
+    if has(&["remote host identification has changed", "host key for", "host key verification failed: changed"]) && text.contains("changed") {
+        GitError::ChangedHostKey { host }
+    } else if has(&["host key verification failed", "no ed25519 host key is known", "no rsa host key is known", "no ecdsa host key is known", "host key is not known"]) {
+        GitError::UnknownHostKey { host }
+    } else if has(&["invalid format", "load key", "bad permissions", "invalid privatekey", "error in libcrypto"]) {
+        GitError::BadPrivateKey
+    } else if has(&["permission denied", "401", "403", "authentication", "unauthorized", "credentials"]) {
+        GitError::Auth { host }
+    } else if has(&["unknownissuer", "unknown issuer", "invalid peer certificate", "certificate verify", "badsignature", "notvalidforname", "not valid for name", "expired"]) {
+        GitError::Certificate { host }
+    } else if has(&["certificate required", "certificaterequired", "handshake failure", "handshakefailure", "alert received"]) {
+        GitError::ClientCertificate { host }
+    } else if has(&["timed out", "timeout"]) {
+        GitError::Timeout {
+            host,
+            after: Duration::ZERO,
+        }
+    } else if has(&["connection refused", "could not resolve", "dns error", "failed to lookup", "no route to host", "network is unreachable", "connection reset", "broken pipe", "error trying to connect", "could not connect", "connection closed"]) {
+        GitError::Unreachable { host }
+    } else if has(&["404", "not found", "does not appear to be a git repository", "repository not exported", "not a git repository", "no such file"]) {
+        GitError::NoRepository { host }
+    } else {
+        GitError::Failed { host }
+    }
+}
