@@ -20,8 +20,8 @@ same on every machine; `APPS_FILES` etc. below are their contents):
   partial clone filters, as GitHub and GitLab do.
 
 Servers (`start_gitservers(workdir)` or the session fixture `gitservers` -> `GitServers`; every
-process is stopped by its PID at teardown, everything binds 127.0.0.1 on free ports):
-  * one nginx (its own prefix, conf, pid, logs and temp paths) with four server blocks:
+process runs in a process group of its own, stopped by that id (its PID) at teardown, everything binds 127.0.0.1 on free ports):
+  * one nginx (its own prefix, conf, pid, logs and temp paths) with three server blocks:
     - https (private CA `ca_file`; certificate for 127.0.0.1 and localhost): smart-HTTP git via
       `git http-backend` behind `fcgiwrap` (on a unix socket in the temp dir; protocol v2: the
       `Git-Protocol` header reaches the CGI) at `/open/` (anonymous), `/basic/` (HTTP basic, user
@@ -36,14 +36,21 @@ process is stopped by its PID at teardown, everything binds 127.0.0.1 on free po
   * OpenSSH `sshd` as the current user (root in CI: PermitRootLogin prohibit-password, and
     /run/sshd is created when missing), public key only: `ssh_private_key` (OpenSSH PEM text),
     `ssh_known_hosts` (the right line), `ssh_wrong_known_hosts` (same host, another key). URLs are
-    `ssh://<user>@127.0.0.1:<port>/<abs path>/apps.git`. A non-root user must have an account that
-    is not locked (sshd runs without PAM).
+    `ssh://<user>@127.0.0.1:<port>/<abs path>/apps.git`. Run as root, sshd (without PAM) refuses
+    a locked root account (`!` in /etc/shadow); run as another user it cannot read /etc/shadow and
+    lets a locked account in.
   * a staller (`Staller`): a thread that accepts TCP connections and never answers.
 
 Fixtures (in conftest.py, so that a session starts the servers once, whichever modules use them):
 `gitservers` (session; GitServers) and `staller` (one test; a Staller of its own).
 `gitservers.url(kind, repo="apps.git")` gives a repository's URL, kind one of `KINDS`;
-`git_env()` and `ssh_command()` make a client environment that reads no user or system config.
+`git_env()` and `ssh_command()` make a client environment that reads no user or system config:
+
+    def test_example(gitservers):
+        env = git_env(GIT_SSH_COMMAND=ssh_command(gitservers.ssh_key_file, known_hosts_path))
+        git("ls-remote", gitservers.url("ssh"), env=env)   # known_hosts_path holds ssh_known_hosts
+        git("-c", f"http.sslCAInfo={gitservers.ca_file}", "ls-remote", gitservers.url("open", "empty.git"))
+        gitservers.apps.main, gitservers.apps.tags["v1.0.0"], gitservers.apps.commit(sha).author
 """
 
 import base64
