@@ -254,6 +254,26 @@ def etcd(tmp_path, servers):
     return servers.also_stop(Etcd(tmp_path / "etcd"))
 
 
+@pytest.fixture(scope="session")
+def gitservers(tmp_path_factory):
+    """Real Git and Helm servers on loopback (gitkit.GitServers): nginx with git http-backend (open,
+    basic, bearer, client certificate, plain http) and Helm repositories, git daemon, sshd, a
+    staller; the test repositories with their SHAs. Started once per session."""
+    from gitkit import start_gitservers  # noqa: PLC0415 (gitkit imports this module)
+    started = start_gitservers(tmp_path_factory.mktemp("gitservers"))
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def staller():
+    """A loopback port that accepts connections and never answers (gitkit.Staller), for one test."""
+    from gitkit import Staller  # noqa: PLC0415
+    stalling = Staller()
+    yield stalling
+    stalling.stop()
+
+
 @pytest.fixture(scope="module")
 def module_servers(tmp_path_factory):
     """Like `servers`, for servers shared by the tests of one module (which leave them usable)."""
