@@ -293,17 +293,21 @@ def test_wrong_credentials_are_refused_with_a_fixed_message(env, case, tmp_path)
                             ["authentication", host_re(gs.ssh_port)]),
         "ssh-garbage-key": (repo_body(gs, "ssh", repo, sshPrivateKey=f"-----BEGIN OPENSSH PRIVATE KEY-----\n{wrong}\n"
                                       "-----END OPENSSH PRIVATE KEY-----\n"), ["private key"]),
+        # nginx answers 400 when no client certificate was sent (the handshake itself succeeds)
         "mtls-no-client-cert": (repo_body(gs, "mtls", repo, tlsClientCertData=None, tlsClientCertKey=None),
-                                ["client certificate", host_re(gs.mtls_port)]),
+                                [host_re(gs.mtls_port)]),
         "mtls-garbage-client-cert": (repo_body(gs, "mtls", repo, tlsClientCertKey=wrong), ["client certificate"]),
         "open-no-such-repository": (repo_body(gs, "open", repo), [host_re(gs.https_port)]),
     }[case]
     secrets = [v for k, v in body.items() if k in ("password", "bearerToken", "sshPrivateKey", "tlsClientCertKey")]
+    # a key that is no key may be refused before the repository is contacted
+    check = (lambda reply: failed(reply, *patterns, statuses=(400,))) if "garbage" in case else \
+        (lambda reply: refused(reply, *patterns))
     r = env.validate(body)
-    refused(r, *patterns)
+    check(r)
     # adding it is refused the same way, and nothing is stored
     added = env.add(body, upsert=False)
-    refused(added, *patterns)
+    check(added)
     assert env.get(body["repo"]).status == 404
     for reply in (r, added):
         for secret in secrets:
@@ -323,6 +327,28 @@ def test_a_refused_repository_is_not_stored(env):
     # with the right password it is
     env.must_add(repo_body(gs, "basic", repo=name), upsert=False)
     successful(state_of(env, body["repo"]))
+
+
+def test_a_project_scoped_repository_is_stored_unchecked_and_shows_why_it_fails(env):
+    """Upstream contacts only repositories without a project before storing them; the state of a
+    project-scoped one tells what is wrong."""
+    gs = env.gs
+    project = f"remote-{uuid.uuid4().hex[:8]}"
+    r = env.call("POST", "/api/v1/projects", {"project": {"metadata": {"name": project}, "spec": {
+        "sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}]}}})
+    assert r.status == 200, r
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    body = repo_body(gs, "basic", clone(gs), password=wrong, project=project)
+    r = env.add(body, upsert=False)
+    assert r.status == 200, r
+    listed = [i for i in ok(env.call("GET", REPOS, forceRefresh="true"))["items"] if i["repo"] == body["repo"]]
+    assert len(listed) == 1 and listed[0].get("project") == project, listed
+    state = listed[0]["connectionState"]
+    assert state["status"] == "Failed", state
+    assert state["message"].startswith("Unable to connect to repository: "), state
+    assert re.search("authentication", state["message"]) and re.search(host_re(gs.https_port), state["message"]), state
+    for _, reply in env.replies:
+        assert wrong not in reply.body.decode(errors="replace"), reply
 
 
 def test_tls_trust_comes_from_the_certificate_api(fresh):
@@ -353,7 +379,8 @@ def test_tls_trust_comes_from_the_certificate_api(fresh):
     time.sleep(1.1)
     failed_state = state_of(env, empty, forceRefresh="true")
     assert failed_state["status"] == "Failed", failed_state
-    assert re.search("not trusted", failed_state.get("message", "")), failed_state
+    assert failed_state.get("message", "").startswith("Unable to connect to repository: "), failed_state
+    assert re.search("not trusted", failed_state["message"]), failed_state
     assert re.search(host, failed_state["message"]), failed_state
     assert parse_time(failed_state["attemptedAt"]) >= parse_time(first["attemptedAt"]), failed_state
     # the insecure repository needs no CA
@@ -716,7 +743,7 @@ def test_manifests_honour_recurse_include_and_exclude(env, directory, expected):
     assert names(objects(got)) == sorted(expected), (directory, got)
 
 
-def test_manifests_of_a_nested_path_and_of_the_repository_root(env):
+def test_manifests_of_a_nested_path(env):
     url = env.gs.url("open")
     env.must_add({"repo": url})
     name = make_app(env, {"repoURL": url, "path": "nested/deep/app", "targetRevision": "main"})
@@ -770,8 +797,8 @@ def test_rbac_of_refs_apps_and_validate(env):
         assert there.status in (403, 404), there
         assert (there.status, message(there).replace(url, "URL")) == \
             (absent.status, message(absent).replace(missing, "URL")), (there, absent)
-    # and for the admin, a missing repository is a 404
-    assert env.refs(missing).status == 404
+    # and for the admin, a repository that is neither registered nor there is an error
+    assert env.refs(missing).status in (400, 404)
     assert env.call("GET", f"{REPOS}/{enc(url)}/refs", who=None).status == 401
 
 
@@ -800,12 +827,10 @@ def test_no_credential_in_any_answer_or_the_log(servers, config_dir, gitservers,
     stranger = ssh_key(tmp_path, "stranger")[0].read_text()
     for i, line in enumerate(key_lines(stranger)):
         s.known(line, f"stranger-key-line-{i}")
-    canary = s.canary("username")
+    canary = s.canary("name")
 
     for kind in ("basic", "bearer", "mtls", "ssh"):
         body = repo_body(gs, kind)
-        if kind == "basic":
-            body["username"] = gs.basic_user
         ok(env.validate(body))
         env.must_add(body)
         ok(env.get(body["repo"], forceRefresh="true"))
@@ -818,17 +843,19 @@ def test_no_credential_in_any_answer_or_the_log(servers, config_dir, gitservers,
     # failures, which are where messages of libraries could quote a credential
     for body in (repo_body(gs, "basic", password=wrong_pw), repo_body(gs, "bearer", bearerToken=wrong_token),
                  repo_body(gs, "ssh", sshPrivateKey=stranger), repo_body(gs, "mtls", tlsClientCertKey=wrong_pw),
-                 repo_body(gs, "basic", username=canary, password=wrong_pw),
+                 repo_body(gs, "basic", name=canary, password=wrong_pw),
                  {"repo": gs.url("basic").replace("https://", f"https://{gs.basic_user}:{wrong_pw}@")},
                  helm_body(gs, gs.helm_auth_url, "secret-charts-2", password=wrong_pw)):
         r = env.validate(body)
         assert r.status in (400, 404), r
         r = env.add(body, upsert=False)
         assert r.status in (400, 404, 409), r
-    # a username is shown: the positive control of the scan
-    env.must_add(repo_body(gs, "basic", repo=clone(gs), username=canary))
+    # a name is shown: the positive control of the scan
+    named = repo_body(gs, "basic", repo=clone(gs), name=canary)
+    env.must_add(named)
+    assert ok(env.get(named["repo"])).get("name") == canary
     shown = b"".join(r.body for _, r in env.replies)
-    assert canary.encode() in shown, "the canary username was never shown: the scan would see nothing"
+    assert s.scan(shown, values=[canary]), "the scanner does not find the canary name it was shown"
 
     leaks = []
     for what, r in env.replies:
@@ -869,3 +896,65 @@ def test_cli_repo_add_reports_the_connection_state(env):
     res = cli("repo", "add", gs.url("ssh", clone(gs)), "--ssh-private-key-path", str(key), *conn, timeout=90)
     assert res.returncode == 0, res
     assert gs.ssh_private_key.splitlines()[1] not in res.stdout + res.stderr
+
+
+# ---- native gRPC and gRPC-Web -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def repo_pb(tmp_path_factory):
+    """grpcio-tools stubs of proto/repository (and what it imports): (repository_pb2, v1alpha1 repository_pb2)."""
+    import importlib  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    import grpc_tools  # noqa: PLC0415
+    from grpc_tools import protoc  # noqa: PLC0415
+
+    from conftest import REPO  # noqa: PLC0415
+    out = tmp_path_factory.mktemp("repo-stubs")
+    proto = REPO / "proto"
+    files = [str(p.relative_to(proto)) for d in ("tiphys", "k8s", "v1alpha1", "repository")
+             for p in (proto / d).rglob("*.proto")]
+    assert protoc.main(["protoc", f"-I{proto}", f"-I{grpc_tools.__path__[0]}/_proto", f"--python_out={out}",
+                        *files]) == 0
+    sys.path.insert(0, str(out))
+    try:
+        return importlib.import_module("repository.repository_pb2")
+    finally:
+        sys.path.remove(str(out))
+
+
+def test_refs_apps_and_access_checks_over_grpc_and_grpc_web(env, repo_pb):
+    import grpc  # noqa: PLC0415
+
+    from appkit import grpc_channel, grpc_web, md, rpc_error  # noqa: PLC0415
+    gs = env.gs
+    url = gs.url("git")
+    env.must_add({"repo": url})
+    wrong = f"wrong-{uuid.uuid4().hex}"
+    admin = md(env.tokens["admin"])
+
+    def method(ch, name, reply):
+        return ch.unary_unary(f"/repository.RepositoryService/{name}", request_serializer=lambda m: m.SerializeToString(),
+                              response_deserializer=reply.FromString)
+
+    with grpc_channel(env.server) as ch:
+        refs = method(ch, "ListRefs", repo_pb.Refs)(repo_pb.RepoQuery(repo=url), metadata=admin, timeout=CALL_TIMEOUT)
+        assert {"branches": list(refs.branches), "tags": list(refs.tags)} == expected_refs(gs)
+        validate = method(ch, "ValidateAccess", repo_pb.RepoResponse)
+        validate(repo_pb.RepoAccessQuery(repo=gs.url("basic"), username=gs.basic_user, password=gs.basic_password),
+                 metadata=admin, timeout=CALL_TIMEOUT)
+        err = rpc_error(validate, repo_pb.RepoAccessQuery(repo=gs.url("basic"), username=gs.basic_user,
+                                                          password=wrong), metadata=admin, timeout=CALL_TIMEOUT)
+        assert err.code() == grpc.StatusCode.INVALID_ARGUMENT, err
+        assert NOT_ACCESSIBLE in err.details() and "authentication" in err.details(), err.details()
+        assert wrong not in err.details() and wrong not in str(err.trailing_metadata())
+        err = rpc_error(method(ch, "ListRefs", repo_pb.Refs), repo_pb.RepoQuery(repo=url), metadata=md(env.tokens["carol"]),
+                        timeout=CALL_TIMEOUT)
+        assert err.code() in (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND), err
+    web = grpc_web(env.server, "repository.RepositoryService/ListApps",
+                   repo_pb.RepoAppsQuery(repo=url, revision="main", appName="x", appProject="default"),
+                   token=env.tokens["admin"], timeout=CALL_TIMEOUT)
+    assert web.status == 200 and web.trailers.get("grpc-status") == "0", web
+    answer = repo_pb.RepoAppsResponse.FromString(web.messages[0])
+    assert {(i.path, i.type) for i in answer.items} == MAIN_APPS
