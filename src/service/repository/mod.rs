@@ -17,6 +17,7 @@
 //! validated, and what needs a repo server (refs, apps, chart lists, app details) is not
 //! served.
 
+pub mod content;
 pub mod templates;
 
 use serde::Deserialize;
