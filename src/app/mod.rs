@@ -37,6 +37,8 @@ pub struct Options {
     pub secrets_key_file: Option<PathBuf>,
     /// Streams (watches) one caller may hold open at once.
     pub max_streams_per_caller: usize,
+    /// How repositories are read.
+    pub repos: crate::gitrepo::Limits,
 }
 
 impl Options {
@@ -45,7 +47,6 @@ impl Options {
         let data_dir = data_dir.into();
         Self {
             store: Backend::File(data_dir.clone()),
-            data_dir,
             config_dir: None,
             namespace: "argocd".to_owned(),
             url: None,
@@ -53,6 +54,8 @@ impl Options {
             login_limits: LoginLimits::default(),
             secrets_key_file: None,
             max_streams_per_caller: streams::DEFAULT_PER_CALLER as usize,
+            repos: crate::gitrepo::Limits::new(data_dir.join("repo-cache")),
+            data_dir,
         }
     }
 }
@@ -77,6 +80,8 @@ pub struct App {
     pub drain: drain::Drain,
     /// Open streams per caller.
     pub streams: Arc<streams::StreamSlots>,
+    /// Reads repositories: refs, commits, Helm indexes, connection states.
+    pub repos: Arc<crate::gitrepo::Client>,
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
@@ -170,6 +175,7 @@ impl App {
             oidc,
             drain: drain::Drain::default(),
             streams: streams::StreamSlots::new(options.max_streams_per_caller),
+            repos: Arc::new(crate::gitrepo::Client::new(options.repos)),
         })
     }
 

@@ -41,6 +41,9 @@ pub enum GitError {
 /// Which kind of failure `text` (a library error chain or the `ssh` program's output,
 /// lower-cased) describes. Order matters: the most specific first.
 pub fn classify(text: &str, host: &str) -> GitError {
+    // The raw text helps whoever runs the server; URLs in it carry no password (tiphys refuses
+    // such URLs), and any userinfo is masked all the same.
+    tracing::debug!(host, error = %crate::urlmask::mask(text), "repository call failed");
     let host = host.to_owned();
     let has = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
     if has(&["remote host identification has changed", "host key for", "host key verification failed: changed"]) && text.contains("changed") {

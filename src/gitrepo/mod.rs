@@ -31,6 +31,7 @@ use tokio::sync::Semaphore;
 
 pub use self::error::GitError;
 pub use self::snapshot::{Commit, Snapshot};
+pub use self::transport::endpoint;
 
 /// How to reach one repository: its URL, credentials and trust. `Debug` leaves secrets out.
 #[derive(Clone, Default)]
@@ -107,6 +108,23 @@ pub struct Limits {
     pub refs_ttl: Duration,
     /// Commits whose files are kept in memory.
     pub cached_commits: usize,
+    /// How old a connection state may get before it is checked again.
+    pub check_interval: Duration,
+}
+
+impl Limits {
+    /// The defaults of `tiphys server`, with the cache in `cache_dir`.
+    pub fn new(cache_dir: PathBuf) -> Self {
+        Self {
+            cache_dir,
+            timeout: Duration::from_secs(60),
+            max_bytes: 512 * 1024 * 1024,
+            max_fetches: 8,
+            refs_ttl: Duration::from_secs(180),
+            cached_commits: 64,
+            check_interval: Duration::from_secs(180),
+        }
+    }
 }
 
 /// A branch or tag and the commit it names.
@@ -194,6 +212,19 @@ pub struct Client {
     commits: Mutex<snapshot::Lru>,
     /// One fetch per repository directory at a time.
     dirs: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// The last access check of each repository (keyed by the caller: URL and project).
+    states: Mutex<HashMap<String, Checked>>,
+}
+
+/// The outcome of one access check, and when it was made.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub outcome: Result<(), GitError>,
+    /// Wall-clock time of the check (RFC 3339 in answers).
+    pub at: jiff::Timestamp,
+    checked: Instant,
+    /// A re-check is running in the background.
+    refreshing: bool,
 }
 
 impl std::fmt::Debug for Client {
@@ -209,6 +240,7 @@ impl Client {
             commits: Mutex::new(snapshot::Lru::new(limits.cached_commits.max(1))),
             refs: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
+            states: Mutex::new(HashMap::new()),
             limits,
         }
     }
@@ -243,6 +275,49 @@ impl Client {
     /// Checks that the repository answers with these credentials (lists its refs, uncached).
     pub async fn check_access(&self, remote: &Remote) -> Result<(), GitError> {
         self.refs(remote, true).await.map(|_| ())
+    }
+
+    /// Records the outcome of an access check under `key`.
+    pub fn record(&self, key: &str, outcome: Result<(), GitError>) -> Checked {
+        let checked = Checked {
+            outcome,
+            at: jiff::Timestamp::now(),
+            checked: Instant::now(),
+            refreshing: false,
+        };
+        let mut states = lock(&self.states);
+        if states.len() >= 100_000 {
+            states.clear();
+        }
+        states.insert(key.to_owned(), checked.clone());
+        checked
+    }
+
+    /// The last recorded check of `key`, and whether it is due again (older than the check
+    /// interval and not being re-checked already; the caller then starts one and this call
+    /// marks it as running).
+    pub fn recorded(&self, key: &str) -> (Option<Checked>, bool) {
+        let mut states = lock(&self.states);
+        match states.get_mut(key) {
+            Some(found) => {
+                let due = !found.refreshing && found.checked.elapsed() >= self.limits.check_interval;
+                if due {
+                    found.refreshing = true;
+                }
+                (Some(found.clone()), due)
+            }
+            None => (None, false),
+        }
+    }
+
+    /// The last recorded check of `key`, without starting anything.
+    pub fn peek(&self, key: &str) -> Option<Checked> {
+        lock(&self.states).get(key).cloned()
+    }
+
+    /// Forgets the check of `key` (the repository was deleted or changed).
+    pub fn forget(&self, key: &str) {
+        lock(&self.states).remove(key);
     }
 
     /// The files of `commit` (a full id), fetched once and then shared.

@@ -27,6 +27,21 @@ pub fn host_of(url: &str) -> String {
     "the repository host".to_owned()
 }
 
+/// The host and port a repository URL connects to (the scheme's default port when none is
+/// given), and whether it is SSH.
+pub fn endpoint(url: &str) -> Option<(String, u16, bool)> {
+    let parsed = gix::url::parse(gix::bstr::BStr::new(url.as_bytes())).ok()?;
+    let host = parsed.host()?.to_owned();
+    let ssh = parsed.scheme == gix::url::Scheme::Ssh;
+    let port = parsed.port.unwrap_or(match parsed.scheme {
+        gix::url::Scheme::Ssh => 22,
+        gix::url::Scheme::Http => 80,
+        gix::url::Scheme::Git => 9418,
+        _ => 443,
+    });
+    Some((host, port, ssh))
+}
+
 /// What a connection needs to stay valid while it is used.
 pub struct Opened {
     pub transport: Box<dyn Transport + Send>,

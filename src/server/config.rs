@@ -145,6 +145,26 @@ pub struct ServerArgs {
     /// Write `{"port":N,"metrics_port":M}` to this file once listening (for supervisors and tests).
     #[arg(long, env = "TIPHYS_READY_FILE")]
     pub ready_file: Option<PathBuf>,
+    /// Where fetched repository commits are kept (default: `repo-cache` in the data dir).
+    #[arg(long, env = "TIPHYS_REPO_CACHE_DIR")]
+    pub repo_cache_dir: Option<PathBuf>,
+    /// How long one repository call (listing refs, fetching a commit, a Helm index) may take.
+    #[arg(long, env = "TIPHYS_REPO_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub repo_timeout: Duration,
+    /// The most one fetch of a repository (or one Helm index) may bring, in bytes.
+    #[arg(long, env = "TIPHYS_REPO_MAX_BYTES", default_value_t = 512 * 1024 * 1024)]
+    pub repo_max_bytes: u64,
+    /// Repository calls running at once, over all repositories; more wait, up to their timeout.
+    #[arg(long, env = "TIPHYS_REPO_MAX_FETCHES", default_value_t = 8,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub repo_max_fetches: u32,
+    /// How long a repository's listed branches and tags are reused.
+    #[arg(long, env = "TIPHYS_REPO_REFS_TTL", default_value = "3m", value_parser = parse_duration)]
+    pub repo_refs_ttl: Duration,
+    /// How old a repository's connection state may get before it is checked again (in the
+    /// background; `forceRefresh` checks at once).
+    #[arg(long, env = "TIPHYS_REPO_CHECK_INTERVAL", default_value = "3m", value_parser = parse_duration)]
+    pub repo_check_interval: Duration,
 }
 
 /// No inline scripts or styles, same-origin everything, no framing by others.
@@ -189,6 +209,8 @@ pub struct ServerConfig {
     pub login_limits: LoginLimits,
     pub secrets_key_file: Option<PathBuf>,
     pub max_watches_per_caller: usize,
+    /// How repositories are read.
+    pub repos: crate::gitrepo::Limits,
 }
 
 impl ServerConfig {
@@ -204,6 +226,7 @@ impl ServerConfig {
             login_limits: self.login_limits.clone(),
             secrets_key_file: self.secrets_key_file.clone(),
             max_streams_per_caller: self.max_watches_per_caller,
+            repos: self.repos.clone(),
         }
     }
 }
@@ -276,6 +299,10 @@ impl ServerArgs {
             .store
             .backend(&data_dir)
             .map_err(|e| ConfigError::Store(format!("{e:#}")))?;
+        let repo_cache = self
+            .repo_cache_dir
+            .clone()
+            .unwrap_or_else(|| data_dir.join("repo-cache"));
         Ok(ServerConfig {
             store,
             secrets_key_file: self.store.secrets_key_file.clone(),
@@ -333,6 +360,14 @@ impl ServerArgs {
                 ..LoginLimits::default()
             },
             max_watches_per_caller: self.max_watches_per_caller as usize,
+            repos: crate::gitrepo::Limits {
+                timeout: self.repo_timeout,
+                max_bytes: self.repo_max_bytes,
+                max_fetches: self.repo_max_fetches as usize,
+                refs_ttl: self.repo_refs_ttl,
+                check_interval: self.repo_check_interval,
+                ..crate::gitrepo::Limits::new(repo_cache)
+            },
         })
     }
 }

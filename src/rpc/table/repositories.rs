@@ -4,12 +4,10 @@ use std::sync::Arc;
 
 use super::{delete, get, post, put, rpc, unserved};
 use crate::rpc::{Body, Rpc, call};
+use crate::service::repository::browse;
 use crate::service::{repocreds, repository as repo};
 
-const NO_REPO_SERVER: &str = "tiphys does not run a repo server: refs, tags, apps, Helm charts and \
-     application details come from one";
-const NO_VALIDATION: &str = "tiphys does not contact repositories, so it cannot check access: add the repository \
-     without validation (CreateRepository, POST /api/v1/repositories); its connection state shows Unknown";
+const NO_OCI: &str = "tiphys does not read OCI registries: their tags come from a repo server";
 const NO_WRITE_VALIDATION: &str = "tiphys does not contact repositories, so it cannot check write access: \
      add the write repository without validation (CreateWriteRepository, POST /api/v1/write-repositories)";
 
@@ -52,38 +50,38 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [delete("/api/v1/repositories/{repo}")],
             call(repo::delete),
         ),
-        unserved(
+        rpc(
             "/repository.RepositoryService/ValidateAccess",
             [post("/api/v1/repositories/{repo}/validate", Body::Field("repo"))],
-            NO_VALIDATION,
+            call(browse::validate_access),
         ),
-        unserved(
+        rpc(
             "/repository.RepositoryService/ListRefs",
             [get("/api/v1/repositories/{repo}/refs")],
-            NO_REPO_SERVER,
+            call(browse::list_refs),
         ),
         unserved(
             "/repository.RepositoryService/ListOCITags",
             [get("/api/v1/repositories/{repo}/oci-tags")],
-            NO_REPO_SERVER,
+            NO_OCI,
         ),
-        unserved(
+        rpc(
             "/repository.RepositoryService/ListApps",
             [get("/api/v1/repositories/{repo}/apps")],
-            NO_REPO_SERVER,
+            call(browse::list_apps),
         ),
-        unserved(
+        rpc(
             "/repository.RepositoryService/GetAppDetails",
             [post(
                 "/api/v1/repositories/{source.repoURL}/appdetails",
                 Body::All,
             )],
-            NO_REPO_SERVER,
+            call(browse::app_details),
         ),
-        unserved(
+        rpc(
             "/repository.RepositoryService/GetHelmCharts",
             [get("/api/v1/repositories/{repo}/helmcharts")],
-            NO_REPO_SERVER,
+            call(browse::helm_charts),
         ),
         rpc(
             "/repository.RepositoryService/ListWriteRepositories",

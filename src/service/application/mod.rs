@@ -7,6 +7,7 @@
 //! same fixed "permission denied" as for an existing application they may not see.
 
 pub(crate) mod selector;
+pub mod source;
 mod sync;
 pub(crate) mod watch;
 

@@ -13,10 +13,13 @@
 //! pushes with are a second, separate registry served by the same code ([`Flavor`]): their own
 //! kinds, Secret types and RBAC resource (`write-repositories`), the same rules and redaction.
 //!
-//! tiphys does not contact repositories: the connection state is `Unknown`, access is not
-//! validated, and what needs a repo server (refs, apps, chart lists, app details) is not
-//! served.
+//! Repositories are contacted (`browse`): before one is stored, for its connection state,
+//! and for what the UI reads from them (refs, apps, app details, Helm charts). Write
+//! repositories are not: tiphys does not push, so their state stays `Unknown`.
 
+pub mod browse;
+pub mod content;
+pub mod remote;
 pub mod templates;
 
 use serde::Deserialize;
@@ -190,19 +193,19 @@ pub struct RepoQuery {
 /// ListRepositories (and List): every repository the caller may `get`, narrowed to the
 /// query's URL and project.
 pub async fn list_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
-    list_in(READ, &ctx, &q)
+    list_in(READ, &ctx, &q).await
 }
 
 /// ListWriteRepositories: [`list_repositories`] of the write repositories.
 pub async fn list_write_repositories(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
-    list_in(WRITE, &ctx, &q)
+    list_in(WRITE, &ctx, &q).await
 }
 
-fn list_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError> {
+async fn list_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let (resource_version, docs) = ctx.app.registry.list(f.repos);
     let templates = Templates::load(&ctx.app, f.creds);
-    let items = docs
+    let visible: Vec<Value> = docs
         .iter()
         .filter(|doc| q.repo.is_empty() || doc.key.name == q.repo)
         .filter(|doc| q.app_project.is_empty() || doc.summary.project == q.app_project)
@@ -213,26 +216,59 @@ fn list_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError> {
                 &rbac_object(&doc.summary.project, &doc.key.name),
             )
         })
-        .map(|doc| answer(&doc.value(), &templates))
+        .map(|doc| doc.value())
+        .collect();
+    // Every repository's state at once (each check is bounded by the repository timeout).
+    let states = futures_util::future::join_all(
+        visible
+            .iter()
+            .map(|value| with_state(&ctx.app, f, value, q.force_refresh)),
+    )
+    .await;
+    let items = visible
+        .iter()
+        .zip(states)
+        .map(|(value, state)| answer_with(value, &templates, state))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Reply::Message(list(REPOSITORY_LIST, resource_version, items)?))
 }
 
+/// The connection state of a repository of flavor `f`: checked for repositories, `Unknown`
+/// for write repositories (tiphys does not push).
+async fn with_state(app: &std::sync::Arc<App>, f: Flavor, value: &Value, force: bool) -> Value {
+    if f.repos == Kind::Repository {
+        browse::connection_state(app, f, value, force).await
+    } else {
+        unknown_state(NO_CONNECTION)
+    }
+}
+
+/// [`answer`] with the given connection state.
+fn answer_with(value: &Value, templates: &Templates, state: Value) -> Result<Value, AppError> {
+    let mut out = answer(value, templates)?;
+    if let Some(object) = object_mut(&mut out) {
+        object.insert("connectionState".to_owned(), state);
+    }
+    canonical(REPOSITORY, &out)
+}
+
 pub async fn get_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
-    get_in(READ, &ctx, &q)
+    get_in(READ, &ctx, &q).await
 }
 
 /// GetWrite: a write repository.
 pub async fn get_write_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
-    get_in(WRITE, &ctx, &q)
+    get_in(WRITE, &ctx, &q).await
 }
 
-fn get_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError> {
+async fn get_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let doc = authorized(&ctx.app, f, principal, &q.repo, "get")?;
-    Ok(Reply::Message(answer(
-        &doc.value(),
+    let value = authorized(&ctx.app, f, principal, &q.repo, "get")?.value();
+    let state = with_state(&ctx.app, f, &value, q.force_refresh).await;
+    Ok(Reply::Message(answer_with(
+        &value,
         &Templates::load(&ctx.app, f.creds),
+        state,
     )?))
 }
 
@@ -263,10 +299,17 @@ async fn save(state: &App, f: Flavor, change: Change) -> Result<Reply, AppError>
 
 fn answer_written(state: &App, f: Flavor, doc: Option<DocRef>) -> Result<Reply, AppError> {
     match doc {
-        Some(doc) => Ok(Reply::Message(answer(
-            &doc.value(),
-            &Templates::load(state, f.creds),
-        )?)),
+        Some(doc) => {
+            let value = doc.value();
+            let templates = Templates::load(state, f.creds);
+            let view = RepoView::read(&value);
+            Ok(Reply::Message(
+                match browse::recorded_state(state, &view.project, &view.repo) {
+                    Some(checked) if f.repos == Kind::Repository => answer_with(&value, &templates, checked)?,
+                    _ => answer(&value, &templates)?,
+                },
+            ))
+        }
         None => Ok(Reply::Message(Value::Object(Map::new()))),
     }
 }
@@ -304,6 +347,15 @@ async fn create_in(f: Flavor, ctx: Ctx, req: CreateRequest) -> Result<Reply, App
     validate(f, &view)?;
     let access = Access::hidden(f.resource, "create");
     access.check(&ctx.app, principal, &view.rbac_object())?;
+    // Contact it first, as upstream does for repositories outside a project.
+    if f.repos == Kind::Repository && view.project.is_empty() {
+        let remote = remote::remote_of(&ctx.app, f, &value);
+        let outcome = browse::check(&ctx.app, view.kind == "helm", &remote).await;
+        if let Err(err) = &outcome {
+            return Err(browse::not_accessible(err));
+        }
+        browse::record(&ctx.app, &view.project, &view.repo, outcome);
+    }
     let key = Key::new(f.repos, "", &view.repo);
     let existing = ctx.app.registry.get(&key);
     let stored = existing.as_ref().map(|doc| doc.value());
@@ -402,6 +454,8 @@ async fn update_in(f: Flavor, ctx: Ctx, req: UpdateRequest) -> Result<Reply, App
             &stored_rbac_object(holder),
         )
     })?;
+    // Checked again when next asked for.
+    browse::forget(&ctx.app, &existing.summary.project, &existing.key.name);
     let change = Change::Update {
         key: existing.key.clone(),
         value,
@@ -423,6 +477,7 @@ pub async fn delete_write(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
 async fn delete_in(f: Flavor, ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let doc = authorized(&ctx.app, f, principal, &q.repo, "delete")?;
+    browse::forget(&ctx.app, &doc.summary.project, &doc.key.name);
     let change = Change::Delete {
         key: doc.key.clone(),
         expect: Some(doc.rv),

@@ -1,0 +1,140 @@
+//! What is read from an application's source repository, where upstream asks its repo
+//! server: a revision's commit metadata, a chart version's details, and the manifests of a
+//! plain directory. `applications, get` on the application, as upstream
+//! (server/application/application.go); the repository is the stored one for the source's
+//! URL (with its credentials or a template's), else reached anonymously, as upstream does.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::authorized;
+use crate::app::App;
+use crate::error::AppError;
+use crate::registry::{Key, Kind};
+use crate::service::repository::browse::{self, SnapshotFiles};
+use crate::service::repository::content;
+use crate::service::{Ctx, Reply};
+
+/// RevisionMetadataQuery, RevisionChartDetailsQuery and ApplicationManifestQuery, as far as
+/// they are read.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RevisionQuery {
+    pub name: String,
+    pub revision: String,
+    pub app_namespace: String,
+    pub project: String,
+    pub source_index: i32,
+    pub source_positions: Vec<i64>,
+}
+
+/// The application's source at `index` (its only source, or one of `sources`).
+fn source_at(spec: &Value, index: i32) -> Result<Value, AppError> {
+    if let Some(sources) = spec.get("sources").and_then(Value::as_array).filter(|s| !s.is_empty()) {
+        return usize::try_from(index)
+            .ok()
+            .and_then(|i| sources.get(i))
+            .cloned()
+            .ok_or_else(|| AppError::InvalidArgument(format!("source index {index} is out of range")));
+    }
+    spec.get("source")
+        .cloned()
+        .ok_or_else(|| AppError::InvalidArgument("the application has no source".to_owned()))
+}
+
+/// The stored repository of `url`, or one without credentials.
+fn repository(app: &App, url: &str) -> Value {
+    app.registry
+        .get(&Key::new(Kind::Repository, "", url))
+        .map(|doc| doc.value())
+        .unwrap_or_else(|| json!({"repo": url}))
+}
+
+fn str_of<'a>(value: &'a Value, field: &str) -> &'a str {
+    value.get(field).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The application's spec, if the caller may `get` it.
+fn spec_of(ctx: &Ctx, q: &RevisionQuery) -> Result<Value, AppError> {
+    let principal = ctx.caller.require()?;
+    let doc = authorized(&ctx.app, principal, &q.app_namespace, &q.name, &q.project, "get")?;
+    Ok(doc.value().get("spec").cloned().unwrap_or(Value::Null))
+}
+
+/// RevisionMetadata: author, date, message and tags of a commit of the source's repository.
+pub async fn revision_metadata(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppError> {
+    let spec = spec_of(&ctx, &q)?;
+    let source = source_at(&spec, q.source_index)?;
+    let repo = repository(&ctx.app, str_of(&source, "repoURL"));
+    if str_of(&repo, "type") == "helm" || !str_of(&source, "chart").is_empty() {
+        return Err(AppError::InvalidArgument(
+            "revision metadata is only available for Git sources".to_owned(),
+        ));
+    }
+    let snapshot = browse::files_at(&ctx.app, &repo, &q.revision).await?;
+    let commit = &snapshot.commit;
+    let tags = browse::tags_of(&ctx.app, &repo, &commit.id).await?;
+    Ok(Reply::Message(json!({
+        "author": commit.author,
+        "date": commit.date,
+        "tags": tags,
+        "message": commit.message,
+    })))
+}
+
+/// RevisionChartDetails: description, home and maintainers of a chart version, from the
+/// Helm repository's index.
+pub async fn revision_chart_details(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppError> {
+    let spec = spec_of(&ctx, &q)?;
+    let source = source_at(&spec, q.source_index)?;
+    let chart = str_of(&source, "chart");
+    if chart.is_empty() {
+        return Err(AppError::InvalidArgument(
+            "chart details are only available for Helm chart sources".to_owned(),
+        ));
+    }
+    let repo = repository(&ctx.app, str_of(&source, "repoURL"));
+    let remote = crate::service::repository::remote::remote_of(&ctx.app, crate::service::repository::READ, &repo);
+    let index = browse::helm_index(&ctx.app, &remote).await?;
+    let details = content::chart_details(&index, chart, &q.revision)?;
+    Ok(Reply::Message(
+        serde_json::to_value(details).map_err(|e| AppError::Internal(e.into()))?,
+    ))
+}
+
+/// GetManifests: the YAML and JSON documents of a directory source at a revision (the
+/// source's own by default). Kustomize and Helm sources need a repo server to render.
+pub async fn manifests(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppError> {
+    let spec = spec_of(&ctx, &q)?;
+    let index = q.source_positions.first().map_or(0, |p| i32::try_from(p - 1).unwrap_or(-1));
+    let source = source_at(&spec, index)?;
+    if !str_of(&source, "chart").is_empty() {
+        return Err(AppError::FailedPrecondition(
+            "rendering a Helm chart needs a repo server, which tiphys does not run".to_owned(),
+        ));
+    }
+    let repo = repository(&ctx.app, str_of(&source, "repoURL"));
+    let revision = if q.revision.is_empty() {
+        str_of(&source, "targetRevision").to_owned()
+    } else {
+        q.revision.clone()
+    };
+    let snapshot = browse::files_at(&ctx.app, &repo, &revision).await?;
+    let commit = snapshot.commit.id.clone();
+    let path = str_of(&source, "path").to_owned();
+    let (documents, kind) = tokio::task::spawn_blocking(move || {
+        let files = SnapshotFiles(&snapshot);
+        let kind = content::source_type(&files, &path, &source)?;
+        content::manifests(&files, &path, &source).map(|docs| (docs, kind))
+    })
+    .await
+    .map_err(|e| AppError::Internal(e.into()))??;
+    let destination = spec.get("destination").cloned().unwrap_or(Value::Null);
+    Ok(Reply::Message(json!({
+        "manifests": documents,
+        "namespace": str_of(&destination, "namespace"),
+        "server": str_of(&destination, "server"),
+        "revision": commit,
+        "sourceType": kind.as_str(),
+    })))
+}

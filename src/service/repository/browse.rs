@@ -1,0 +1,330 @@
+//! What tiphys reads from repositories itself, where upstream asks its repo server: access
+//! checks (`ValidateAccess`, and before a repository is stored), connection states, branches
+//! and tags, the apps under a revision, an app's details, and a Helm repository's charts.
+//!
+//! RBAC as upstream (server/repository/repository.go): `repositories, get` on the repository
+//! for what is read from it; ListApps also needs `applications, create` or `update` on the
+//! app it is asked for, GetAppDetails `applications, get` (and `create` for an app not yet
+//! stored), because both make tiphys fetch and read a repository on the caller's behalf.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::content::{self, Files};
+use super::remote::{remote_of, remote_of_query};
+use super::{Flavor, READ, RESOURCE, RepoQuery, RepoView, authorized, rbac_object};
+use crate::app::App;
+use crate::error::AppError;
+use crate::gitrepo::{Checked, GitError, Remote, Snapshot};
+use crate::service::access::Access;
+use crate::service::{Ctx, Reply};
+
+/// A failed access check as a caller sees it.
+pub fn not_accessible(err: &GitError) -> AppError {
+    AppError::InvalidArgument(format!("repository not accessible: {err}"))
+}
+
+/// A failed read (refs, a commit, an index) as a caller sees it.
+pub fn read_failed(err: GitError) -> AppError {
+    match err {
+        GitError::NoRevision { .. } | GitError::NoRepository { .. } => AppError::NotFound(err.to_string()),
+        GitError::Timeout { .. } | GitError::Unreachable { .. } | GitError::Busy { .. } => {
+            AppError::Unavailable(err.to_string())
+        }
+        GitError::TooLarge { .. } => AppError::FailedPrecondition(err.to_string()),
+        other => AppError::FailedPrecondition(format!("repository not accessible: {other}")),
+    }
+}
+
+fn is_helm(value: &Value) -> bool {
+    value.get("type").and_then(Value::as_str) == Some("helm")
+}
+
+/// Contacts the repository as `remote` says: a Helm repository's index, or a Git
+/// repository's refs (uncached).
+pub async fn check(app: &App, helm: bool, remote: &Remote) -> Result<(), GitError> {
+    if helm {
+        let limits = app.repos.limits();
+        crate::gitrepo::helm::fetch_index(remote, limits.timeout, limits.max_bytes)
+            .await
+            .map(|_| ())
+    } else {
+        app.repos.check_access(remote).await
+    }
+}
+
+/// The key of a repository's connection state.
+fn state_key(project: &str, url: &str) -> String {
+    format!("{project}\u{0}{url}")
+}
+
+/// Checks the stored repository `value` now and records the outcome.
+pub async fn check_stored(app: &App, f: Flavor, value: &Value) -> Checked {
+    let view = RepoView::read(value);
+    let remote = remote_of(app, f, value);
+    let outcome = check(app, is_helm(value), &remote).await;
+    record(app, &view.project, &view.repo, outcome)
+}
+
+/// Records the outcome of a check of repository `url` in `project`.
+pub fn record(app: &App, project: &str, url: &str, outcome: Result<(), GitError>) -> Checked {
+    app.repos.record(&state_key(project, url), outcome)
+}
+
+/// The last recorded state of repository `url` in `project`, if it was checked.
+pub fn recorded_state(app: &App, project: &str, url: &str) -> Option<Value> {
+    app.repos.peek(&state_key(project, url)).map(|c| state_json(&c))
+}
+
+/// Forgets the last check of repository `url` in `project`.
+pub fn forget(app: &App, project: &str, url: &str) {
+    app.repos.forget(&state_key(project, url));
+}
+
+/// A repository's connection state as answered: the last check, re-checked now with
+/// `force`, or in the background once older than the check interval (the answer then shows
+/// the last one). A repository never checked is checked now.
+pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: bool) -> Value {
+    let view = RepoView::read(value);
+    let key = state_key(&view.project, &view.repo);
+    let (recorded, due) = app.repos.recorded(&key);
+    let checked = match recorded {
+        Some(found) if !force => {
+            if due {
+                let (app, value) = (Arc::clone(app), value.clone());
+                tokio::spawn(async move {
+                    check_stored(&app, f, &value).await;
+                });
+            }
+            found
+        }
+        _ => check_stored(app, f, value).await,
+    };
+    state_json(&checked)
+}
+
+fn state_json(checked: &Checked) -> Value {
+    let at = checked.at.to_string();
+    match &checked.outcome {
+        Ok(()) => json!({"status": "Successful", "message": "", "attemptedAt": at}),
+        Err(err) => json!({
+            "status": "Failed",
+            "message": format!("Unable to connect to repository: {err}"),
+            "attemptedAt": at,
+        }),
+    }
+}
+
+/// `RepoAccessQuery` as far as the use case reads it.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+struct AccessQuery {
+    repo: String,
+    project: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+/// ValidateAccess: contacts a repository with the credentials in the query (only those: a
+/// template is not consulted). `repositories, create`, as upstream.
+pub async fn validate_access(ctx: Ctx, query: Value) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let q = AccessQuery::deserialize(&query).unwrap_or_default();
+    super::check_url("repository", "repo", &q.repo)?;
+    Access::hidden(RESOURCE, "create").check(&ctx.app, principal, &rbac_object(&q.project, &q.repo))?;
+    let remote = remote_of_query(&ctx.app, &query);
+    check(&ctx.app, q.kind == "helm", &remote)
+        .await
+        .map_err(|e| not_accessible(&e))?;
+    Ok(Reply::Message(json!({})))
+}
+
+/// The stored repository `url` (in `project`), if the caller may `get` it.
+fn readable(ctx: &Ctx, url: &str) -> Result<Value, AppError> {
+    let principal = ctx.caller.require()?;
+    Ok(authorized(&ctx.app, READ, principal, url, "get")?.value())
+}
+
+/// ListRefs: the repository's branches and tags, sorted.
+pub async fn list_refs(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    let value = readable(&ctx, &q.repo)?;
+    let remote = remote_of(&ctx.app, READ, &value);
+    let refs = ctx.app.repos.refs(&remote, q.force_refresh).await.map_err(read_failed)?;
+    Ok(Reply::Message(json!({"branches": refs.branches(), "tags": refs.tags()})))
+}
+
+/// GetHelmCharts: the charts of a Helm repository's index, with their versions.
+pub async fn helm_charts(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
+    let value = readable(&ctx, &q.repo)?;
+    let remote = remote_of(&ctx.app, READ, &value);
+    let index = helm_index(&ctx.app, &remote).await?;
+    let items = content::parse_index(&index)?;
+    Ok(Reply::Message(json!({"items": to_json(&items)?})))
+}
+
+/// A Helm repository's index, bounded as every fetch is.
+pub async fn helm_index(app: &App, remote: &Remote) -> Result<Vec<u8>, AppError> {
+    let limits = app.repos.limits();
+    crate::gitrepo::helm::fetch_index(remote, limits.timeout, limits.max_bytes)
+        .await
+        .map_err(read_failed)
+}
+
+/// The files of `revision` (branch, tag, commit or `HEAD`) of the repository `value`.
+pub async fn files_at(app: &App, value: &Value, revision: &str) -> Result<Arc<Snapshot>, AppError> {
+    let remote = remote_of(app, READ, value);
+    let refs = app.repos.refs(&remote, false).await.map_err(read_failed)?;
+    let commit = match refs.resolve(revision) {
+        Some(commit) => commit,
+        // Perhaps it appeared since the refs were listed.
+        None => app
+            .repos
+            .refs(&remote, true)
+            .await
+            .map_err(read_failed)?
+            .resolve(revision)
+            .ok_or_else(|| {
+                AppError::NotFound(format!(
+                    "revision {:?} not found in repository {}",
+                    display_revision(revision),
+                    crate::urlmask::mask(&remote.url)
+                ))
+            })?,
+    };
+    app.repos.snapshot(&remote, &commit).await.map_err(read_failed)
+}
+
+fn display_revision(revision: &str) -> &str {
+    if revision.is_empty() { "HEAD" } else { revision }
+}
+
+/// The tags naming `commit` in the repository `value`.
+pub async fn tags_of(app: &App, value: &Value, commit: &str) -> Result<Vec<String>, AppError> {
+    let remote = remote_of(app, READ, value);
+    let refs = app.repos.refs(&remote, false).await.map_err(read_failed)?;
+    Ok(refs.tags_of(commit))
+}
+
+/// `RepoAppsQuery`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AppsQuery {
+    pub repo: String,
+    pub revision: String,
+    pub app_name: String,
+    pub app_project: String,
+}
+
+/// ListApps: the paths under a revision that hold an application, with their types.
+pub async fn list_apps(ctx: Ctx, q: AppsQuery) -> Result<Reply, AppError> {
+    let value = readable(&ctx, &q.repo)?;
+    let principal = ctx.caller.require()?;
+    let app_object = format!("{}/{}", q.app_project, q.app_name);
+    let apps = Access::hidden("applications", "create");
+    if !apps.allows(&ctx.app, principal, &app_object) && !apps.to("update").allows(&ctx.app, principal, &app_object) {
+        return Err(AppError::PermissionDenied("permission denied".to_owned()));
+    }
+    let snapshot = files_at(&ctx.app, &value, &q.revision).await?;
+    let found = tokio::task::spawn_blocking(move || content::discover(&SnapshotFiles(&snapshot), ""))
+        .await
+        .map_err(|e| AppError::Internal(e.into()))??;
+    let items: Vec<Value> = found
+        .into_iter()
+        .map(|(path, kind)| json!({"type": kind.as_str(), "path": path}))
+        .collect();
+    Ok(Reply::Message(json!({"items": items})))
+}
+
+/// A fetched commit as the content module reads it.
+pub struct SnapshotFiles<'a>(pub &'a Snapshot);
+
+impl Files for SnapshotFiles<'_> {
+    fn list(&self) -> &[(String, u64)] {
+        self.0.files()
+    }
+
+    fn read(&self, path: &str) -> Result<Vec<u8>, AppError> {
+        self.0
+            .read_file(path)
+            .ok_or_else(|| AppError::NotFound(format!("{path:?} not found at revision {}", self.0.commit.id)))
+    }
+}
+
+fn to_json(value: &impl serde::Serialize) -> Result<Value, AppError> {
+    serde_json::to_value(value).map_err(|e| AppError::Internal(e.into()))
+}
+
+/// `RepoAppDetailsQuery`.
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct AppDetailsQuery {
+    pub source: Option<Value>,
+    pub app_name: String,
+    pub app_project: String,
+    pub source_index: i32,
+}
+
+/// GetAppDetails: the tool of an app path and what its form shows (Helm value files and
+/// parameters, Kustomize images). RBAC as upstream: `repositories, get`, then
+/// `applications, get` on the app, and for an app not stored yet `applications, create`;
+/// for a stored one, the project must be its own and the source one of its sources (so a
+/// caller who may read an app cannot make tiphys read arbitrary paths in its name).
+pub async fn app_details(ctx: Ctx, q: AppDetailsQuery) -> Result<Reply, AppError> {
+    let Some(source) = q.source.filter(Value::is_object) else {
+        return Err(AppError::InvalidArgument("missing payload in request".to_owned()));
+    };
+    let url = source.get("repoURL").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let value = readable(&ctx, &url)?;
+    let principal = ctx.caller.require()?;
+    let app_object = format!("{}/{}", q.app_project, q.app_name);
+    let apps = Access::hidden("applications", "get");
+    apps.check(&ctx.app, principal, &app_object)?;
+    let stored = ctx.app.registry.get(&crate::registry::Key::new(
+        crate::registry::Kind::Application,
+        &ctx.app.namespace,
+        &q.app_name,
+    ));
+    match stored {
+        None => apps.to("create").check(&ctx.app, principal, &app_object)?,
+        Some(doc) => {
+            let spec = doc.value().get("spec").cloned().unwrap_or(Value::Null);
+            let project = spec.get("project").and_then(Value::as_str).unwrap_or_default();
+            if project != q.app_project || !source_of(&spec, &source) {
+                return Err(AppError::PermissionDenied("permission denied".to_owned()));
+            }
+        }
+    }
+    let revision = source
+        .get("targetRevision")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let path = source.get("path").and_then(Value::as_str).unwrap_or_default().to_owned();
+    if is_helm(&value) {
+        return Err(AppError::FailedPrecondition(
+            "the details of a chart from a Helm repository need a repo server, which tiphys does not run".to_owned(),
+        ));
+    }
+    let snapshot = files_at(&ctx.app, &value, &revision).await?;
+    let details = tokio::task::spawn_blocking(move || content::app_details(&SnapshotFiles(&snapshot), &path, &source))
+        .await
+        .map_err(|e| AppError::Internal(e.into()))??;
+    Ok(Reply::Message(to_json(&details)?))
+}
+
+/// Whether `source` is the application's source or one of its sources (compared on what
+/// selects files: repository, path, revision, chart).
+fn source_of(spec: &Value, source: &Value) -> bool {
+    let key = |s: &Value| {
+        ["repoURL", "path", "targetRevision", "chart"].map(|f| s.get(f).and_then(Value::as_str).unwrap_or_default().to_owned())
+    };
+    let wanted = key(source);
+    let sources = spec
+        .get("sources")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    spec.get("source").into_iter().chain(sources.iter()).any(|s| key(s) == wanted)
+}
