@@ -75,8 +75,9 @@ class Env:
     def call(self, method, path, body=None, who="admin", timeout=CALL_TIMEOUT, **query):
         q = urlencode(query)
         token = self.tokens.get(who) if who else None
+        extra = {"content_type": "application/json"} if isinstance(body, str) else {}
         r = request(self.server, method, path + (f"?{q}" if q else ""), body,
-                    headers=bearer(token) if token else None, timeout=timeout)
+                    headers=bearer(token) if token else None, timeout=timeout, **extra)
         self.replies.append((f"{method} {path}", r))
         return r
 
@@ -109,7 +110,11 @@ class Env:
         return r.json()
 
     def validate(self, body, who="admin"):
-        return self.call("POST", f"{REPOS}/{enc(body['repo'])}/validate", body, who=who)
+        """ValidateAccess over REST as upstream maps it (`body: "repo"`): the URL is the body (a
+        JSON string), every other field of the RepoAccessQuery a query parameter (as the UI sends
+        them)."""
+        query = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in body.items() if k != "repo"}
+        return self.call("POST", f"{REPOS}/{enc(body['repo'])}/validate", json.dumps(body["repo"]), who=who, **query)
 
     def get(self, url, who="admin", **query):
         return self.call("GET", f"{REPOS}/{enc(url)}", who=who, **query)
@@ -292,7 +297,7 @@ def test_wrong_credentials_are_refused_with_a_fixed_message(env, case, tmp_path)
         "ssh-unknown-key": (repo_body(gs, "ssh", repo, sshPrivateKey=ssh_key(tmp_path, "stranger")[0].read_text()),
                             ["authentication", host_re(gs.ssh_port)]),
         "ssh-garbage-key": (repo_body(gs, "ssh", repo, sshPrivateKey=f"-----BEGIN OPENSSH PRIVATE KEY-----\n{wrong}\n"
-                                      "-----END OPENSSH PRIVATE KEY-----\n"), ["private key"]),
+                                      "-----END OPENSSH PRIVATE KEY-----\n"), ["private key|authentication"]),
         # nginx answers 400 when no client certificate was sent (the handshake itself succeeds)
         "mtls-no-client-cert": (repo_body(gs, "mtls", repo, tlsClientCertData=None, tlsClientCertKey=None),
                                 [host_re(gs.mtls_port)]),
