@@ -19,6 +19,7 @@ import base64
 import concurrent.futures
 import json
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -396,6 +397,21 @@ def test_tls_trust_comes_from_the_certificate_api(fresh):
     successful(state_of(env, empty, forceRefresh="true"))
 
 
+def test_a_repository_that_disappears_is_shown_failed(env):
+    gs = env.gs
+    name = clone(gs)
+    url = gs.url("open", name)
+    env.must_add({"repo": url})
+    successful(state_of(env, url))
+    shutil.rmtree(gs.root / name)
+    state = state_of(env, url, forceRefresh="true")
+    assert state["status"] == "Failed", state
+    assert state["message"].startswith("Unable to connect to repository: "), state
+    assert re.search(host_re(gs.https_port), state["message"]), state
+    listed = {i["repo"]: i["connectionState"]["status"] for i in ok(env.call("GET", REPOS))["items"]}
+    assert listed[url] == "Failed", listed
+
+
 def test_connection_states_are_rechecked_in_the_background(fresh):
     env = fresh("--repo-check-interval", "1s")
     gs = env.gs
@@ -492,6 +508,45 @@ def test_a_hanging_repository_runs_into_the_deadline_and_blocks_nobody(fresh, st
     assert 2.5 <= result["elapsed"] <= 8.5, result
     refused(result["reply"], host_re(staller.port), r"did not answer within 3\s?s")
     assert env.server.proc.poll() is None
+
+
+def test_the_fetch_limit_bounds_how_many_repositories_are_contacted_at_once(fresh, staller):
+    env = fresh("--repo-timeout", "3s", "--repo-max-fetches", "1")
+    results = {}
+
+    def hang(name):
+        t0 = time.monotonic()
+        results[name] = (env.validate({"repo": staller.url("https", f"/{name}.git"), "insecure": True}),
+                         time.monotonic() - t0)
+
+    threads = [threading.Thread(target=hang, args=(name,), daemon=True) for name in ("one", "two")]
+    for thread in threads:
+        thread.start()
+    wait_until(lambda: staller.accepted >= 1, 5, what="the server connecting to the staller")
+    time.sleep(1.0)
+    assert staller.accepted == 1, f"{staller.accepted} connections at once with --repo-max-fetches 1"
+    for thread in threads:
+        thread.join(timeout=20)
+        assert not thread.is_alive(), "a call did not end within 20 s"
+    messages = sorted(refused(reply, host_re(staller.port)) for reply, _ in results.values())
+    assert any(re.search(r"did not answer within 3\s?s", m) for m in messages), messages
+    assert all(re.search(r"did not answer within 3\s?s|too many repository fetches", m) for m in messages), messages
+    assert all(elapsed <= 8.5 for _, elapsed in results.values()), results
+    # the slot is free again
+    good = env.gs.url("git")
+    env.must_add({"repo": good})
+    assert app_set(ok(env.apps(good))) == MAIN_APPS
+
+
+def test_the_repository_cache_lives_where_it_is_told(fresh, tmp_path):
+    cache = tmp_path / "repo-cache-elsewhere"
+    env = fresh("--repo-cache-dir", str(cache))
+    url = env.gs.url("git")
+    env.must_add({"repo": url})
+    assert app_set(ok(env.apps(url))) == MAIN_APPS
+    assert cache.is_dir() and any(p.is_file() for p in cache.rglob("*")), "nothing fetched into --repo-cache-dir"
+    inside = [p for p in Path(env.server.data_dir).rglob("*") if "cache" in p.name]
+    assert not any(any(q.is_file() for q in p.rglob("*")) for p in inside if p.is_dir()), inside
 
 
 def test_a_repository_larger_than_the_limit_is_refused(fresh):
@@ -869,9 +924,15 @@ def test_no_credential_in_any_answer_or_the_log(servers, config_dir, gitservers,
             leaks.append((what, [s.markers[v].what + "/" + form for v, form in hits], r.body[:800]))
     assert not leaks, leaks
     log = Path(env.server.log).read_bytes()
-    assert b" DEBUG " in log or b"debug" in log.lower(), "no debug lines in the log"
+    assert b" DEBUG " in log, "no debug lines in the log"
     hits = [(s.markers[v].what, form) for v, form in s.scan(log)]
     assert not hits, hits
+    # nor on disk: the repository cache (git config, key files of SSH calls) and the rest of the
+    # data dir hold no credential in the clear
+    files = [p for p in Path(env.server.data_dir).rglob("*") if p.is_file() and p != Path(env.server.log)]
+    assert any("cache" in str(p) for p in files), "no repository cache under the data dir"
+    on_disk = [(str(p), s.markers[v].what, form) for p in files for v, form in s.scan(p.read_bytes())]
+    assert not on_disk, on_disk
 
 
 # ---- CLI ------------------------------------------------------------------------------------------
