@@ -845,6 +845,9 @@ def test_rbac_of_refs_apps_and_validate(env):
     assert app_set(ok(env.apps(url, who="bob"))) == MAIN_APPS
     # bob may create in the default project only
     assert env.apps(url, who="bob", project="other").status in (400, 403, 404)
+    # GetAppDetails needs `applications, get` on the app (and `create` for one not stored yet)
+    assert env.details(url, "guestbook", who="alice").status == 403
+    assert env.details(url, "guestbook", who="bob").status == 403
     # validating needs `repositories, create`
     assert env.validate({"repo": url}, who="alice").status == 403
     assert env.add({"repo": gs.url("git")}, who="alice").status == 403
@@ -860,6 +863,24 @@ def test_rbac_of_refs_apps_and_validate(env):
     # and for the admin, a repository that is neither registered nor there is an error
     assert env.refs(missing).status in (400, 404)
     assert env.call("GET", f"{REPOS}/{enc(url)}/refs", who=None).status == 401
+
+
+def test_list_apps_and_app_details_only_for_a_project_that_permits_the_repository(env):
+    gs = env.gs
+    url = gs.url("open")
+    env.must_add({"repo": url})
+    project = f"narrow-{uuid.uuid4().hex[:8]}"
+    r = env.call("POST", "/api/v1/projects", {"project": {"metadata": {"name": project}, "spec": {
+        "sourceRepos": ["https://git.example.invalid/*"], "destinations": [{"server": "*", "namespace": "*"}]}}})
+    assert r.status == 200, r
+    # upstream: PermissionDenied "repository '<url>' not permitted in project '<project>'"
+    r = env.apps(url, project=project)
+    assert r.status == 403 and "not permitted in project" in message(r), r
+    assert app_set(ok(env.apps(url, project="default"))) == MAIN_APPS
+    body = {"source": {"repoURL": url, "path": "guestbook", "targetRevision": "main"}, "appName": "x",
+            "appProject": project}
+    r = env.call("POST", f"{REPOS}/{enc(url)}/appdetails", body)
+    assert r.status == 403 and "not permitted in project" in message(r), r
 
 
 # ---- secrets --------------------------------------------------------------------------------------
