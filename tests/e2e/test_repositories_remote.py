@@ -803,11 +803,35 @@ def test_manifests_honour_recurse_include_and_exclude(env, directory, expected):
     assert names(objects(got)) == sorted(expected), (directory, got)
 
 
-def test_manifests_of_a_nested_path(env):
+def test_manifests_of_a_nested_path_at_a_branch_and_at_head(env):
     url = env.gs.url("open")
     env.must_add({"repo": url})
-    name = make_app(env, {"repoURL": url, "path": "nested/deep/app", "targetRevision": "main"})
-    assert names(objects(ok(env.call("GET", f"{APPS}/{name}/manifests")))) == [("ConfigMap", "deep-app")]
+    for revision in ("main", "HEAD", ""):
+        name = make_app(env, {"repoURL": url, "path": "nested/deep/app", "targetRevision": revision})
+        got = ok(env.call("GET", f"{APPS}/{name}/manifests"))
+        assert names(objects(got)) == [("ConfigMap", "deep-app")], (revision, got)
+        assert got["revision"] == env.gs.apps.main, (revision, got)
+
+
+def test_manifests_and_metadata_of_an_unregistered_public_repository(env):
+    """Upstream reads a source whose repository was never added (anonymously, or with a
+    template's credentials): most applications point at public repositories."""
+    gs = env.gs
+    url = gs.url("http", clone(gs))
+    name = make_app(env, {"repoURL": url, "path": "guestbook", "targetRevision": "main"})
+    got = ok(env.call("GET", f"{APPS}/{name}/manifests"))
+    assert got["revision"] == gs.apps.main and names(objects(got)) == GUESTBOOK_MAIN, got
+    meta = ok(env.call("GET", f"{APPS}/{name}/revisions/{gs.apps.main}/metadata"))
+    assert meta["author"] == gs.apps.main_commits[-1].author, meta
+
+
+def test_application_calls_need_applications_get(env, guestbook):
+    gs = env.gs
+    for path in (f"{APPS}/{guestbook}/manifests", f"{APPS}/{guestbook}/revisions/{gs.apps.main}/metadata"):
+        for who in ("alice", "bob", "carol"):
+            r = env.call("GET", path, who=who)
+            assert r.status in (403, 404), (who, path, r)
+            assert b"manifests" not in r.body and b"author" not in r.body, r
 
 
 @pytest.mark.parametrize("path", ["helm-app", "kustomize-app"])
