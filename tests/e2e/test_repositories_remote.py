@@ -842,10 +842,12 @@ def test_manifests_of_helm_and_kustomize_apps_need_a_repo_server(env, path):
     failed(env.call("GET", f"{APPS}/{name}/manifests"), "repo server", statuses=(400, 412, 501))
 
 
-def test_chart_details_of_a_helm_repository_app(env):
+@pytest.mark.parametrize("which", ["relative-urls", "absolute-urls-basic-auth"])
+def test_chart_details_of_a_helm_repository_app(env, which):
     gs = env.gs
-    env.must_add(helm_body(gs, gs.helm_url, "charts-details"))
-    name = make_app(env, {"repoURL": gs.helm_url, "chart": "guestbook", "targetRevision": "0.2.0"})
+    url = gs.helm_url if which == "relative-urls" else gs.helm_auth_url
+    env.must_add(helm_body(gs, url, f"charts-details-{which}"))
+    name = make_app(env, {"repoURL": url, "chart": "guestbook", "targetRevision": "0.2.0"})
     for version in CHARTS["guestbook"]:
         details = ok(env.call("GET", f"{APPS}/{name}/revisions/{version}/chartdetails"))
         assert details["description"] == f"The guestbook chart, version {version}", details
