@@ -239,7 +239,7 @@ def clone(gs, name=None):
 def make_env(factory, cfg_factory, gs, *flags, trust=True):
     cfg = cfg_factory(cm={"accounts.carol": "login"}, secret={"accounts.carol.password": HASHES[CAROL_PW]})
     write_rbac(cfg, POLICY)
-    server = factory.start("--insecure", *flags, config=cfg)
+    server = factory.start("--insecure", "--repo-access", "on", *flags, config=cfg)
     env = Env(server, cfg, gs)
     if trust:
         env.trust_ca()
