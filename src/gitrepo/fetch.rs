@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use gix::remote::Direction;
 
-use super::error::classify;
 use super::snapshot::Snapshot;
 use super::transport;
 use super::{GitError, Limits, Refs, Remote, RemoteRef};
@@ -20,12 +19,16 @@ pub fn list_refs(limits: &Limits, remote: &Remote, stop: &Arc<AtomicBool>) -> Re
     let host = remote.host();
     let repo = open_or_init(&limits.cache_dir.join("ls-remote"), &host)?;
     let opened = transport::open(remote, &scratch(limits), limits.timeout)?;
+    let files = opened.files;
     let url = transport::parse_url(remote)?;
-    let failed = |e: &dyn std::fmt::Debug| classify(&format!("{e:?}").to_lowercase(), &host);
+    let failed = |e: &dyn std::fmt::Debug| transport::failure(e, files.as_ref(), &host);
     let gix_remote = repo
         .remote_at(url)
         .map_err(|e| failed(&e))?
-        .with_refspecs(["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], Direction::Fetch)
+        .with_refspecs(
+            ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+            Direction::Fetch,
+        )
         .map_err(|e| failed(&e))?;
     let mut connection = gix_remote
         .to_connection_with_transport(opened.transport)
@@ -50,10 +53,14 @@ pub fn list_refs(limits: &Limits, remote: &Remote, stop: &Arc<AtomicBool>) -> Re
         use gix::protocol::handshake::Ref;
         match r {
             Ref::Peeled {
-                full_ref_name, object, ..
+                full_ref_name,
+                object,
+                ..
             }
             | Ref::Direct {
-                full_ref_name, object, ..
+                full_ref_name,
+                object,
+                ..
             } => refs.refs.push(RemoteRef {
                 name: full_ref_name.to_string(),
                 commit: object.to_string(),
@@ -109,8 +116,9 @@ fn receive(
     stop: &Arc<AtomicBool>,
 ) -> Result<(), GitError> {
     let host = remote.host();
-    let failed = |e: &dyn std::fmt::Debug| classify(&format!("{e:?}").to_lowercase(), &host);
     let opened = transport::open(remote, &scratch(limits), limits.timeout)?;
+    let files = opened.files;
+    let failed = |e: &dyn std::fmt::Debug| transport::failure(e, files.as_ref(), &host);
     let url = transport::parse_url(remote)?;
     let spec = format!("+{commit}:refs/tiphys/{commit}");
     let gix_remote = repo
@@ -136,6 +144,8 @@ fn receive(
         });
     let too_large = watch.finish();
     if too_large {
+        // What was received is not kept: the next call starts from an empty repository.
+        let _ = std::fs::remove_dir_all(dir);
         return Err(GitError::TooLarge {
             host,
             limit: limits.max_bytes,
@@ -149,10 +159,13 @@ fn receive(
         Err(e) => {
             let text = format!("{e:?}").to_lowercase();
             // A want the server does not have: the revision names no commit there.
-            if text.contains("not our ref") || text.contains("want") && text.contains("not valid") || text.contains("no such") {
+            if text.contains("not our ref")
+                || text.contains("want") && text.contains("not valid")
+                || text.contains("no such")
+            {
                 Err(no_revision(&host, commit))
             } else {
-                Err(classify(&text, &host))
+                Err(failed(&e))
             }
         }
     }
@@ -240,7 +253,9 @@ fn dir_size(dir: &Path) -> u64 {
 }
 
 fn open_or_init(dir: &Path, host: &str) -> Result<gix::Repository, GitError> {
-    let failed = || GitError::Failed { host: host.to_owned() };
+    let failed = || GitError::Failed {
+        host: host.to_owned(),
+    };
     if let Ok(repo) = gix::open(dir) {
         return Ok(repo);
     }

@@ -110,6 +110,8 @@ pub struct Limits {
     pub cached_commits: usize,
     /// How old a connection state may get before it is checked again.
     pub check_interval: Duration,
+    /// Whether repositories are contacted at all (`--repo-access`).
+    pub enabled: bool,
 }
 
 impl Limits {
@@ -123,6 +125,7 @@ impl Limits {
             refs_ttl: Duration::from_secs(180),
             cached_commits: 64,
             check_interval: Duration::from_secs(180),
+            enabled: true,
         }
     }
 }
@@ -170,7 +173,12 @@ impl Refs {
     pub fn resolve(&self, revision: &str) -> Option<String> {
         let revision = revision.trim();
         let wanted = if revision.is_empty() { "HEAD" } else { revision };
-        let by_name = |name: &str| self.refs.iter().find(|r| r.name == name).map(|r| r.commit.clone());
+        let by_name = |name: &str| {
+            self.refs
+                .iter()
+                .find(|r| r.name == name)
+                .map(|r| r.commit.clone())
+        };
         if let Some(found) = by_name(wanted)
             .or_else(|| by_name(&format!("refs/heads/{wanted}")))
             .or_else(|| by_name(&format!("refs/tags/{wanted}")))
@@ -186,7 +194,9 @@ impl Refs {
         }
         let mut matches = self.refs.iter().filter(|r| r.commit.starts_with(&hex));
         let first = matches.next()?;
-        matches.all(|r| r.commit == first.commit).then(|| first.commit.clone())
+        matches
+            .all(|r| r.commit == first.commit)
+            .then(|| first.commit.clone())
     }
 
     /// The tags naming `commit`.
@@ -229,7 +239,9 @@ pub struct Checked {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("Client")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
@@ -364,6 +376,9 @@ impl Client {
         remote: &Remote,
         work: impl FnOnce(&Arc<AtomicBool>) -> Result<T, GitError> + Send + 'static,
     ) -> Result<T, GitError> {
+        if !self.limits.enabled {
+            return Err(GitError::Disabled);
+        }
         let host = remote.host();
         let deadline = tokio::time::Instant::now() + self.limits.timeout;
         let permit = tokio::time::timeout_at(deadline, Arc::clone(&self.fetches).acquire_owned())

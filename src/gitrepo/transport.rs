@@ -48,12 +48,13 @@ pub struct Opened {
     /// For `with_transport_options` (HTTP only).
     pub http_options: Option<http::Options>,
     /// The key and `known_hosts` files of an SSH call; removed on drop.
-    pub _files: Option<CallFiles>,
+    pub files: Option<CallFiles>,
 }
 
 /// Only these schemes: never `file://` or a local path, which would read the server's disk.
 pub fn parse_url(remote: &Remote) -> Result<gix::url::Url, GitError> {
-    let url = gix::url::parse(gix::bstr::BStr::new(remote.url.as_bytes())).map_err(|_| GitError::UnsupportedUrl)?;
+    let url =
+        gix::url::parse(gix::bstr::BStr::new(remote.url.as_bytes())).map_err(|_| GitError::UnsupportedUrl)?;
     match url.scheme {
         gix::url::Scheme::Https | gix::url::Scheme::Http | gix::url::Scheme::Ssh | gix::url::Scheme::Git
             if url.host().is_some() =>
@@ -72,7 +73,8 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
     let mut http_options = None;
     match url.scheme {
         gix::url::Scheme::Ssh => {
-            let call = CallFiles::write(scratch, remote).map_err(|_| GitError::Failed { host: host.clone() })?;
+            let call =
+                CallFiles::write(scratch, remote).map_err(|_| GitError::Failed { host: host.clone() })?;
             ssh_options.command = Some(call.ssh_command(remote, timeout).into());
             ssh_options.kind = Some(ssh::ProgramKind::Ssh);
             files = Some(call);
@@ -94,7 +96,7 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
     Ok(Opened {
         transport,
         http_options,
-        _files: files,
+        files,
     })
 }
 
@@ -105,22 +107,23 @@ pub fn tls_config(remote: &Remote) -> Result<ClientConfig, GitError> {
     let builder = ClientConfig::builder_with_provider(crate::tlsclient::provider())
         .with_safe_default_protocol_versions()
         .map_err(|_| GitError::Failed { host: host.clone() })?;
-    let builder = if remote.insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(crate::tlsclient::NoVerification::new(
-                crate::tlsclient::provider(),
-            )))
-    } else {
-        let roots = crate::tlsclient::roots(&remote.ca_certificates).map_err(|_| GitError::Certificate { host })?;
-        builder.with_root_certificates(roots)
-    };
+    let builder =
+        if remote.insecure {
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(
+                crate::tlsclient::NoVerification::new(crate::tlsclient::provider()),
+            ))
+        } else {
+            let roots = crate::tlsclient::roots(&remote.ca_certificates)
+                .map_err(|_| GitError::Certificate { host })?;
+            builder.with_root_certificates(roots)
+        };
     match &remote.tls_client_cert {
         Some((cert, key)) => {
             let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert.as_bytes())
                 .collect::<Result<_, _>>()
                 .map_err(|_| GitError::BadClientCertificate)?;
-            let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|_| GitError::BadClientCertificate)?;
+            let key =
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|_| GitError::BadClientCertificate)?;
             if chain.is_empty() {
                 return Err(GitError::BadClientCertificate);
             }
@@ -136,7 +139,10 @@ fn http_options_for(remote: &Remote, timeout: Duration) -> Result<http::Options,
     let tls = tls_config(remote)?;
     let backend = http::reqwest::Options {
         configure_client: Some(Box::new(move |builder| {
-            Ok(builder.tls_backend_preconfigured(tls.clone()).timeout(timeout).no_proxy())
+            Ok(builder
+                .tls_backend_preconfigured(tls.clone())
+                .timeout(timeout)
+                .no_proxy())
         })),
         configure_request: None,
     };
@@ -158,7 +164,8 @@ fn http_options_for(remote: &Remote, timeout: Duration) -> Result<http::Options,
 /// password, or nothing (then the call fails as unauthenticated).
 pub fn credentials(
     remote: &Remote,
-) -> impl FnMut(gix::credentials::helper::Action) -> gix::Result<Option<gix::credentials::protocol::Outcome>> + 'static {
+) -> impl FnMut(gix::credentials::helper::Action) -> gix::Result<Option<gix::credentials::protocol::Outcome>>
++ 'static {
     let (username, password) = (remote.username.clone(), remote.password.clone());
     move |action| match action {
         gix::credentials::helper::Action::Get(ctx) if !(username.is_empty() && password.is_empty()) => {
@@ -185,7 +192,10 @@ impl CallFiles {
     fn write(scratch: &Path, remote: &Remote) -> std::io::Result<Self> {
         use std::io::Write;
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(scratch)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(scratch)?;
         let dir = scratch.join(format!("ssh-{}", crate::random::token(16)));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let files = Self { dir };
@@ -210,8 +220,11 @@ impl CallFiles {
     /// its `known_hosts` only (strict unless `insecure`), no prompts, bounded waits.
     fn ssh_command(&self, remote: &Remote, timeout: Duration) -> String {
         let secs = timeout.as_secs().max(1);
+        // ssh's own messages go to a file of the call (gix would copy them to the server's
+        // stderr); they are read to classify a failure, never passed on.
         let mut args = vec![
             "ssh".to_owned(),
+            format!("2>>{}", quoted(&self.dir.join("stderr"))),
             "-F".to_owned(),
             "/dev/null".to_owned(),
             "-o BatchMode=yes".to_owned(),
@@ -239,6 +252,28 @@ impl CallFiles {
         }
         args.join(" ")
     }
+}
+
+impl CallFiles {
+    /// What `ssh` wrote to stderr during the call (its first 16 KiB).
+    pub fn stderr(&self) -> String {
+        use std::io::Read;
+        let mut text = String::new();
+        if let Ok(file) = std::fs::File::open(self.dir.join("stderr")) {
+            let _ = file.take(16 * 1024).read_to_string(&mut text);
+        }
+        text
+    }
+}
+
+/// The classified failure of a call: the library's error and, for SSH, what `ssh` said.
+pub fn failure(error: &dyn std::fmt::Debug, files: Option<&CallFiles>, host: &str) -> GitError {
+    let mut text = format!("{error:?}");
+    if let Some(files) = files {
+        text.push(' ');
+        text.push_str(&files.stderr());
+    }
+    super::error::classify(&text.to_lowercase(), host)
 }
 
 impl Drop for CallFiles {

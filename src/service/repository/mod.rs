@@ -76,7 +76,8 @@ pub const WRITE: Flavor = Flavor {
     creds_what: "write repository credentials",
 };
 
-const NO_CONNECTION: &str = "tiphys does not connect to repositories; the connection state is not checked";
+const NO_CONNECTION: &str =
+    "tiphys does not push to repositories; the connection state of a write repository is not checked";
 /// Repository types upstream knows (empty means git).
 const TYPES: &[&str] = &["", "git", "helm", "oci"];
 
@@ -348,7 +349,7 @@ async fn create_in(f: Flavor, ctx: Ctx, req: CreateRequest) -> Result<Reply, App
     let access = Access::hidden(f.resource, "create");
     access.check(&ctx.app, principal, &view.rbac_object())?;
     // Contact it first, as upstream does for repositories outside a project.
-    if f.repos == Kind::Repository && view.project.is_empty() {
+    if f.repos == Kind::Repository && view.project.is_empty() && ctx.app.repos.limits().enabled {
         let remote = remote::remote_of(&ctx.app, f, &value);
         let outcome = browse::check(&ctx.app, view.kind == "helm", &remote).await;
         if let Err(err) = &outcome {
