@@ -218,12 +218,21 @@ impl Refs {
 pub struct Client {
     limits: Limits,
     fetches: Arc<Semaphore>,
+    /// Blocking threads of calls, including those whose caller gave up at the deadline and
+    /// that still wait for their transport's own timeout: bounded, so a repository that
+    /// accepts connections and never answers cannot take every thread.
+    threads: Arc<Semaphore>,
     refs: Mutex<HashMap<String, (Instant, Arc<Refs>)>>,
     commits: Mutex<snapshot::Lru>,
     /// One fetch per repository directory at a time.
     dirs: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// One listing of refs (or one Helm index) per repository access at a time.
+    flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    indexes: Mutex<HashMap<String, (Instant, Arc<Vec<u8>>)>>,
     /// The last access check of each repository (keyed by the caller: URL and project).
     states: Mutex<HashMap<String, Checked>>,
+    /// Repositories never checked whose first check runs in the background.
+    pending: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The outcome of one access check, and when it was made.
@@ -249,10 +258,14 @@ impl Client {
     pub fn new(limits: Limits) -> Self {
         Self {
             fetches: Arc::new(Semaphore::new(limits.max_fetches.max(1))),
+            threads: Arc::new(Semaphore::new(4 * limits.max_fetches.max(1))),
             commits: Mutex::new(snapshot::Lru::new(limits.cached_commits.max(1))),
             refs: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
+            flights: Mutex::new(HashMap::new()),
+            indexes: Mutex::new(HashMap::new()),
             states: Mutex::new(HashMap::new()),
+            pending: Mutex::new(std::collections::HashSet::new()),
             limits,
         }
     }
@@ -264,11 +277,21 @@ impl Client {
     /// The repository's refs; reused for `refs_ttl` unless `fresh`.
     pub async fn refs(&self, remote: &Remote, fresh: bool) -> Result<Arc<Refs>, GitError> {
         let key = remote.fingerprint();
-        if !fresh
-            && let Some((at, refs)) = lock(&self.refs).get(&key)
-            && at.elapsed() < self.limits.refs_ttl
-        {
-            return Ok(Arc::clone(refs));
+        let cached = |max_age: Duration| {
+            lock(&self.refs)
+                .get(&key)
+                .filter(|(at, _)| at.elapsed() < max_age)
+                .map(|(_, refs)| Arc::clone(refs))
+        };
+        if !fresh && let Some(refs) = cached(self.limits.refs_ttl) {
+            return Ok(refs);
+        }
+        // One listing per repository at a time: callers arriving meanwhile take its answer.
+        let asked = Instant::now();
+        let flight = self.flight(&key);
+        let _one = flight.lock().await;
+        if let Some(refs) = cached(asked.elapsed()) {
+            return Ok(refs);
         }
         let limits = self.limits.clone();
         let remote_owned = remote.clone();
@@ -278,10 +301,50 @@ impl Client {
         );
         let mut cache = lock(&self.refs);
         if cache.len() >= 10_000 {
-            cache.retain(|_, (at, _)| at.elapsed() < limits_ttl(&self.limits));
+            let ttl = self.limits.refs_ttl;
+            cache.retain(|_, (at, _)| at.elapsed() < ttl);
         }
         cache.insert(key, (Instant::now(), Arc::clone(&refs)));
         Ok(refs)
+    }
+
+    /// A Helm repository's `index.yaml`; reused for `refs_ttl` unless `fresh`. Indexes above
+    /// 8 MiB are not kept.
+    pub async fn helm_index(&self, remote: &Remote, fresh: bool) -> Result<Arc<Vec<u8>>, GitError> {
+        let key = format!("helm\0{}", remote.fingerprint());
+        let cached = |max_age: Duration| {
+            lock(&self.indexes)
+                .get(&key)
+                .filter(|(at, _)| at.elapsed() < max_age)
+                .map(|(_, index)| Arc::clone(index))
+        };
+        if !fresh && let Some(index) = cached(self.limits.refs_ttl) {
+            return Ok(index);
+        }
+        let asked = Instant::now();
+        let flight = self.flight(&key);
+        let _one = flight.lock().await;
+        if let Some(index) = cached(asked.elapsed()) {
+            return Ok(index);
+        }
+        let index = Arc::new(helm::fetch_index(remote, &self.limits).await?);
+        if index.len() <= 8 * 1024 * 1024 {
+            let mut cache = lock(&self.indexes);
+            if cache.len() >= 64 {
+                cache.clear();
+            }
+            cache.insert(key, (Instant::now(), Arc::clone(&index)));
+        }
+        Ok(index)
+    }
+
+    /// The lock that makes concurrent callers for `key` wait for one call.
+    fn flight(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut flights = lock(&self.flights);
+        if flights.len() >= 10_000 {
+            flights.retain(|_, f| Arc::strong_count(f) > 1);
+        }
+        Arc::clone(flights.entry(key.to_owned()).or_default())
     }
 
     /// Checks that the repository answers with these credentials (lists its refs, uncached).
@@ -302,7 +365,16 @@ impl Client {
             states.clear();
         }
         states.insert(key.to_owned(), checked.clone());
+        drop(states);
+        lock(&self.pending).remove(key);
         checked
+    }
+
+    /// Claims the first check of a repository never checked: true for one caller only, until
+    /// the outcome is recorded.
+    pub fn claim_first_check(&self, key: &str) -> bool {
+        let mut pending = lock(&self.pending);
+        pending.len() < 100_000 && pending.insert(key.to_owned())
     }
 
     /// The last recorded check of `key`, and whether it is due again (older than the check
@@ -385,9 +457,15 @@ impl Client {
             .await
             .map_err(|_| GitError::Busy { host: host.clone() })?
             .map_err(|_| GitError::Busy { host: host.clone() })?;
+        let thread = Arc::clone(&self.threads)
+            .try_acquire_owned()
+            .map_err(|_| GitError::Busy { host: host.clone() })?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop_thread = Arc::clone(&stop);
-        let task = tokio::task::spawn_blocking(move || work(&stop_thread));
+        let task = tokio::task::spawn_blocking(move || {
+            let _thread = thread;
+            work(&stop_thread)
+        });
         let result = tokio::time::timeout_at(deadline, task).await;
         drop(permit);
         match result {
@@ -404,12 +482,11 @@ impl Client {
     }
 }
 
-fn limits_ttl(limits: &Limits) -> Duration {
-    limits.refs_ttl
-}
-
 /// A poisoned cache lock only means another call panicked while holding it; the map is
 /// still usable.
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests;

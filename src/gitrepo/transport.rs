@@ -2,6 +2,7 @@
 //! HTTP options (tiphys's TLS settings handed to reqwest, a bearer token header), the `ssh`
 //! command with the call's key and `known_hosts` files, and the credentials gix asks for.
 
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -84,6 +85,13 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
         }
         _ => {}
     }
+    if url.scheme == gix::url::Scheme::Git {
+        return Ok(Opened {
+            transport: Box::new(daemon(&url, &host, timeout)?),
+            http_options: None,
+            files: None,
+        });
+    }
     let transport = connect::connect(
         url,
         connect::Options {
@@ -98,6 +106,50 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
         http_options,
         files,
     })
+}
+
+/// A `git://` connection whose socket gives up after `timeout` without progress (gix's own
+/// waits forever for a server that accepted and then says nothing).
+fn daemon(
+    url: &gix::url::Url,
+    host: &str,
+    timeout: Duration,
+) -> Result<gix::protocol::transport::client::git::blocking_io::Connection<TcpStream, TcpStream>, GitError> {
+    use std::net::ToSocketAddrs;
+    let unreachable = || GitError::Unreachable {
+        host: host.to_owned(),
+    };
+    let name = url.host().ok_or_else(unreachable)?;
+    let port = url.port.unwrap_or(9418);
+    let address = (name, port)
+        .to_socket_addrs()
+        .map_err(|_| unreachable())?
+        .next()
+        .ok_or_else(unreachable)?;
+    let stream = TcpStream::connect_timeout(&address, timeout).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => GitError::Timeout {
+            host: host.to_owned(),
+            after: timeout,
+        },
+        _ => unreachable(),
+    })?;
+    let failed = || GitError::Failed {
+        host: host.to_owned(),
+    };
+    stream.set_read_timeout(Some(timeout)).map_err(|_| failed())?;
+    stream.set_write_timeout(Some(timeout)).map_err(|_| failed())?;
+    let write = stream.try_clone().map_err(|_| failed())?;
+    Ok(
+        gix::protocol::transport::client::git::blocking_io::Connection::new(
+            stream,
+            write,
+            gix::protocol::transport::Protocol::V2,
+            url.path.clone(),
+            Some((name.to_owned(), url.port)),
+            gix::protocol::transport::client::git::ConnectMode::Daemon,
+            false,
+        ),
+    )
 }
 
 /// The rustls configuration of a call: the system's roots plus the repository host's CA

@@ -100,7 +100,7 @@ pub async fn revision_chart_details(ctx: Ctx, q: RevisionQuery) -> Result<Reply,
     let repo = repository(&ctx.app, str_of(&source, "repoURL"));
     let remote =
         crate::service::repository::remote::remote_of(&ctx.app, crate::service::repository::READ, &repo);
-    let index = browse::helm_index(&ctx.app, &remote).await?;
+    let index = browse::helm_index(&ctx.app, &remote, false).await?;
     let details = content::chart_details(&index, chart, &q.revision)?;
     Ok(Reply::Message(
         serde_json::to_value(details).map_err(|e| AppError::Internal(e.into()))?,

@@ -49,9 +49,7 @@ fn is_helm(value: &Value) -> bool {
 /// repository's refs (uncached).
 pub async fn check(app: &App, helm: bool, remote: &Remote) -> Result<(), GitError> {
     if helm {
-        crate::gitrepo::helm::fetch_index(remote, app.repos.limits())
-            .await
-            .map(|_| ())
+        app.repos.helm_index(remote, true).await.map(|_| ())
     } else {
         app.repos.check_access(remote).await
     }
@@ -87,8 +85,10 @@ pub fn forget(app: &App, project: &str, url: &str) {
 
 /// A repository's connection state as answered: the last check, re-checked now with
 /// `force`, or in the background once older than the check interval (the answer then shows
-/// the last one). A repository never checked is checked now.
-pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: bool) -> Value {
+/// the last one). A repository never checked is checked now when `wait` (one repository is
+/// asked for), else in the background, answered `Unknown` meanwhile (a list never waits for
+/// every repository a restarted server has not checked yet).
+pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: bool, wait: bool) -> Value {
     if !app.repos.limits().enabled {
         return crate::service::sensitive::unknown_state(&GitError::Disabled.to_string());
     }
@@ -104,6 +104,15 @@ pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: b
                 });
             }
             found
+        }
+        None if !force && !wait => {
+            if app.repos.claim_first_check(&key) {
+                let (app, value) = (Arc::clone(app), value.clone());
+                tokio::spawn(async move {
+                    check_stored(&app, f, &value).await;
+                });
+            }
+            return crate::service::sensitive::unknown_state("being checked");
         }
         _ => check_stored(app, f, value).await,
     };
@@ -171,16 +180,14 @@ pub async fn list_refs(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
 pub async fn helm_charts(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
     let value = readable(&ctx, &q.repo)?;
     let remote = remote_of(&ctx.app, READ, &value);
-    let index = helm_index(&ctx.app, &remote).await?;
+    let index = helm_index(&ctx.app, &remote, q.force_refresh).await?;
     let items = content::parse_index(&index)?;
     Ok(Reply::Message(json!({"items": to_json(&items)?})))
 }
 
-/// A Helm repository's index, bounded as every fetch is.
-pub async fn helm_index(app: &App, remote: &Remote) -> Result<Vec<u8>, AppError> {
-    crate::gitrepo::helm::fetch_index(remote, app.repos.limits())
-        .await
-        .map_err(read_failed)
+/// A Helm repository's index, bounded as every fetch is, and reused for a while.
+pub async fn helm_index(app: &App, remote: &Remote, fresh: bool) -> Result<Arc<Vec<u8>>, AppError> {
+    app.repos.helm_index(remote, fresh).await.map_err(read_failed)
 }
 
 /// The files of `revision` (branch, tag, commit or `HEAD`) of the repository `value`.

@@ -223,7 +223,7 @@ async fn list_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError>
     let states = futures_util::future::join_all(
         visible
             .iter()
-            .map(|value| with_state(&ctx.app, f, value, q.force_refresh)),
+            .map(|value| with_state(&ctx.app, f, value, q.force_refresh, false)),
     )
     .await;
     let items = visible
@@ -236,9 +236,9 @@ async fn list_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError>
 
 /// The connection state of a repository of flavor `f`: checked for repositories, `Unknown`
 /// for write repositories (tiphys does not push).
-async fn with_state(app: &std::sync::Arc<App>, f: Flavor, value: &Value, force: bool) -> Value {
+async fn with_state(app: &std::sync::Arc<App>, f: Flavor, value: &Value, force: bool, wait: bool) -> Value {
     if f.repos == Kind::Repository {
-        browse::connection_state(app, f, value, force).await
+        browse::connection_state(app, f, value, force, wait).await
     } else {
         unknown_state(NO_CONNECTION)
     }
@@ -265,7 +265,7 @@ pub async fn get_write_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppEr
 async fn get_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let value = authorized(&ctx.app, f, principal, &q.repo, "get")?.value();
-    let state = with_state(&ctx.app, f, &value, q.force_refresh).await;
+    let state = with_state(&ctx.app, f, &value, q.force_refresh, true).await;
     Ok(Reply::Message(answer_with(
         &value,
         &Templates::load(&ctx.app, f.creds),
