@@ -276,66 +276,59 @@ impl Client {
 
     /// The repository's refs; reused for `refs_ttl` unless `fresh`.
     pub async fn refs(&self, remote: &Remote, fresh: bool) -> Result<Arc<Refs>, GitError> {
-        let key = remote.fingerprint();
-        let cached = |max_age: Duration| {
-            lock(&self.refs)
-                .get(&key)
-                .filter(|(at, _)| at.elapsed() < max_age)
-                .map(|(_, refs)| Arc::clone(refs))
-        };
-        if !fresh && let Some(refs) = cached(self.limits.refs_ttl) {
-            return Ok(refs);
-        }
-        // One listing per repository at a time: callers arriving meanwhile take its answer.
-        let asked = Instant::now();
-        let flight = self.flight(&key);
-        let _one = flight.lock().await;
-        if let Some(refs) = cached(asked.elapsed()) {
-            return Ok(refs);
-        }
         let limits = self.limits.clone();
         let remote_owned = remote.clone();
-        let refs = Arc::new(
-            self.blocking(remote, move |stop| fetch::list_refs(&limits, &remote_owned, stop))
-                .await?,
-        );
-        let mut cache = lock(&self.refs);
-        if cache.len() >= 10_000 {
-            let ttl = self.limits.refs_ttl;
-            cache.retain(|_, (at, _)| at.elapsed() < ttl);
-        }
-        cache.insert(key, (Instant::now(), Arc::clone(&refs)));
-        Ok(refs)
+        let list = self.blocking(remote, move |stop| fetch::list_refs(&limits, &remote_owned, stop));
+        self.reuse(&self.refs, remote.fingerprint(), fresh, list, |_| true)
+            .await
     }
 
     /// A Helm repository's `index.yaml`; reused for `refs_ttl` unless `fresh`. Indexes above
     /// 8 MiB are not kept.
     pub async fn helm_index(&self, remote: &Remote, fresh: bool) -> Result<Arc<Vec<u8>>, GitError> {
-        let key = format!("helm\0{}", remote.fingerprint());
+        let fetch = helm::fetch_index(remote, &self.limits);
+        self.reuse(&self.indexes, remote.fingerprint(), fresh, fetch, |index| {
+            index.len() <= 8 * 1024 * 1024
+        })
+        .await
+    }
+
+    /// The answer kept in `cache` under `key` while younger than `refs_ttl` (unless `fresh`),
+    /// else `fetch`'s, kept when `keep` says so. Callers arriving while one fetches for the same
+    /// key wait and take its answer.
+    async fn reuse<T>(
+        &self,
+        cache: &Mutex<HashMap<String, (Instant, Arc<T>)>>,
+        key: String,
+        fresh: bool,
+        fetch: impl Future<Output = Result<T, GitError>>,
+        keep: impl FnOnce(&T) -> bool,
+    ) -> Result<Arc<T>, GitError> {
         let cached = |max_age: Duration| {
-            lock(&self.indexes)
+            lock(cache)
                 .get(&key)
                 .filter(|(at, _)| at.elapsed() < max_age)
-                .map(|(_, index)| Arc::clone(index))
+                .map(|(_, value)| Arc::clone(value))
         };
-        if !fresh && let Some(index) = cached(self.limits.refs_ttl) {
-            return Ok(index);
+        if !fresh && let Some(found) = cached(self.limits.refs_ttl) {
+            return Ok(found);
         }
         let asked = Instant::now();
         let flight = self.flight(&key);
         let _one = flight.lock().await;
-        if let Some(index) = cached(asked.elapsed()) {
-            return Ok(index);
+        if let Some(found) = cached(asked.elapsed()) {
+            return Ok(found);
         }
-        let index = Arc::new(helm::fetch_index(remote, &self.limits).await?);
-        if index.len() <= 8 * 1024 * 1024 {
-            let mut cache = lock(&self.indexes);
-            if cache.len() >= 64 {
-                cache.clear();
+        let value = Arc::new(fetch.await?);
+        if keep(&value) {
+            let mut entries = lock(cache);
+            if entries.len() >= 1_000 {
+                let ttl = self.limits.refs_ttl;
+                entries.retain(|_, (at, _)| at.elapsed() < ttl);
             }
-            cache.insert(key, (Instant::now(), Arc::clone(&index)));
+            entries.insert(key, (Instant::now(), Arc::clone(&value)));
         }
-        Ok(index)
+        Ok(value)
     }
 
     /// The lock that makes concurrent callers for `key` wait for one call.
