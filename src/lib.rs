@@ -15,9 +15,9 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod fsutil;
-pub mod gitrepo;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod gitrepo;
 pub mod grpc;
 pub mod jose;
 pub mod json;

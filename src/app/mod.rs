@@ -54,7 +54,11 @@ impl Options {
             login_limits: LoginLimits::default(),
             secrets_key_file: None,
             max_streams_per_caller: streams::DEFAULT_PER_CALLER as usize,
-            repos: crate::gitrepo::Limits::new(data_dir.join("repo-cache")),
+            // Tools and in-process tests contact no repository.
+            repos: crate::gitrepo::Limits {
+                enabled: false,
+                ..crate::gitrepo::Limits::new(data_dir.join("repo-cache"))
+            },
             data_dir,
         }
     }

@@ -165,6 +165,14 @@ pub async fn run_repo(config: &Path, command: RepoCommand, out: &mut dyn Write) 
             let path = format!("{REPOS}/CreateRepository");
             let added = call::unary(&client, "repo add failed", &path, &request).await?;
             writeln!(out, "Repository '{}' added", str_at(&added, "/repo"))?;
+            match (
+                str_at(&added, "/connectionState/status"),
+                str_at(&added, "/connectionState/message"),
+            ) {
+                ("", _) => {}
+                (status, "") => writeln!(out, "Connection state: {status}")?,
+                (status, message) => writeln!(out, "Connection state: {status} ({message})")?,
+            }
         }
         RepoCommand::List(args) => {
             let client = Client::connect(config, &args.conn, None).await?;

@@ -8,13 +8,19 @@ use std::time::Duration;
 pub enum GitError {
     #[error("authentication to {host} failed: check the repository's credentials")]
     Auth { host: String },
-    #[error("the TLS certificate of {host} is not trusted: add its CA certificate, or mark the repository insecure")]
+    #[error(
+        "the TLS certificate of {host} is not trusted: add its CA certificate, or mark the repository insecure"
+    )]
     Certificate { host: String },
     #[error("{host} did not accept the TLS client certificate")]
     ClientCertificate { host: String },
+    #[error("{host} refused the request (HTTP 400); it may require a TLS client certificate")]
+    BadRequest { host: String },
     #[error("the TLS client certificate or key of the repository cannot be read")]
     BadClientCertificate,
-    #[error("the SSH host key of {host} is not known: add it to the known hosts, or mark the repository insecure")]
+    #[error(
+        "the SSH host key of {host} is not known: add it to the known hosts, or mark the repository insecure"
+    )]
     UnknownHostKey { host: String },
     #[error("the SSH host key of {host} does not match the known one")]
     ChangedHostKey { host: String },
@@ -36,6 +42,8 @@ pub enum GitError {
     UnsupportedUrl,
     #[error("reading the repository on {host} failed")]
     Failed { host: String },
+    #[error("this server does not contact repositories (--repo-access off)")]
+    Disabled,
 }
 
 /// Which kind of failure `text` (a library error chain or the `ssh` program's output,
@@ -43,29 +51,89 @@ pub enum GitError {
 pub fn classify(text: &str, host: &str) -> GitError {
     // The raw text helps whoever runs the server; URLs in it carry no password (tiphys refuses
     // such URLs), and any userinfo is masked all the same.
-    tracing::debug!(host, error = %crate::urlmask::mask(text), "repository call failed");
+    tracing::debug!(host, error = ?crate::urlmask::mask(text), "repository call failed");
     let host = host.to_owned();
     let has = |needles: &[&str]| needles.iter().any(|n| text.contains(n));
-    if has(&["remote host identification has changed", "host key for", "host key verification failed: changed"]) && text.contains("changed") {
+    if has(&[
+        "remote host identification has changed",
+        "host key for",
+        "host key verification failed: changed",
+    ]) && text.contains("changed")
+    {
         GitError::ChangedHostKey { host }
-    } else if has(&["host key verification failed", "no ed25519 host key is known", "no rsa host key is known", "no ecdsa host key is known", "host key is not known"]) {
+    } else if has(&[
+        "host key verification failed",
+        "no ed25519 host key is known",
+        "no rsa host key is known",
+        "no ecdsa host key is known",
+        "host key is not known",
+    ]) {
         GitError::UnknownHostKey { host }
-    } else if has(&["invalid format", "load key", "bad permissions", "invalid privatekey", "error in libcrypto"]) {
+    } else if has(&[
+        "invalid format",
+        "load key",
+        "bad permissions",
+        "invalid privatekey",
+        "error in libcrypto",
+    ]) {
         GitError::BadPrivateKey
-    } else if has(&["permission denied", "401", "403", "authentication", "unauthorized", "credentials"]) {
+    } else if has(&[
+        "permission denied",
+        "401",
+        "403",
+        "authentication",
+        "unauthorized",
+        "credentials",
+    ]) {
         GitError::Auth { host }
-    } else if has(&["unknownissuer", "unknown issuer", "invalid peer certificate", "certificate verify", "badsignature", "notvalidforname", "not valid for name", "expired"]) {
+    } else if has(&[
+        "unknownissuer",
+        "unknown issuer",
+        "invalid peer certificate",
+        "certificate verify",
+        "badsignature",
+        "notvalidforname",
+        "not valid for name",
+        "expired",
+    ]) {
         GitError::Certificate { host }
-    } else if has(&["certificate required", "certificaterequired", "handshake failure", "handshakefailure", "alert received"]) {
+    } else if has(&[
+        "certificate required",
+        "certificaterequired",
+        "handshake failure",
+        "handshakefailure",
+        "alert received",
+    ]) {
         GitError::ClientCertificate { host }
     } else if has(&["timed out", "timeout"]) {
         GitError::Timeout {
             host,
             after: Duration::ZERO,
         }
-    } else if has(&["connection refused", "could not resolve", "dns error", "failed to lookup", "no route to host", "network is unreachable", "connection reset", "broken pipe", "error trying to connect", "could not connect", "connection closed"]) {
+    } else if has(&[
+        "connection refused",
+        "could not resolve",
+        "dns error",
+        "failed to lookup",
+        "no route to host",
+        "network is unreachable",
+        "connection reset",
+        "broken pipe",
+        "error trying to connect",
+        "could not connect",
+        "connection closed",
+    ]) {
         GitError::Unreachable { host }
-    } else if has(&["404", "not found", "does not appear to be a git repository", "repository not exported", "not a git repository", "no such file"]) {
+    } else if has(&["http status 400", "400 bad request"]) {
+        GitError::BadRequest { host }
+    } else if has(&[
+        "404",
+        "not found",
+        "does not appear to be a git repository",
+        "repository not exported",
+        "not a git repository",
+        "no such file",
+    ]) {
         GitError::NoRepository { host }
     } else {
         GitError::Failed { host }

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use gix::protocol::transport::client::blocking_io::Transport;
 use gix::remote::Direction;
 
-use super::error::classify;
 use super::snapshot::Snapshot;
 use super::transport;
 use super::{GitError, Limits, Refs, Remote, RemoteRef};
@@ -19,41 +19,44 @@ use super::{GitError, Limits, Refs, Remote, RemoteRef};
 pub fn list_refs(limits: &Limits, remote: &Remote, stop: &Arc<AtomicBool>) -> Result<Refs, GitError> {
     let host = remote.host();
     let repo = open_or_init(&limits.cache_dir.join("ls-remote"), &host)?;
-    let opened = transport::open(remote, &scratch(limits), limits.timeout)?;
-    let url = transport::parse_url(remote)?;
-    let failed = |e: &dyn std::fmt::Debug| classify(&format!("{e:?}").to_lowercase(), &host);
-    let gix_remote = repo
-        .remote_at(url)
-        .map_err(|e| failed(&e))?
-        .with_refspecs(["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"], Direction::Fetch)
-        .map_err(|e| failed(&e))?;
-    let mut connection = gix_remote
-        .to_connection_with_transport(opened.transport)
-        .with_credentials(transport::credentials(remote));
-    if let Some(options) = opened.http_options {
-        connection = connection.with_transport_options(Box::new(options));
-    }
-    if stop.load(Ordering::Relaxed) {
-        return Err(timeout(&host, limits));
-    }
-    let (map, _handshake) = connection
-        .ref_map(
-            gix::progress::Discard,
-            gix::remote::ref_map::Options {
-                prefix_from_spec_as_filter_on_remote: false,
-                ..Default::default()
-            },
-        )
-        .map_err(|e| failed(&e))?;
+    let (map, _handshake) = connected(
+        &repo,
+        limits,
+        remote,
+        |gix_remote| {
+            gix_remote.with_refspecs(
+                ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
+                Direction::Fetch,
+            )
+        },
+        |connection, failed| {
+            if stop.load(Ordering::Relaxed) {
+                return Err(timeout(&host, limits));
+            }
+            connection
+                .ref_map(
+                    gix::progress::Discard,
+                    gix::remote::ref_map::Options {
+                        prefix_from_spec_as_filter_on_remote: false,
+                        ..Default::default()
+                    },
+                )
+                .map_err(|e| failed(&e))
+        },
+    )?;
     let mut refs = Refs::default();
     for r in &map.remote_refs {
         use gix::protocol::handshake::Ref;
         match r {
             Ref::Peeled {
-                full_ref_name, object, ..
+                full_ref_name,
+                object,
+                ..
             }
             | Ref::Direct {
-                full_ref_name, object, ..
+                full_ref_name,
+                object,
+                ..
             } => refs.refs.push(RemoteRef {
                 name: full_ref_name.to_string(),
                 commit: object.to_string(),
@@ -109,33 +112,43 @@ fn receive(
     stop: &Arc<AtomicBool>,
 ) -> Result<(), GitError> {
     let host = remote.host();
-    let failed = |e: &dyn std::fmt::Debug| classify(&format!("{e:?}").to_lowercase(), &host);
-    let opened = transport::open(remote, &scratch(limits), limits.timeout)?;
-    let url = transport::parse_url(remote)?;
     let spec = format!("+{commit}:refs/tiphys/{commit}");
-    let gix_remote = repo
-        .remote_at(url)
-        .map_err(|e| failed(&e))?
-        .with_fetch_tags(gix::remote::fetch::Tags::None)
-        .with_refspecs([spec.as_str()], Direction::Fetch)
-        .map_err(|e| failed(&e))?;
-    let mut connection = gix_remote
-        .to_connection_with_transport(opened.transport)
-        .with_credentials(transport::credentials(remote));
-    if let Some(options) = opened.http_options {
-        connection = connection.with_transport_options(Box::new(options));
-    }
-    let depth = NonZeroU32::MIN;
     let watch = SizeWatch::start(dir.join("objects"), limits.max_bytes, Arc::clone(stop));
-    let result = connection
-        .prepare_fetch(gix::progress::Discard, Default::default())
-        .and_then(|prepare| {
-            prepare
-                .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
-                .receive(gix::progress::Discard, watch.interrupt())
-        });
+    let result = connected(
+        repo,
+        limits,
+        remote,
+        |gix_remote| {
+            gix_remote
+                .with_fetch_tags(gix::remote::fetch::Tags::None)
+                .with_refspecs([spec.as_str()], Direction::Fetch)
+        },
+        |connection, failed| {
+            connection
+                .prepare_fetch(gix::progress::Discard, Default::default())
+                .and_then(|prepare| {
+                    prepare
+                        .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(NonZeroU32::MIN))
+                        .receive(gix::progress::Discard, watch.interrupt())
+                })
+                .map_err(|e| {
+                    let text = format!("{e:?}").to_lowercase();
+                    // A want the server does not have: the revision names no commit there.
+                    if text.contains("not our ref")
+                        || text.contains("want") && text.contains("not valid")
+                        || text.contains("no such")
+                    {
+                        no_revision(&host, commit)
+                    } else {
+                        failed(&e)
+                    }
+                })
+        },
+    );
     let too_large = watch.finish();
     if too_large {
+        // What was received is not kept: the next call starts from an empty repository.
+        let _ = std::fs::remove_dir_all(dir);
         return Err(GitError::TooLarge {
             host,
             limit: limits.max_bytes,
@@ -144,18 +157,35 @@ fn receive(
     if stop.load(Ordering::Relaxed) {
         return Err(timeout(&host, limits));
     }
-    match result {
-        Ok(_) => Ok(()),
-        Err(e) => {
-            let text = format!("{e:?}").to_lowercase();
-            // A want the server does not have: the revision names no commit there.
-            if text.contains("not our ref") || text.contains("want") && text.contains("not valid") || text.contains("no such") {
-                Err(no_revision(&host, commit))
-            } else {
-                Err(classify(&text, &host))
-            }
-        }
+    result.map(|_| ())
+}
+
+/// A connection to `remote` through `repo`, its remote set up by `configure`, handed to
+/// `use_it` with the function that classifies its failures (with what `ssh` said).
+fn connected<T>(
+    repo: &gix::Repository,
+    limits: &Limits,
+    remote: &Remote,
+    configure: impl FnOnce(gix::Remote<'_>) -> Result<gix::Remote<'_>, gix::Error>,
+    use_it: impl FnOnce(
+        gix::remote::Connection<'_, '_, '_, Box<dyn Transport + Send>>,
+        &dyn Fn(&dyn std::fmt::Debug) -> GitError,
+    ) -> Result<T, GitError>,
+) -> Result<T, GitError> {
+    let host = remote.host();
+    let opened = transport::open(remote, &scratch(limits), limits.timeout)?;
+    let files = opened.files;
+    let failed = |e: &dyn std::fmt::Debug| transport::failure(e, files.as_ref(), &host);
+    let url = transport::parse_url(remote)?;
+    let gix_remote = repo.remote_at(url).map_err(|e| failed(&e))?;
+    let gix_remote = configure(gix_remote).map_err(|e| failed(&e))?;
+    let mut connection = gix_remote
+        .to_connection_with_transport(opened.transport)
+        .with_credentials(transport::credentials(remote));
+    if let Some(options) = opened.http_options {
+        connection = connection.with_transport_options(Box::new(options));
     }
+    use_it(connection, &failed)
 }
 
 /// Raises the flag gix polls when the objects directory grows past `limit` during a fetch,
@@ -240,7 +270,9 @@ fn dir_size(dir: &Path) -> u64 {
 }
 
 fn open_or_init(dir: &Path, host: &str) -> Result<gix::Repository, GitError> {
-    let failed = || GitError::Failed { host: host.to_owned() };
+    let failed = || GitError::Failed {
+        host: host.to_owned(),
+    };
     if let Ok(repo) = gix::open(dir) {
         return Ok(repo);
     }

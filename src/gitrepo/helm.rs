@@ -1,12 +1,14 @@
 //! A classic Helm repository's `index.yaml`, fetched over HTTP(S) with the repository's
 //! credentials and trust, bounded in size and time.
 
-use std::time::Duration;
-
 use super::{GitError, Remote, transport};
 
 /// The bytes of `<url>/index.yaml`, at most `max_bytes`.
-pub async fn fetch_index(remote: &Remote, timeout: Duration, max_bytes: u64) -> Result<Vec<u8>, GitError> {
+pub async fn fetch_index(remote: &Remote, limits: &super::Limits) -> Result<Vec<u8>, GitError> {
+    if !limits.enabled {
+        return Err(GitError::Disabled);
+    }
+    let (timeout, max_bytes) = (limits.timeout, limits.max_bytes);
     let host = remote.host();
     let base = remote.url.trim_end_matches('/');
     if !(base.starts_with("https://") || base.starts_with("http://")) {
@@ -28,7 +30,10 @@ pub async fn fetch_index(remote: &Remote, timeout: Duration, max_bytes: u64) -> 
     }
     let classify = |e: reqwest::Error| {
         if e.is_timeout() {
-            return GitError::Timeout { host: host.clone(), after: timeout };
+            return GitError::Timeout {
+                host: host.clone(),
+                after: timeout,
+            };
         }
         let mut text = String::new();
         let mut source: Option<&dyn std::error::Error> = Some(&e);
@@ -48,7 +53,10 @@ pub async fn fetch_index(remote: &Remote, timeout: Duration, max_bytes: u64) -> 
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(classify)? {
         if body.len() as u64 + chunk.len() as u64 > max_bytes {
-            return Err(GitError::TooLarge { host, limit: max_bytes });
+            return Err(GitError::TooLarge {
+                host,
+                limit: max_bytes,
+            });
         }
         body.extend_from_slice(&chunk);
     }

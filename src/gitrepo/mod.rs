@@ -110,6 +110,8 @@ pub struct Limits {
     pub cached_commits: usize,
     /// How old a connection state may get before it is checked again.
     pub check_interval: Duration,
+    /// Whether repositories are contacted at all (`--repo-access`).
+    pub enabled: bool,
 }
 
 impl Limits {
@@ -123,6 +125,7 @@ impl Limits {
             refs_ttl: Duration::from_secs(180),
             cached_commits: 64,
             check_interval: Duration::from_secs(180),
+            enabled: true,
         }
     }
 }
@@ -170,7 +173,12 @@ impl Refs {
     pub fn resolve(&self, revision: &str) -> Option<String> {
         let revision = revision.trim();
         let wanted = if revision.is_empty() { "HEAD" } else { revision };
-        let by_name = |name: &str| self.refs.iter().find(|r| r.name == name).map(|r| r.commit.clone());
+        let by_name = |name: &str| {
+            self.refs
+                .iter()
+                .find(|r| r.name == name)
+                .map(|r| r.commit.clone())
+        };
         if let Some(found) = by_name(wanted)
             .or_else(|| by_name(&format!("refs/heads/{wanted}")))
             .or_else(|| by_name(&format!("refs/tags/{wanted}")))
@@ -186,7 +194,9 @@ impl Refs {
         }
         let mut matches = self.refs.iter().filter(|r| r.commit.starts_with(&hex));
         let first = matches.next()?;
-        matches.all(|r| r.commit == first.commit).then(|| first.commit.clone())
+        matches
+            .all(|r| r.commit == first.commit)
+            .then(|| first.commit.clone())
     }
 
     /// The tags naming `commit`.
@@ -208,12 +218,21 @@ impl Refs {
 pub struct Client {
     limits: Limits,
     fetches: Arc<Semaphore>,
+    /// Blocking threads of calls, including those whose caller gave up at the deadline and
+    /// that still wait for their transport's own timeout: bounded, so a repository that
+    /// accepts connections and never answers cannot take every thread.
+    threads: Arc<Semaphore>,
     refs: Mutex<HashMap<String, (Instant, Arc<Refs>)>>,
     commits: Mutex<snapshot::Lru>,
     /// One fetch per repository directory at a time.
     dirs: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+    /// One listing of refs (or one Helm index) per repository access at a time.
+    flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    indexes: Mutex<HashMap<String, (Instant, Arc<Vec<u8>>)>>,
     /// The last access check of each repository (keyed by the caller: URL and project).
     states: Mutex<HashMap<String, Checked>>,
+    /// Repositories never checked whose first check runs in the background.
+    pending: Mutex<std::collections::HashSet<String>>,
 }
 
 /// The outcome of one access check, and when it was made.
@@ -229,7 +248,9 @@ pub struct Checked {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("Client")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
@@ -237,10 +258,14 @@ impl Client {
     pub fn new(limits: Limits) -> Self {
         Self {
             fetches: Arc::new(Semaphore::new(limits.max_fetches.max(1))),
+            threads: Arc::new(Semaphore::new(4 * limits.max_fetches.max(1))),
             commits: Mutex::new(snapshot::Lru::new(limits.cached_commits.max(1))),
             refs: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
+            flights: Mutex::new(HashMap::new()),
+            indexes: Mutex::new(HashMap::new()),
             states: Mutex::new(HashMap::new()),
+            pending: Mutex::new(std::collections::HashSet::new()),
             limits,
         }
     }
@@ -251,25 +276,68 @@ impl Client {
 
     /// The repository's refs; reused for `refs_ttl` unless `fresh`.
     pub async fn refs(&self, remote: &Remote, fresh: bool) -> Result<Arc<Refs>, GitError> {
-        let key = remote.fingerprint();
-        if !fresh
-            && let Some((at, refs)) = lock(&self.refs).get(&key)
-            && at.elapsed() < self.limits.refs_ttl
-        {
-            return Ok(Arc::clone(refs));
-        }
         let limits = self.limits.clone();
         let remote_owned = remote.clone();
-        let refs = Arc::new(
-            self.blocking(remote, move |stop| fetch::list_refs(&limits, &remote_owned, stop))
-                .await?,
-        );
-        let mut cache = lock(&self.refs);
-        if cache.len() >= 10_000 {
-            cache.retain(|_, (at, _)| at.elapsed() < limits_ttl(&self.limits));
+        let list = self.blocking(remote, move |stop| fetch::list_refs(&limits, &remote_owned, stop));
+        self.reuse(&self.refs, remote.fingerprint(), fresh, list, |_| true)
+            .await
+    }
+
+    /// A Helm repository's `index.yaml`; reused for `refs_ttl` unless `fresh`. Indexes above
+    /// 8 MiB are not kept.
+    pub async fn helm_index(&self, remote: &Remote, fresh: bool) -> Result<Arc<Vec<u8>>, GitError> {
+        let fetch = helm::fetch_index(remote, &self.limits);
+        self.reuse(&self.indexes, remote.fingerprint(), fresh, fetch, |index| {
+            index.len() <= 8 * 1024 * 1024
+        })
+        .await
+    }
+
+    /// The answer kept in `cache` under `key` while younger than `refs_ttl` (unless `fresh`),
+    /// else `fetch`'s, kept when `keep` says so. Callers arriving while one fetches for the same
+    /// key wait and take its answer.
+    async fn reuse<T>(
+        &self,
+        cache: &Mutex<HashMap<String, (Instant, Arc<T>)>>,
+        key: String,
+        fresh: bool,
+        fetch: impl Future<Output = Result<T, GitError>>,
+        keep: impl FnOnce(&T) -> bool,
+    ) -> Result<Arc<T>, GitError> {
+        let cached = |max_age: Duration| {
+            lock(cache)
+                .get(&key)
+                .filter(|(at, _)| at.elapsed() < max_age)
+                .map(|(_, value)| Arc::clone(value))
+        };
+        if !fresh && let Some(found) = cached(self.limits.refs_ttl) {
+            return Ok(found);
         }
-        cache.insert(key, (Instant::now(), Arc::clone(&refs)));
-        Ok(refs)
+        let asked = Instant::now();
+        let flight = self.flight(&key);
+        let _one = flight.lock().await;
+        if let Some(found) = cached(asked.elapsed()) {
+            return Ok(found);
+        }
+        let value = Arc::new(fetch.await?);
+        if keep(&value) {
+            let mut entries = lock(cache);
+            if entries.len() >= 1_000 {
+                let ttl = self.limits.refs_ttl;
+                entries.retain(|_, (at, _)| at.elapsed() < ttl);
+            }
+            entries.insert(key, (Instant::now(), Arc::clone(&value)));
+        }
+        Ok(value)
+    }
+
+    /// The lock that makes concurrent callers for `key` wait for one call.
+    fn flight(&self, key: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut flights = lock(&self.flights);
+        if flights.len() >= 10_000 {
+            flights.retain(|_, f| Arc::strong_count(f) > 1);
+        }
+        Arc::clone(flights.entry(key.to_owned()).or_default())
     }
 
     /// Checks that the repository answers with these credentials (lists its refs, uncached).
@@ -290,7 +358,16 @@ impl Client {
             states.clear();
         }
         states.insert(key.to_owned(), checked.clone());
+        drop(states);
+        lock(&self.pending).remove(key);
         checked
+    }
+
+    /// Claims the first check of a repository never checked: true for one caller only, until
+    /// the outcome is recorded.
+    pub fn claim_first_check(&self, key: &str) -> bool {
+        let mut pending = lock(&self.pending);
+        pending.len() < 100_000 && pending.insert(key.to_owned())
     }
 
     /// The last recorded check of `key`, and whether it is due again (older than the check
@@ -364,15 +441,24 @@ impl Client {
         remote: &Remote,
         work: impl FnOnce(&Arc<AtomicBool>) -> Result<T, GitError> + Send + 'static,
     ) -> Result<T, GitError> {
+        if !self.limits.enabled {
+            return Err(GitError::Disabled);
+        }
         let host = remote.host();
         let deadline = tokio::time::Instant::now() + self.limits.timeout;
         let permit = tokio::time::timeout_at(deadline, Arc::clone(&self.fetches).acquire_owned())
             .await
             .map_err(|_| GitError::Busy { host: host.clone() })?
             .map_err(|_| GitError::Busy { host: host.clone() })?;
+        let thread = Arc::clone(&self.threads)
+            .try_acquire_owned()
+            .map_err(|_| GitError::Busy { host: host.clone() })?;
         let stop = Arc::new(AtomicBool::new(false));
         let stop_thread = Arc::clone(&stop);
-        let task = tokio::task::spawn_blocking(move || work(&stop_thread));
+        let task = tokio::task::spawn_blocking(move || {
+            let _thread = thread;
+            work(&stop_thread)
+        });
         let result = tokio::time::timeout_at(deadline, task).await;
         drop(permit);
         match result {
@@ -389,12 +475,11 @@ impl Client {
     }
 }
 
-fn limits_ttl(limits: &Limits) -> Duration {
-    limits.refs_ttl
-}
-
 /// A poisoned cache lock only means another call panicked while holding it; the map is
 /// still usable.
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests;

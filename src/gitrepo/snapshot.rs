@@ -47,7 +47,9 @@ impl Snapshot {
         let commit = repo.find_commit(id).map_err(|_| failed())?;
         let tree = commit.tree().map_err(|_| failed())?;
         let mut recorder = gix::traverse::tree::Recorder::default();
-        tree.traverse().breadthfirst(&mut recorder).map_err(|_| failed())?;
+        tree.traverse()
+            .breadthfirst(&mut recorder)
+            .map_err(|_| failed())?;
         let mut files = Vec::new();
         let mut ids = HashMap::new();
         let mut total = 0u64;

@@ -2,6 +2,7 @@
 //! HTTP options (tiphys's TLS settings handed to reqwest, a bearer token header), the `ssh`
 //! command with the call's key and `known_hosts` files, and the credentials gix asks for.
 
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,12 +49,13 @@ pub struct Opened {
     /// For `with_transport_options` (HTTP only).
     pub http_options: Option<http::Options>,
     /// The key and `known_hosts` files of an SSH call; removed on drop.
-    pub _files: Option<CallFiles>,
+    pub files: Option<CallFiles>,
 }
 
 /// Only these schemes: never `file://` or a local path, which would read the server's disk.
 pub fn parse_url(remote: &Remote) -> Result<gix::url::Url, GitError> {
-    let url = gix::url::parse(gix::bstr::BStr::new(remote.url.as_bytes())).map_err(|_| GitError::UnsupportedUrl)?;
+    let url =
+        gix::url::parse(gix::bstr::BStr::new(remote.url.as_bytes())).map_err(|_| GitError::UnsupportedUrl)?;
     match url.scheme {
         gix::url::Scheme::Https | gix::url::Scheme::Http | gix::url::Scheme::Ssh | gix::url::Scheme::Git
             if url.host().is_some() =>
@@ -72,7 +74,8 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
     let mut http_options = None;
     match url.scheme {
         gix::url::Scheme::Ssh => {
-            let call = CallFiles::write(scratch, remote).map_err(|_| GitError::Failed { host: host.clone() })?;
+            let call =
+                CallFiles::write(scratch, remote).map_err(|_| GitError::Failed { host: host.clone() })?;
             ssh_options.command = Some(call.ssh_command(remote, timeout).into());
             ssh_options.kind = Some(ssh::ProgramKind::Ssh);
             files = Some(call);
@@ -81,6 +84,13 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
             http_options = Some(http_options_for(remote, timeout)?);
         }
         _ => {}
+    }
+    if url.scheme == gix::url::Scheme::Git {
+        return Ok(Opened {
+            transport: Box::new(daemon(&url, &host, timeout)?),
+            http_options: None,
+            files: None,
+        });
     }
     let transport = connect::connect(
         url,
@@ -94,8 +104,52 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
     Ok(Opened {
         transport,
         http_options,
-        _files: files,
+        files,
     })
+}
+
+/// A `git://` connection whose socket gives up after `timeout` without progress (gix's own
+/// waits forever for a server that accepted and then says nothing).
+fn daemon(
+    url: &gix::url::Url,
+    host: &str,
+    timeout: Duration,
+) -> Result<gix::protocol::transport::client::git::blocking_io::Connection<TcpStream, TcpStream>, GitError> {
+    use std::net::ToSocketAddrs;
+    let unreachable = || GitError::Unreachable {
+        host: host.to_owned(),
+    };
+    let name = url.host().ok_or_else(unreachable)?;
+    let port = url.port.unwrap_or(9418);
+    let address = (name, port)
+        .to_socket_addrs()
+        .map_err(|_| unreachable())?
+        .next()
+        .ok_or_else(unreachable)?;
+    let stream = TcpStream::connect_timeout(&address, timeout).map_err(|e| match e.kind() {
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => GitError::Timeout {
+            host: host.to_owned(),
+            after: timeout,
+        },
+        _ => unreachable(),
+    })?;
+    let failed = || GitError::Failed {
+        host: host.to_owned(),
+    };
+    stream.set_read_timeout(Some(timeout)).map_err(|_| failed())?;
+    stream.set_write_timeout(Some(timeout)).map_err(|_| failed())?;
+    let write = stream.try_clone().map_err(|_| failed())?;
+    Ok(
+        gix::protocol::transport::client::git::blocking_io::Connection::new(
+            stream,
+            write,
+            gix::protocol::transport::Protocol::V2,
+            url.path.clone(),
+            Some((name.to_owned(), url.port)),
+            gix::protocol::transport::client::git::ConnectMode::Daemon,
+            false,
+        ),
+    )
 }
 
 /// The rustls configuration of a call: the system's roots plus the repository host's CA
@@ -105,22 +159,23 @@ pub fn tls_config(remote: &Remote) -> Result<ClientConfig, GitError> {
     let builder = ClientConfig::builder_with_provider(crate::tlsclient::provider())
         .with_safe_default_protocol_versions()
         .map_err(|_| GitError::Failed { host: host.clone() })?;
-    let builder = if remote.insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(crate::tlsclient::NoVerification::new(
-                crate::tlsclient::provider(),
-            )))
-    } else {
-        let roots = crate::tlsclient::roots(&remote.ca_certificates).map_err(|_| GitError::Certificate { host })?;
-        builder.with_root_certificates(roots)
-    };
+    let builder =
+        if remote.insecure {
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(
+                crate::tlsclient::NoVerification::new(crate::tlsclient::provider()),
+            ))
+        } else {
+            let roots = crate::tlsclient::roots(&remote.ca_certificates)
+                .map_err(|_| GitError::Certificate { host })?;
+            builder.with_root_certificates(roots)
+        };
     match &remote.tls_client_cert {
         Some((cert, key)) => {
             let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert.as_bytes())
                 .collect::<Result<_, _>>()
                 .map_err(|_| GitError::BadClientCertificate)?;
-            let key = PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|_| GitError::BadClientCertificate)?;
+            let key =
+                PrivateKeyDer::from_pem_slice(key.as_bytes()).map_err(|_| GitError::BadClientCertificate)?;
             if chain.is_empty() {
                 return Err(GitError::BadClientCertificate);
             }
@@ -136,7 +191,10 @@ fn http_options_for(remote: &Remote, timeout: Duration) -> Result<http::Options,
     let tls = tls_config(remote)?;
     let backend = http::reqwest::Options {
         configure_client: Some(Box::new(move |builder| {
-            Ok(builder.tls_backend_preconfigured(tls.clone()).timeout(timeout).no_proxy())
+            Ok(builder
+                .tls_backend_preconfigured(tls.clone())
+                .timeout(timeout)
+                .no_proxy())
         })),
         configure_request: None,
     };
@@ -158,7 +216,8 @@ fn http_options_for(remote: &Remote, timeout: Duration) -> Result<http::Options,
 /// password, or nothing (then the call fails as unauthenticated).
 pub fn credentials(
     remote: &Remote,
-) -> impl FnMut(gix::credentials::helper::Action) -> gix::Result<Option<gix::credentials::protocol::Outcome>> + 'static {
+) -> impl FnMut(gix::credentials::helper::Action) -> gix::Result<Option<gix::credentials::protocol::Outcome>>
++ 'static {
     let (username, password) = (remote.username.clone(), remote.password.clone());
     move |action| match action {
         gix::credentials::helper::Action::Get(ctx) if !(username.is_empty() && password.is_empty()) => {
@@ -185,7 +244,10 @@ impl CallFiles {
     fn write(scratch: &Path, remote: &Remote) -> std::io::Result<Self> {
         use std::io::Write;
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(scratch)?;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(scratch)?;
         let dir = scratch.join(format!("ssh-{}", crate::random::token(16)));
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let files = Self { dir };
@@ -210,8 +272,11 @@ impl CallFiles {
     /// its `known_hosts` only (strict unless `insecure`), no prompts, bounded waits.
     fn ssh_command(&self, remote: &Remote, timeout: Duration) -> String {
         let secs = timeout.as_secs().max(1);
+        // ssh's own messages go to a file of the call (gix would copy them to the server's
+        // stderr); they are read to classify a failure, never passed on.
         let mut args = vec![
             "ssh".to_owned(),
+            format!("2>>{}", quoted(&self.dir.join("stderr"))),
             "-F".to_owned(),
             "/dev/null".to_owned(),
             "-o BatchMode=yes".to_owned(),
@@ -239,6 +304,28 @@ impl CallFiles {
         }
         args.join(" ")
     }
+}
+
+impl CallFiles {
+    /// What `ssh` wrote to stderr during the call (its first 16 KiB).
+    pub fn stderr(&self) -> String {
+        use std::io::Read;
+        let mut text = String::new();
+        if let Ok(file) = std::fs::File::open(self.dir.join("stderr")) {
+            let _ = file.take(16 * 1024).read_to_string(&mut text);
+        }
+        text
+    }
+}
+
+/// The classified failure of a call: the library's error and, for SSH, what `ssh` said.
+pub fn failure(error: &dyn std::fmt::Debug, files: Option<&CallFiles>, host: &str) -> GitError {
+    let mut text = format!("{error:?}");
+    if let Some(files) = files {
+        text.push(' ');
+        text.push_str(&files.stderr());
+    }
+    super::error::classify(&text.to_lowercase(), host)
 }
 
 impl Drop for CallFiles {

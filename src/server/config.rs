@@ -145,6 +145,12 @@ pub struct ServerArgs {
     /// Write `{"port":N,"metrics_port":M}` to this file once listening (for supervisors and tests).
     #[arg(long, env = "TIPHYS_READY_FILE")]
     pub ready_file: Option<PathBuf>,
+    /// Whether tiphys contacts repositories (access checks, connection states, refs, apps,
+    /// details, charts, manifests). `off`: repositories are stored unchecked, their state is
+    /// Unknown, and reads from them are refused (for air-gapped servers and tests).
+    #[arg(long, env = "TIPHYS_REPO_ACCESS", default_value = "on", value_parser = parse_on_off,
+          action = clap::ArgAction::Set, value_name = "on|off", overrides_with = "repo_access")]
+    pub repo_access: bool,
     /// Where fetched repository commits are kept (default: `repo-cache` in the data dir).
     #[arg(long, env = "TIPHYS_REPO_CACHE_DIR")]
     pub repo_cache_dir: Option<PathBuf>,
@@ -366,9 +372,18 @@ impl ServerArgs {
                 max_fetches: self.repo_max_fetches as usize,
                 refs_ttl: self.repo_refs_ttl,
                 check_interval: self.repo_check_interval,
+                enabled: self.repo_access,
                 ..crate::gitrepo::Limits::new(repo_cache)
             },
         })
+    }
+}
+
+fn parse_on_off(raw: &str) -> Result<bool, String> {
+    match raw {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        _ => Err(format!("{raw:?}: use on or off")),
     }
 }
 

@@ -41,10 +41,12 @@ pub struct InProcess {
 
 impl InProcess {
     /// Opens a server on `data_dir` configured by `flags` (those of `tiphys server`). Requests
-    /// arrive as if over TLS from 127.0.0.1.
+    /// arrive as if over TLS from 127.0.0.1. Repositories are not contacted unless `flags` say
+    /// `--repo-access on`.
     pub async fn open(data_dir: &Path, flags: &[&str]) -> anyhow::Result<Self> {
         let mut argv = vec!["tiphys-server".to_owned(), "--data-dir".to_owned()];
         argv.push(data_dir.display().to_string());
+        argv.extend(["--repo-access".to_owned(), "off".to_owned()]);
         argv.extend(flags.iter().map(|f| (*f).to_owned()));
         let args = Flags::try_parse_from(argv)?.server;
         let config = args.validate()?;

@@ -145,9 +145,12 @@ def start_server(workdir, *args, address="127.0.0.1", data_dir=None):
            "--metrics-address", "127.0.0.1", "--metrics-port", "0",
            "--data-dir", str(data_dir), "--ready-file", str(ready), *args]
     with open(log, "ab") as out:
-        # Stops are immediate unless a test gives --shutdown-delay (the flag wins over the variable).
+        # Stops are immediate unless a test gives --shutdown-delay (the flag wins over the variable);
+        # repositories at the made-up URLs tests store are not contacted unless a test gives
+        # --repo-access on (tests/e2e/test_repositories_remote.py).
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=clean_env(NO_COLOR="1", TIPHYS_SHUTDOWN_DELAY="0"))
+                                env=clean_env(NO_COLOR="1", TIPHYS_SHUTDOWN_DELAY="0",
+                                              TIPHYS_REPO_ACCESS="off"))
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -431,6 +431,10 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let access = Access::detailed(RESOURCE, "create");
     access.check(&ctx.app, principal, &object)?;
     let key = validate(&ctx.app, &app)?;
+    if req.validate.unwrap_or(true) {
+        let spec = value.get("spec").cloned().unwrap_or(Value::Null);
+        source::check_sources(&ctx.app, &app.metadata.name, &spec).await?;
+    }
     if let Some(existing) = ctx.app.registry.get(&key) {
         access.check_taken(&ctx.app, principal, &object, &doc_object(&ctx.app, &existing))?;
         let stored = existing.value();

@@ -30,7 +30,11 @@ pub struct RevisionQuery {
 
 /// The application's source at `index` (its only source, or one of `sources`).
 fn source_at(spec: &Value, index: i32) -> Result<Value, AppError> {
-    if let Some(sources) = spec.get("sources").and_then(Value::as_array).filter(|s| !s.is_empty()) {
+    if let Some(sources) = spec
+        .get("sources")
+        .and_then(Value::as_array)
+        .filter(|s| !s.is_empty())
+    {
         return usize::try_from(index)
             .ok()
             .and_then(|i| sources.get(i))
@@ -94,8 +98,9 @@ pub async fn revision_chart_details(ctx: Ctx, q: RevisionQuery) -> Result<Reply,
         ));
     }
     let repo = repository(&ctx.app, str_of(&source, "repoURL"));
-    let remote = crate::service::repository::remote::remote_of(&ctx.app, crate::service::repository::READ, &repo);
-    let index = browse::helm_index(&ctx.app, &remote).await?;
+    let remote =
+        crate::service::repository::remote::remote_of(&ctx.app, crate::service::repository::READ, &repo);
+    let index = browse::helm_index(&ctx.app, &remote, false).await?;
     let details = content::chart_details(&index, chart, &q.revision)?;
     Ok(Reply::Message(
         serde_json::to_value(details).map_err(|e| AppError::Internal(e.into()))?,
@@ -106,7 +111,10 @@ pub async fn revision_chart_details(ctx: Ctx, q: RevisionQuery) -> Result<Reply,
 /// source's own by default). Kustomize and Helm sources need a repo server to render.
 pub async fn manifests(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppError> {
     let spec = spec_of(&ctx, &q)?;
-    let index = q.source_positions.first().map_or(0, |p| i32::try_from(p - 1).unwrap_or(-1));
+    let index = q
+        .source_positions
+        .first()
+        .map_or(0, |p| i32::try_from(p - 1).unwrap_or(-1));
     let source = source_at(&spec, index)?;
     if !str_of(&source, "chart").is_empty() {
         return Err(AppError::FailedPrecondition(
@@ -137,4 +145,42 @@ pub async fn manifests(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppError> {
         "revision": commit,
         "sourceType": kind.as_str(),
     })))
+}
+
+/// Checks what upstream's repo server checks when an application is created with `validate`
+/// (the default): each Git source's revision exists and its path holds something to deploy.
+/// Helm chart sources are not fetched. Nothing is checked when repositories are not
+/// contacted (`--repo-access off`).
+pub async fn check_sources(app: &App, name: &str, spec: &Value) -> Result<(), AppError> {
+    if !app.repos.limits().enabled {
+        return Ok(());
+    }
+    let sources: Vec<Value> = match spec.get("sources").and_then(Value::as_array) {
+        Some(sources) if !sources.is_empty() => sources.clone(),
+        _ => spec.get("source").cloned().into_iter().collect(),
+    };
+    for source in sources {
+        if !str_of(&source, "chart").is_empty()
+            || !source.get("ref").is_none_or(Value::is_null) && str_of(&source, "path").is_empty()
+        {
+            continue;
+        }
+        let path = str_of(&source, "path").to_owned();
+        let invalid = |err: AppError| {
+            AppError::InvalidArgument(format!(
+                "application spec for {name} is invalid: InvalidSpecError: Unable to generate manifests in {path}: {err}"
+            ))
+        };
+        let repo = repository(app, str_of(&source, "repoURL"));
+        let snapshot = browse::files_at(app, &repo, str_of(&source, "targetRevision"))
+            .await
+            .map_err(&invalid)?;
+        let checked = source.clone();
+        let dir = path.clone();
+        tokio::task::spawn_blocking(move || content::source_type(&SnapshotFiles(&snapshot), &dir, &checked))
+            .await
+            .map_err(|e| AppError::Internal(e.into()))?
+            .map_err(&invalid)?;
+    }
+    Ok(())
 }

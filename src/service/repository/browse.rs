@@ -23,6 +23,9 @@ use crate::service::{Ctx, Reply};
 
 /// A failed access check as a caller sees it.
 pub fn not_accessible(err: &GitError) -> AppError {
+    if *err == GitError::Disabled {
+        return AppError::FailedPrecondition(err.to_string());
+    }
     AppError::InvalidArgument(format!("repository not accessible: {err}"))
 }
 
@@ -33,7 +36,7 @@ pub fn read_failed(err: GitError) -> AppError {
         GitError::Timeout { .. } | GitError::Unreachable { .. } | GitError::Busy { .. } => {
             AppError::Unavailable(err.to_string())
         }
-        GitError::TooLarge { .. } => AppError::FailedPrecondition(err.to_string()),
+        GitError::TooLarge { .. } | GitError::Disabled => AppError::FailedPrecondition(err.to_string()),
         other => AppError::FailedPrecondition(format!("repository not accessible: {other}")),
     }
 }
@@ -46,10 +49,7 @@ fn is_helm(value: &Value) -> bool {
 /// repository's refs (uncached).
 pub async fn check(app: &App, helm: bool, remote: &Remote) -> Result<(), GitError> {
     if helm {
-        let limits = app.repos.limits();
-        crate::gitrepo::helm::fetch_index(remote, limits.timeout, limits.max_bytes)
-            .await
-            .map(|_| ())
+        app.repos.helm_index(remote, true).await.map(|_| ())
     } else {
         app.repos.check_access(remote).await
     }
@@ -85,8 +85,13 @@ pub fn forget(app: &App, project: &str, url: &str) {
 
 /// A repository's connection state as answered: the last check, re-checked now with
 /// `force`, or in the background once older than the check interval (the answer then shows
-/// the last one). A repository never checked is checked now.
-pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: bool) -> Value {
+/// the last one). A repository never checked is checked now when `wait` (one repository is
+/// asked for), else in the background, answered `Unknown` meanwhile (a list never waits for
+/// every repository a restarted server has not checked yet).
+pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: bool, wait: bool) -> Value {
+    if !app.repos.limits().enabled {
+        return crate::service::sensitive::unknown_state(&GitError::Disabled.to_string());
+    }
     let view = RepoView::read(value);
     let key = state_key(&view.project, &view.repo);
     let (recorded, due) = app.repos.recorded(&key);
@@ -99,6 +104,15 @@ pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: b
                 });
             }
             found
+        }
+        None if !force && !wait => {
+            if app.repos.claim_first_check(&key) {
+                let (app, value) = (Arc::clone(app), value.clone());
+                tokio::spawn(async move {
+                    check_stored(&app, f, &value).await;
+                });
+            }
+            return crate::service::sensitive::unknown_state("being checked");
         }
         _ => check_stored(app, f, value).await,
     };
@@ -151,25 +165,29 @@ fn readable(ctx: &Ctx, url: &str) -> Result<Value, AppError> {
 pub async fn list_refs(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
     let value = readable(&ctx, &q.repo)?;
     let remote = remote_of(&ctx.app, READ, &value);
-    let refs = ctx.app.repos.refs(&remote, q.force_refresh).await.map_err(read_failed)?;
-    Ok(Reply::Message(json!({"branches": refs.branches(), "tags": refs.tags()})))
+    let refs = ctx
+        .app
+        .repos
+        .refs(&remote, q.force_refresh)
+        .await
+        .map_err(read_failed)?;
+    Ok(Reply::Message(
+        json!({"branches": refs.branches(), "tags": refs.tags()}),
+    ))
 }
 
 /// GetHelmCharts: the charts of a Helm repository's index, with their versions.
 pub async fn helm_charts(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
     let value = readable(&ctx, &q.repo)?;
     let remote = remote_of(&ctx.app, READ, &value);
-    let index = helm_index(&ctx.app, &remote).await?;
+    let index = helm_index(&ctx.app, &remote, q.force_refresh).await?;
     let items = content::parse_index(&index)?;
     Ok(Reply::Message(json!({"items": to_json(&items)?})))
 }
 
-/// A Helm repository's index, bounded as every fetch is.
-pub async fn helm_index(app: &App, remote: &Remote) -> Result<Vec<u8>, AppError> {
-    let limits = app.repos.limits();
-    crate::gitrepo::helm::fetch_index(remote, limits.timeout, limits.max_bytes)
-        .await
-        .map_err(read_failed)
+/// A Helm repository's index, bounded as every fetch is, and reused for a while.
+pub async fn helm_index(app: &App, remote: &Remote, fresh: bool) -> Result<Arc<Vec<u8>>, AppError> {
+    app.repos.helm_index(remote, fresh).await.map_err(read_failed)
 }
 
 /// The files of `revision` (branch, tag, commit or `HEAD`) of the repository `value`.
@@ -223,7 +241,9 @@ pub async fn list_apps(ctx: Ctx, q: AppsQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let app_object = format!("{}/{}", q.app_project, q.app_name);
     let apps = Access::hidden("applications", "create");
-    if !apps.allows(&ctx.app, principal, &app_object) && !apps.to("update").allows(&ctx.app, principal, &app_object) {
+    if !apps.allows(&ctx.app, principal, &app_object)
+        && !apps.to("update").allows(&ctx.app, principal, &app_object)
+    {
         return Err(AppError::PermissionDenied("permission denied".to_owned()));
     }
     let snapshot = files_at(&ctx.app, &value, &q.revision).await?;
@@ -275,7 +295,11 @@ pub async fn app_details(ctx: Ctx, q: AppDetailsQuery) -> Result<Reply, AppError
     let Some(source) = q.source.filter(Value::is_object) else {
         return Err(AppError::InvalidArgument("missing payload in request".to_owned()));
     };
-    let url = source.get("repoURL").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let url = source
+        .get("repoURL")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let value = readable(&ctx, &url)?;
     let principal = ctx.caller.require()?;
     let app_object = format!("{}/{}", q.app_project, q.app_name);
@@ -301,16 +325,22 @@ pub async fn app_details(ctx: Ctx, q: AppDetailsQuery) -> Result<Reply, AppError
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let path = source.get("path").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let path = source
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     if is_helm(&value) {
         return Err(AppError::FailedPrecondition(
-            "the details of a chart from a Helm repository need a repo server, which tiphys does not run".to_owned(),
+            "the details of a chart from a Helm repository need a repo server, which tiphys does not run"
+                .to_owned(),
         ));
     }
     let snapshot = files_at(&ctx.app, &value, &revision).await?;
-    let details = tokio::task::spawn_blocking(move || content::app_details(&SnapshotFiles(&snapshot), &path, &source))
-        .await
-        .map_err(|e| AppError::Internal(e.into()))??;
+    let details =
+        tokio::task::spawn_blocking(move || content::app_details(&SnapshotFiles(&snapshot), &path, &source))
+            .await
+            .map_err(|e| AppError::Internal(e.into()))??;
     Ok(Reply::Message(to_json(&details)?))
 }
 
@@ -318,7 +348,8 @@ pub async fn app_details(ctx: Ctx, q: AppDetailsQuery) -> Result<Reply, AppError
 /// selects files: repository, path, revision, chart).
 fn source_of(spec: &Value, source: &Value) -> bool {
     let key = |s: &Value| {
-        ["repoURL", "path", "targetRevision", "chart"].map(|f| s.get(f).and_then(Value::as_str).unwrap_or_default().to_owned())
+        ["repoURL", "path", "targetRevision", "chart"]
+            .map(|f| s.get(f).and_then(Value::as_str).unwrap_or_default().to_owned())
     };
     let wanted = key(source);
     let sources = spec
@@ -326,5 +357,8 @@ fn source_of(spec: &Value, source: &Value) -> bool {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    spec.get("source").into_iter().chain(sources.iter()).any(|s| key(s) == wanted)
+    spec.get("source")
+        .into_iter()
+        .chain(sources.iter())
+        .any(|s| key(s) == wanted)
 }

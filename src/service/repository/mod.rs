@@ -76,7 +76,8 @@ pub const WRITE: Flavor = Flavor {
     creds_what: "write repository credentials",
 };
 
-const NO_CONNECTION: &str = "tiphys does not connect to repositories; the connection state is not checked";
+const NO_CONNECTION: &str =
+    "tiphys does not push to repositories; the connection state of a write repository is not checked";
 /// Repository types upstream knows (empty means git).
 const TYPES: &[&str] = &["", "git", "helm", "oci"];
 
@@ -222,7 +223,7 @@ async fn list_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError>
     let states = futures_util::future::join_all(
         visible
             .iter()
-            .map(|value| with_state(&ctx.app, f, value, q.force_refresh)),
+            .map(|value| with_state(&ctx.app, f, value, q.force_refresh, false)),
     )
     .await;
     let items = visible
@@ -235,9 +236,9 @@ async fn list_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError>
 
 /// The connection state of a repository of flavor `f`: checked for repositories, `Unknown`
 /// for write repositories (tiphys does not push).
-async fn with_state(app: &std::sync::Arc<App>, f: Flavor, value: &Value, force: bool) -> Value {
+async fn with_state(app: &std::sync::Arc<App>, f: Flavor, value: &Value, force: bool, wait: bool) -> Value {
     if f.repos == Kind::Repository {
-        browse::connection_state(app, f, value, force).await
+        browse::connection_state(app, f, value, force, wait).await
     } else {
         unknown_state(NO_CONNECTION)
     }
@@ -264,7 +265,7 @@ pub async fn get_write_repository(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppEr
 async fn get_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let value = authorized(&ctx.app, f, principal, &q.repo, "get")?.value();
-    let state = with_state(&ctx.app, f, &value, q.force_refresh).await;
+    let state = with_state(&ctx.app, f, &value, q.force_refresh, true).await;
     Ok(Reply::Message(answer_with(
         &value,
         &Templates::load(&ctx.app, f.creds),
@@ -348,7 +349,7 @@ async fn create_in(f: Flavor, ctx: Ctx, req: CreateRequest) -> Result<Reply, App
     let access = Access::hidden(f.resource, "create");
     access.check(&ctx.app, principal, &view.rbac_object())?;
     // Contact it first, as upstream does for repositories outside a project.
-    if f.repos == Kind::Repository && view.project.is_empty() {
+    if f.repos == Kind::Repository && view.project.is_empty() && ctx.app.repos.limits().enabled {
         let remote = remote::remote_of(&ctx.app, f, &value);
         let outcome = browse::check(&ctx.app, view.kind == "helm", &remote).await;
         if let Err(err) = &outcome {

@@ -57,6 +57,9 @@ impl TestServer {
             .env("NO_COLOR", "1")
             // Stops are immediate unless a test gives --shutdown-delay (the flag wins).
             .env("TIPHYS_SHUTDOWN_DELAY", "0")
+            // Tests store repositories at made-up URLs: none is contacted unless a test gives
+            // --repo-access on.
+            .env("TIPHYS_REPO_ACCESS", "off")
             .stdout(Stdio::null())
             .stderr(log);
         let mut child = cmd.spawn().unwrap();
