@@ -834,6 +834,22 @@ def test_application_calls_need_applications_get(env, guestbook):
             assert b"manifests" not in r.body and b"author" not in r.body, r
 
 
+@pytest.mark.parametrize("source,named", [
+    ({"path": "no-such-dir", "targetRevision": "main"}, "no-such-dir"),
+    ({"path": "guestbook", "targetRevision": "no-such-rev"}, "no-such-rev"),
+])
+def test_creating_an_application_checks_its_source_unless_told_not_to(env, source, named):
+    url = env.gs.url("open")
+    env.must_add({"repo": url})
+    body = {"metadata": {"name": uniq("checked")}, "spec": {"project": "default", "source": {"repoURL": url, **source},
+                                                             "destination": {"server": IN_CLUSTER, "namespace": "default"}}}
+    r = env.call("POST", APPS, body)
+    assert r.status == 400 and named in message(r), r
+    assert env.call("GET", f"{APPS}/{body['metadata']['name']}").status in (403, 404)
+    r = env.call("POST", APPS, body, validate="false")
+    assert r.status == 200, r
+
+
 @pytest.mark.parametrize("path", ["helm-app", "kustomize-app"])
 def test_manifests_of_helm_and_kustomize_apps_need_a_repo_server(env, path):
     url = env.gs.url("open")
@@ -991,7 +1007,7 @@ def test_cli_repo_add_reports_the_connection_state(env):
     url = gs.url("basic", clone(gs))
     res = cli("repo", "add", url, "--username", gs.basic_user, "--password", gs.basic_password, *conn, timeout=90)
     assert res.returncode == 0, res
-    assert url in res.stdout, res.stdout
+    assert url in res.stdout and "Successful" in res.stdout, res.stdout
     assert gs.basic_password not in res.stdout + res.stderr
     res = cli("repo", "get", url, *conn, timeout=90)
     assert res.returncode == 0 and "Successful" in res.stdout, res
