@@ -12,7 +12,9 @@ private CA of gitkit's nginx (for the host 127.0.0.1) and sshd's host key
 which start a server of their own without them. Expected answers come from gitkit's own record of
 its repositories (SHAs, authors, dates, files, charts) and follow upstream Argo CD's repo server
 (ListApps lists Helm and Kustomize apps only, as upstream's discovery does; chart maintainers read
-`name <email>`; revision metadata carries the author date and the trimmed message).
+`name <email>`; revision metadata carries the author date and the trimmed message; ValidateAccess
+over REST takes the URL as its body and the rest as query parameters, `body: "repo"` in upstream's
+proto). Servers start with `--repo-access on` (the harness turns repository access off elsewhere).
 """
 
 import base64
