@@ -137,6 +137,8 @@ fn daemon(
         host: host.to_owned(),
     };
     stream.set_read_timeout(Some(timeout)).map_err(|_| failed())?;
+    // Packet lines go out in small writes; Nagle's algorithm would hold each behind an ACK.
+    stream.set_nodelay(true).map_err(|_| failed())?;
     stream.set_write_timeout(Some(timeout)).map_err(|_| failed())?;
     let write = stream.try_clone().map_err(|_| failed())?;
     Ok(
