@@ -270,7 +270,10 @@ async fn main() -> anyhow::Result<()> {
         .arg(work.join("data"))
         .arg("--config-dir")
         .arg(work.join("config"))
-        .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned()));
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned()),
+        );
     let (server, _) = support::start(
         command,
         &work.join("ready"),
