@@ -167,18 +167,29 @@ async fn call(
     path: &str,
     body: Option<&Value>,
 ) -> anyhow::Result<Value> {
-    let req = http::Request::builder()
+    let mut req = http::Request::builder()
         .method(method)
         .uri(path)
         .header("host", "bench")
-        .header("content-type", "application/json")
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(Bytes::from(
-            body.map(Value::to_string).unwrap_or_default(),
-        )))?;
-    let response = client.send_request(req).await?;
+        .header("content-type", "application/json");
+    if !token.is_empty() {
+        req = req.header("authorization", format!("Bearer {token}"));
+    }
+    let req = req.body(Full::new(Bytes::from(
+        body.map(Value::to_string).unwrap_or_default(),
+    )))?;
+    client.ready().await.context("the connection closed")?;
+    let response = client
+        .send_request(req)
+        .await
+        .with_context(|| format!("{method} {path}"))?;
     let status = response.status();
-    let bytes = response.into_body().collect().await?.to_bytes();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .with_context(|| format!("{method} {path}: reading the answer"))?
+        .to_bytes();
     let value: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     if !status.is_success() {
         bail!("{method} {path}: {status} {value}");
@@ -259,16 +270,21 @@ async fn main() -> anyhow::Result<()> {
         .arg(work.join("data"))
         .arg("--config-dir")
         .arg(work.join("config"))
-        .env("RUST_LOG", "warn");
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_owned()),
+        );
     let (server, _) = support::start(
         command,
         &work.join("ready"),
         &work.join("server.log"),
         Duration::from_secs(20),
     )?;
-    let mut client = http1(&server.addr).await?;
+    let mut client = http1(&server.addr).await.context("connecting")?;
     let login = json!({"username": "bench", "password": PASSWORD});
-    let token = call(&mut client, "", "POST", "/api/v1/session", Some(&login)).await?["token"]
+    let token = call(&mut client, "", "POST", "/api/v1/session", Some(&login))
+        .await
+        .context("login")?["token"]
         .as_str()
         .context("no token")?
         .to_owned();
@@ -359,6 +375,10 @@ async fn main() -> anyhow::Result<()> {
         ms(cached)
     );
     drop(server);
-    let _ = std::fs::remove_dir_all(&work);
+    if std::env::var_os("REPO_READS_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&work);
+    } else {
+        println!("kept {}", work.display());
+    }
     Ok(())
 }

@@ -92,15 +92,25 @@ pub fn fetch_commit(
 ) -> Result<Snapshot, GitError> {
     let host = remote.host();
     let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|_| no_revision(&host, commit))?;
+    let started = std::time::Instant::now();
     let repo = open_or_init(dir, &host)?;
     if repo.find_commit(id).is_err() {
         receive(&repo, dir, limits, remote, commit, stop)?;
     }
+    let fetched = started.elapsed();
     let repo = gix::open(dir).map_err(|_| GitError::Failed { host: host.clone() })?;
-    Snapshot::read(repo, id, limits.max_bytes).map_err(|e| match e {
+    let snapshot = Snapshot::read(repo, id, limits.max_bytes).map_err(|e| match e {
         GitError::NoRevision { .. } => no_revision(&host, commit),
         other => other,
-    })
+    })?;
+    tracing::debug!(
+        host,
+        fetch_ms = fetched.as_millis(),
+        read_ms = (started.elapsed() - fetched).as_millis(),
+        files = snapshot.files().len(),
+        "commit fetched"
+    );
+    Ok(snapshot)
 }
 
 fn receive(
@@ -225,7 +235,8 @@ impl SizeWatch {
                         watched.interrupt.store(true, Ordering::Relaxed);
                         return;
                     }
-                    std::thread::sleep(Duration::from_millis(100));
+                    // Woken at once when the fetch ends (`finish`).
+                    std::thread::park_timeout(Duration::from_millis(100));
                 }
             })
             .ok();
@@ -240,6 +251,7 @@ impl SizeWatch {
     fn finish(mut self) -> bool {
         self.flags.done.store(true, Ordering::Relaxed);
         if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
             let _ = thread.join();
         }
         self.flags.too_large.load(Ordering::Relaxed)

@@ -214,6 +214,9 @@ impl Refs {
     }
 }
 
+/// Answers kept with the time they were fetched, by key.
+type Reused<T> = Mutex<HashMap<String, (Instant, Arc<T>)>>;
+
 /// The repository client: one per server, shared by every call.
 pub struct Client {
     limits: Limits,
@@ -222,13 +225,13 @@ pub struct Client {
     /// that still wait for their transport's own timeout: bounded, so a repository that
     /// accepts connections and never answers cannot take every thread.
     threads: Arc<Semaphore>,
-    refs: Mutex<HashMap<String, (Instant, Arc<Refs>)>>,
+    refs: Reused<Refs>,
     commits: Mutex<snapshot::Lru>,
     /// One fetch per repository directory at a time.
     dirs: Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>,
     /// One listing of refs (or one Helm index) per repository access at a time.
     flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    indexes: Mutex<HashMap<String, (Instant, Arc<Vec<u8>>)>>,
+    indexes: Reused<Vec<u8>>,
     /// The last access check of each repository (keyed by the caller: URL and project).
     states: Mutex<HashMap<String, Checked>>,
     /// Repositories never checked whose first check runs in the background.
@@ -298,7 +301,7 @@ impl Client {
     /// key wait and take its answer.
     async fn reuse<T>(
         &self,
-        cache: &Mutex<HashMap<String, (Instant, Arc<T>)>>,
+        cache: &Reused<T>,
         key: String,
         fresh: bool,
         fetch: impl Future<Output = Result<T, GitError>>,

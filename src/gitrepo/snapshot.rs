@@ -150,10 +150,10 @@ impl Lru {
     }
 
     fn touch(&mut self, key: &str) {
-        if let Some(at) = self.order.iter().position(|k| k == key) {
-            if let Some(k) = self.order.remove(at) {
-                self.order.push_back(k);
-            }
+        if let Some(at) = self.order.iter().position(|k| k == key)
+            && let Some(k) = self.order.remove(at)
+        {
+            self.order.push_back(k);
         }
     }
 }

@@ -17,13 +17,13 @@ use super::{GitError, Remote};
 /// The host of a repository URL, as errors name it (`host` or `host:port`); the URL itself
 /// when it has no recognisable host.
 pub fn host_of(url: &str) -> String {
-    if let Ok(parsed) = gix::url::parse(gix::bstr::BStr::new(url.as_bytes())) {
-        if let Some(host) = parsed.host() {
-            return match parsed.port {
-                Some(port) => format!("{host}:{port}"),
-                None => host.to_owned(),
-            };
-        }
+    if let Ok(parsed) = gix::url::parse(gix::bstr::BStr::new(url.as_bytes()))
+        && let Some(host) = parsed.host()
+    {
+        return match parsed.port {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_owned(),
+        };
     }
     "the repository host".to_owned()
 }
@@ -137,6 +137,8 @@ fn daemon(
         host: host.to_owned(),
     };
     stream.set_read_timeout(Some(timeout)).map_err(|_| failed())?;
+    // Packet lines go out in small writes; Nagle's algorithm would hold each behind an ACK.
+    stream.set_nodelay(true).map_err(|_| failed())?;
     stream.set_write_timeout(Some(timeout)).map_err(|_| failed())?;
     let write = stream.try_clone().map_err(|_| failed())?;
     Ok(

@@ -246,6 +246,7 @@ pub async fn list_apps(ctx: Ctx, q: AppsQuery) -> Result<Reply, AppError> {
     {
         return Err(AppError::PermissionDenied("permission denied".to_owned()));
     }
+    repo_permitted(&ctx.app, &q.app_project, &q.repo)?;
     let snapshot = files_at(&ctx.app, &value, &q.revision).await?;
     let found = tokio::task::spawn_blocking(move || content::discover(&SnapshotFiles(&snapshot), ""))
         .await
@@ -255,6 +256,14 @@ pub async fn list_apps(ctx: Ctx, q: AppsQuery) -> Result<Reply, AppError> {
         .map(|(path, kind)| json!({"type": kind.as_str(), "path": path}))
         .collect();
     Ok(Reply::Message(json!({"items": items})))
+}
+
+/// The project's `sourceRepos` permit the repository, as upstream checks before it reads a
+/// repository for an application of that project.
+fn repo_permitted(app: &App, project: &str, url: &str) -> Result<(), AppError> {
+    crate::service::project_rules::ProjectRules::load(&app.registry, &app.namespace, project)?
+        .check_source(project, url)
+        .map_err(|_| AppError::PermissionDenied(format!("repository not permitted in project '{project}'")))
 }
 
 /// A fetched commit as the content module reads it.
@@ -320,6 +329,7 @@ pub async fn app_details(ctx: Ctx, q: AppDetailsQuery) -> Result<Reply, AppError
             }
         }
     }
+    repo_permitted(&ctx.app, &q.app_project, &url)?;
     let revision = source
         .get("targetRevision")
         .and_then(Value::as_str)

@@ -65,7 +65,7 @@ fn build(app: &App, reach: Reach) -> Remote {
         bearer_token: reach.bearer_token,
         ssh_private_key: reach.ssh_private_key,
         tls_client_cert: (!reach.tls_client_cert_data.is_empty())
-            .then(|| (reach.tls_client_cert_data, reach.tls_client_cert_key)),
+            .then_some((reach.tls_client_cert_data, reach.tls_client_cert_key)),
         insecure: reach.insecure || reach.insecure_ignore_host_key,
         ..Remote::default()
     };
