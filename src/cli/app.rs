@@ -131,6 +131,9 @@ pub struct CreateArgs {
     /// Replace the application if it exists with another spec.
     #[arg(long)]
     pub upsert: bool,
+    /// Check that each Git source's revision and path exist (`--validate=false` skips it).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub validate: bool,
     /// An Application manifest (YAML or JSON); flags override its fields.
     #[arg(short = 'f', long)]
     pub file: Option<PathBuf>,
@@ -378,7 +381,7 @@ async fn create(config: &Path, args: CreateArgs, out: &mut dyn Write) -> anyhow:
     let name = qualified(&app);
     // Whatever keeps the application from being read, the create answers for itself.
     let existing = get_app(&client, &name, None).await.ok();
-    let request = json!({"application": app, "upsert": args.upsert});
+    let request = json!({"application": app, "upsert": args.upsert, "validate": args.validate});
     let created = call::unary(&client, "app create failed", &format!("{SVC}/Create"), &request).await?;
     let action = match existing {
         None => "created",

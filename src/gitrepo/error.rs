@@ -30,8 +30,12 @@ pub enum GitError {
     Unreachable { host: String },
     #[error("no repository at this URL on {host}")]
     NoRepository { host: String },
-    #[error("{host} did not answer within {}s", .after.as_secs())]
-    Timeout { host: String, after: Duration },
+    #[error("{host} did not answer {}", in_time(*.after))]
+    Timeout {
+        host: String,
+        /// The deadline that ran out; zero when the transport's own timeout fired.
+        after: Duration,
+    },
     #[error("the repository on {host} is larger than the limit of {limit} bytes")]
     TooLarge { host: String, limit: u64 },
     #[error("too many repository fetches are running; try again (while reaching {host})")]
@@ -44,6 +48,14 @@ pub enum GitError {
     Failed { host: String },
     #[error("this server does not contact repositories (--repo-access off)")]
     Disabled,
+}
+
+fn in_time(after: Duration) -> String {
+    if after.is_zero() {
+        "in time".to_owned()
+    } else {
+        format!("within {}s", after.as_secs())
+    }
 }
 
 /// Which kind of failure `text` (a library error chain or the `ssh` program's output,

@@ -41,7 +41,10 @@ pub async fn fetch_index(remote: &Remote, limits: &super::Limits) -> Result<Vec<
             text.push_str(&format!("{err:?} "));
             source = err.source();
         }
-        super::error::classify(&text.to_lowercase(), &host)
+        match super::error::classify(&text.to_lowercase(), &host) {
+            GitError::Timeout { host, .. } => GitError::Timeout { host, after: timeout },
+            other => other,
+        }
     };
     let mut response = request.send().await.map_err(classify)?;
     match response.status().as_u16() {

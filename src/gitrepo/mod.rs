@@ -465,6 +465,11 @@ impl Client {
         let result = tokio::time::timeout_at(deadline, task).await;
         drop(permit);
         match result {
+            // The transport's own timeout (set to the same deadline) may fire first.
+            Ok(Ok(Err(GitError::Timeout { host, .. }))) => Err(GitError::Timeout {
+                host,
+                after: self.limits.timeout,
+            }),
             Ok(Ok(done)) => done,
             Ok(Err(_panicked)) => Err(GitError::Failed { host }),
             Err(_elapsed) => {

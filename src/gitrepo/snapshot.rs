@@ -88,9 +88,11 @@ impl Snapshot {
                 .author()
                 .map(|a| format!("{} <{}>", a.name, a.email))
                 .unwrap_or_default(),
+            // The author's date, as upstream's `git show --format=%at`.
             date: commit
-                .time()
+                .author()
                 .ok()
+                .and_then(|a| a.time().ok())
                 .and_then(|t| jiff::Timestamp::from_second(t.seconds).ok())
                 .map(|t| t.to_string())
                 .unwrap_or_default(),

@@ -237,7 +237,7 @@ async fn repositories_and_templates_crud_never_answers_secrets() {
     assert_eq!(r.body["code"], 16, "{r:?}");
     // Operations upstream has and tiphys does not serve: declared, so not a bare 404.
     anonymous.expect(401, "GET", "/api/v1/gpgkeys", None).await;
-    for sub in ["apps", "refs", "helmcharts"] {
+    for sub in ["apps?appProject=default&appName=x", "refs", "helmcharts"] {
         let r = admin
             .expect(400, "GET", &format!("{}/{sub}", repo_path(APP_REPO)), None)
             .await;

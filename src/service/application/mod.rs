@@ -431,7 +431,9 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let access = Access::detailed(RESOURCE, "create");
     access.check(&ctx.app, principal, &object)?;
     let key = validate(&ctx.app, &app)?;
-    if req.validate.unwrap_or(true) {
+    // Only an explicit `validate: true` (what Argo CD's CLI and tiphys's send unless told
+    // otherwise): the request's JSON form cannot tell an explicit `false` from an absent field.
+    if req.validate == Some(true) {
         let spec = value.get("spec").cloned().unwrap_or(Value::Null);
         source::check_sources(&ctx.app, &app.metadata.name, &spec).await?;
     }

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::content::{self, Files};
-use super::remote::{remote_of, remote_of_query};
+use super::remote::remote_of;
 use super::{Flavor, READ, RESOURCE, RepoQuery, RepoView, authorized, rbac_object};
 use crate::app::App;
 use crate::error::AppError;
@@ -141,14 +141,15 @@ struct AccessQuery {
     kind: String,
 }
 
-/// ValidateAccess: contacts a repository with the credentials in the query (only those: a
-/// template is not consulted). `repositories, create`, as upstream.
+/// ValidateAccess: contacts a repository with the credentials in the query, or, when it
+/// carries none, those of the credential template for its URL (as upstream copies them).
+/// `repositories, create`, as upstream.
 pub async fn validate_access(ctx: Ctx, query: Value) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let q = AccessQuery::deserialize(&query).unwrap_or_default();
     super::check_url("repository", "repo", &q.repo)?;
     Access::hidden(RESOURCE, "create").check(&ctx.app, principal, &rbac_object(&q.project, &q.repo))?;
-    let remote = remote_of_query(&ctx.app, &query);
+    let remote = remote_of(&ctx.app, READ, &query);
     check(&ctx.app, q.kind == "helm", &remote)
         .await
         .map_err(|e| not_accessible(&e))?;

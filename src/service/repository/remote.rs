@@ -52,11 +52,6 @@ pub fn remote_of(app: &App, f: Flavor, value: &Value) -> Remote {
     build(app, creds)
 }
 
-/// A repository described by an access query (ValidateAccess): only what the caller sent.
-pub fn remote_of_query(app: &App, query: &Value) -> Remote {
-    build(app, Reach::read(query))
-}
-
 fn build(app: &App, reach: Reach) -> Remote {
     let mut remote = Remote {
         url: reach.repo,
