@@ -122,44 +122,6 @@ fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn write_config(dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let manifest = |kind: &str, name: &str, key: &str, data: Value| {
-        serde_yaml_ng::to_string(
-            &json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, key: data}),
-        )
-    };
-    let policy = "p, bench, repositories, *, *, allow\np, bench, applications, *, */*, allow\n";
-    std::fs::write(
-        dir.join("argocd-cm.yaml"),
-        manifest(
-            "ConfigMap",
-            "argocd-cm",
-            "data",
-            json!({"accounts.bench": "login"}),
-        )?,
-    )?;
-    std::fs::write(
-        dir.join("argocd-rbac-cm.yaml"),
-        manifest(
-            "ConfigMap",
-            "argocd-rbac-cm",
-            "data",
-            json!({"policy.csv": policy}),
-        )?,
-    )?;
-    std::fs::write(
-        dir.join("argocd-secret.yaml"),
-        manifest(
-            "Secret",
-            "argocd-secret",
-            "stringData",
-            json!({"accounts.bench.password": bcrypt::hash(PASSWORD, 4)?}),
-        )?,
-    )?;
-    Ok(())
-}
-
 async fn call(
     client: &mut Http1,
     token: &str,
@@ -254,7 +216,8 @@ async fn main() -> anyhow::Result<()> {
         std::thread::sleep(Duration::from_millis(50));
     }
 
-    write_config(&work.join("config"))?;
+    let policy = "p, bench, repositories, *, *, allow\np, bench, applications, *, */*, allow\n";
+    support::write_config(&work.join("config"), PASSWORD, policy)?;
     let mut command = Command::new(&bin);
     command
         .args(["server", "--insecure", "--address", "127.0.0.1", "--port", "0"])

@@ -144,40 +144,7 @@ fn write_config(work: &Path) -> anyhow::Result<()> {
     }
     policy.push_str("p, group-49, applications, get, */*, allow\n");
     policy.push_str("p, group-49, applications, update, */*, allow\n");
-    let hash = bcrypt::hash(PASSWORD, 4)?;
-    let manifest = |kind: &str, name: &str, key: &str, data: Value| {
-        serde_yaml_ng::to_string(
-            &json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, key: data}),
-        )
-    };
-    std::fs::write(
-        dir.join("argocd-cm.yaml"),
-        manifest(
-            "ConfigMap",
-            "argocd-cm",
-            "data",
-            json!({"accounts.bench": "login"}),
-        )?,
-    )?;
-    std::fs::write(
-        dir.join("argocd-rbac-cm.yaml"),
-        manifest(
-            "ConfigMap",
-            "argocd-rbac-cm",
-            "data",
-            json!({"policy.csv": policy}),
-        )?,
-    )?;
-    std::fs::write(
-        dir.join("argocd-secret.yaml"),
-        manifest(
-            "Secret",
-            "argocd-secret",
-            "stringData",
-            json!({"accounts.bench.password": hash}),
-        )?,
-    )?;
-    Ok(())
+    support::write_config(&dir, PASSWORD, &policy)
 }
 
 async fn login(addr: &str) -> anyhow::Result<String> {

@@ -65,3 +65,41 @@ pub async fn http1(addr: &str) -> anyhow::Result<Http1> {
     tokio::spawn(conn);
     Ok(sender)
 }
+
+/// A `--config-dir` with one local account `bench` (password `password`, bcrypt cost 4) and
+/// `policy` as `policy.csv`.
+pub fn write_config(dir: &Path, password: &str, policy: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let manifest = |kind: &str, name: &str, key: &str, data: Value| {
+        serde_yaml_ng::to_string(
+            &serde_json::json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name}, key: data}),
+        )
+    };
+    let files = [
+        (
+            "argocd-cm.yaml",
+            "ConfigMap",
+            "argocd-cm",
+            "data",
+            serde_json::json!({"accounts.bench": "login"}),
+        ),
+        (
+            "argocd-rbac-cm.yaml",
+            "ConfigMap",
+            "argocd-rbac-cm",
+            "data",
+            serde_json::json!({"policy.csv": policy}),
+        ),
+        (
+            "argocd-secret.yaml",
+            "Secret",
+            "argocd-secret",
+            "stringData",
+            serde_json::json!({"accounts.bench.password": bcrypt::hash(password, 4)?}),
+        ),
+    ];
+    for (file, kind, name, key, data) in files {
+        std::fs::write(dir.join(file), manifest(kind, name, key, data)?)?;
+    }
+    Ok(())
+}
