@@ -1031,6 +1031,38 @@ def test_cli_repo_add_reports_the_connection_state(env):
     assert gs.ssh_private_key.splitlines()[1] not in res.stdout + res.stderr
 
 
+def test_refs_and_apps_of_a_repository_never_added(env):
+    """As upstream's GetRepository answers for a URL not added: a bare repository (the UI lists the
+    refs of a public repository typed into its create form), for a caller who may `get` it."""
+    gs = env.gs
+    url = gs.url("git", clone(gs))
+    assert env.get(url).status == 404
+    assert refs_of(ok(env.refs(url))) == expected_refs(gs)
+    assert app_set(ok(env.apps(url))) == MAIN_APPS
+    assert env.get(url).status == 404, "reading it does not add it"
+    # carol may not get it: the same answer as for any repository she may not see
+    assert env.refs(url, who="carol").status in (403, 404)
+
+
+def test_cli_app_create_says_when_the_path_holds_nothing(env):
+    gs = env.gs
+    conn = ["--server", env.server.addr, "--plaintext", "--auth-token", env.tokens["admin"]]
+    url = gs.url("open")
+    env.must_add({"repo": url})
+    base = ["app", "create", "--repo", url, "--dest-server", IN_CLUSTER, "--dest-namespace", "default",
+            "--project", "default", *conn]
+    name = uniq("cli-missing")
+    res = cli(*base, name, "--path", "no-such-dir", timeout=90)
+    assert res.returncode != 0, res
+    assert "no-such-dir" in res.stderr and "InvalidSpecError" in res.stderr, res.stderr
+    assert env.call("GET", f"{APPS}/{name}").status in (403, 404)
+    # --validate=false stores it unchecked; a path that holds manifests is accepted either way
+    res = cli(*base, name, "--path", "no-such-dir", "--validate=false", timeout=90)
+    assert res.returncode == 0, res
+    res = cli(*base, uniq("cli-guestbook"), "--path", "guestbook", timeout=90)
+    assert res.returncode == 0, res
+
+
 # ---- native gRPC and gRPC-Web -------------------------------------------------------------------
 
 

@@ -156,10 +156,28 @@ pub async fn validate_access(ctx: Ctx, query: Value) -> Result<Reply, AppError> 
     Ok(Reply::Message(json!({})))
 }
 
-/// The stored repository `url` (in `project`), if the caller may `get` it.
+/// The repository `url` to read from, if the caller may `get` it: the stored one, or, as
+/// upstream's `GetRepository` answers for a URL never added (the UI lists the refs of a public
+/// repository typed into its form), a bare repository at that URL that borrows a credential
+/// template's credentials if one matches. A caller who may not `get` it gets the same answer
+/// whether it is stored or not (SEC-14).
 fn readable(ctx: &Ctx, url: &str) -> Result<Value, AppError> {
     let principal = ctx.caller.require()?;
-    Ok(authorized(&ctx.app, READ, principal, url, "get")?.value())
+    match authorized(&ctx.app, READ, principal, url, "get") {
+        Ok(doc) => Ok(doc.value()),
+        Err(hidden) => {
+            let stored = ctx
+                .app
+                .registry
+                .get(&crate::registry::Key::new(READ.repos, "", url))
+                .is_some();
+            if stored || !Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, url) {
+                return Err(hidden);
+            }
+            super::check_url("repository", "repo", url)?;
+            Ok(json!({"repo": url}))
+        }
+    }
 }
 
 /// ListRefs: the repository's branches and tags, sorted.
