@@ -75,9 +75,8 @@ pub async fn revision_metadata(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppE
             "revision metadata is only available for Git sources".to_owned(),
         ));
     }
-    let snapshot = browse::files_at(&ctx.app, &repo, &q.revision).await?;
+    let (snapshot, tags) = browse::files_and_tags_at(&ctx.app, &repo, &q.revision).await?;
     let commit = &snapshot.commit;
-    let tags = browse::tags_of(&ctx.app, &repo, &commit.id).await?;
     Ok(Reply::Message(json!({
         "author": commit.author,
         "date": commit.date,

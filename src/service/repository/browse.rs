@@ -17,7 +17,7 @@ use super::remote::remote_of;
 use super::{Flavor, READ, RESOURCE, RepoQuery, RepoView, authorized, rbac_object};
 use crate::app::App;
 use crate::error::AppError;
-use crate::gitrepo::{Checked, GitError, Remote, Snapshot};
+use crate::gitrepo::{Checked, GitError, Refs, Remote, Snapshot};
 use crate::service::access::Access;
 use crate::service::{Ctx, Reply};
 
@@ -211,37 +211,43 @@ pub async fn helm_index(app: &App, remote: &Remote, fresh: bool) -> Result<Arc<V
 
 /// The files of `revision` (branch, tag, commit or `HEAD`) of the repository `value`.
 pub async fn files_at(app: &App, value: &Value, revision: &str) -> Result<Arc<Snapshot>, AppError> {
+    Ok(commit_at(app, value, revision).await?.0)
+}
+
+/// The files of `revision` of the repository `value`, and the tags naming its commit (from
+/// the same listing of refs).
+pub async fn files_and_tags_at(
+    app: &App,
+    value: &Value,
+    revision: &str,
+) -> Result<(Arc<Snapshot>, Vec<String>), AppError> {
+    let (snapshot, refs) = commit_at(app, value, revision).await?;
+    let tags = refs.tags_of(&snapshot.commit.id);
+    Ok((snapshot, tags))
+}
+
+/// The commit `revision` names (resolved on the listed refs, listed anew once if it is not
+/// among them), fetched, with the refs it was resolved on.
+async fn commit_at(app: &App, value: &Value, revision: &str) -> Result<(Arc<Snapshot>, Arc<Refs>), AppError> {
     let remote = remote_of(app, READ, value);
-    let refs = app.repos.refs(&remote, false).await.map_err(read_failed)?;
-    let commit = match refs.resolve(revision) {
-        Some(commit) => commit,
+    let mut refs = app.repos.refs(&remote, false).await.map_err(read_failed)?;
+    if refs.resolve(revision).is_none() {
         // Perhaps it appeared since the refs were listed.
-        None => app
-            .repos
-            .refs(&remote, true)
-            .await
-            .map_err(read_failed)?
-            .resolve(revision)
-            .ok_or_else(|| {
-                AppError::NotFound(format!(
-                    "revision {:?} not found in repository {}",
-                    display_revision(revision),
-                    crate::urlmask::mask(&remote.url)
-                ))
-            })?,
-    };
-    app.repos.snapshot(&remote, &commit).await.map_err(read_failed)
+        refs = app.repos.refs(&remote, true).await.map_err(read_failed)?;
+    }
+    let commit = refs.resolve(revision).ok_or_else(|| {
+        AppError::NotFound(format!(
+            "revision {:?} not found in repository {}",
+            display_revision(revision),
+            crate::urlmask::mask(&remote.url)
+        ))
+    })?;
+    let snapshot = app.repos.snapshot(&remote, &commit).await.map_err(read_failed)?;
+    Ok((snapshot, refs))
 }
 
 fn display_revision(revision: &str) -> &str {
     if revision.is_empty() { "HEAD" } else { revision }
-}
-
-/// The tags naming `commit` in the repository `value`.
-pub async fn tags_of(app: &App, value: &Value, commit: &str) -> Result<Vec<String>, AppError> {
-    let remote = remote_of(app, READ, value);
-    let refs = app.repos.refs(&remote, false).await.map_err(read_failed)?;
-    Ok(refs.tags_of(commit))
 }
 
 /// `RepoAppsQuery`.
