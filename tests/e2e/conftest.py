@@ -413,3 +413,54 @@ def watches():
     opened = Watches()
     yield opened
     opened.close_all()
+
+
+# ---- the real Kubernetes and Argo CD parts (controlplane.py) ----------------------------------
+
+
+@pytest.fixture(scope="session")
+def controlplane(tmp_path_factory):
+    """A real kube-apiserver (with etcd and kube-controller-manager), Argo CD's CRDs and settings,
+    Redis, argocd-repo-server and argocd-application-controller on loopback (controlplane.py),
+    shared by the session; `controlplane.start_argocd_server()` adds upstream argocd-server. A part
+    that cannot start fails every test that needs it, naming the part. Runs only under
+    tools/upstream/isolated (the controller binds 0.0.0.0); .ci/test-all runs these tests there."""
+    from controlplane import ControlPlane, PartFailed  # noqa: PLC0415
+    plane = ControlPlane(tmp_path_factory.mktemp("controlplane"))
+    try:
+        plane.up()
+    except PartFailed as e:
+        plane.down()
+        pytest.fail(f"the control plane did not start: {e}", pytrace=False)
+    yield plane
+    plane.down()
+
+
+@pytest.fixture
+def plane(controlplane, request):
+    """`controlplane`, with what each part logged during this test added to a failure's report."""
+    marks = controlplane.marks()
+    yield controlplane
+    report = getattr(request.node, "rep_call", None)
+    if report is not None and report.failed:
+        print(f"\n==== control plane logs during {request.node.name} ====\n{controlplane.logs_since(marks)}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that use the control plane carry the `controlplane` mark (.ci/test-all selects them
+    with -m to run them under tools/upstream/isolated)."""
+    for item in items:
+        if "controlplane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.controlplane)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "controlplane: needs the real Kubernetes and Argo CD parts "
+                                       "(run under tools/upstream/isolated)")

@@ -1,0 +1,56 @@
+"""Upstream's `argocd` CLI as a test client (built by tools/upstream/build.sh; see controlplane.py).
+
+`ArgoCli(workdir)` runs the binary with a config file and a HOME of its own, in an environment
+without the caller's ARGOCD_* settings, every call bounded in time:
+
+    argocd = ArgoCli(tmp_path)
+    argocd("login", server.addr, "--username", "admin", "--password", pw, "--server-crt", ca)
+    apps = argocd.json("app", "list")          # -o json, parsed
+    res = argocd("app", "get", "x", check=False); res.returncode, res.stderr
+"""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from controlplane import PartFailed, _bin, upstream_bins
+
+
+def argocd_bin():
+    """The path of the built `argocd` binary; fails the test naming what is missing."""
+    try:
+        return _bin(upstream_bins(), "argocd")
+    except PartFailed as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+class ArgoCli:
+    def __init__(self, workdir, *global_flags):
+        self.bin = argocd_bin()
+        self.home = Path(workdir) / "argocd-cli"
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.config = self.home / "config"
+        self.global_flags = list(global_flags)
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGOCD_", "KUBECONFIG"))}
+        env.update(HOME=str(self.home), ARGOCD_BINARY_NAME="argocd", NO_COLOR="1")
+        return env
+
+    def __call__(self, *args, check=True, timeout=90, input=None):
+        cmd = [self.bin, *args, "--config", str(self.config), *self.global_flags]
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=self.env(),
+                             input=input, stdin=None if input is not None else subprocess.DEVNULL)
+        if check and res.returncode != 0:
+            pytest.fail(f"argocd {' '.join(args)} exited {res.returncode}:\n{res.stderr}\n{res.stdout}")
+        return res
+
+    def json(self, *args, **kw):
+        res = self(*args, "-o", "json", **kw)
+        try:
+            return json.loads(res.stdout)
+        except ValueError:
+            pytest.fail(f"argocd {' '.join(args)} -o json printed no JSON:\n{res.stdout[:2000]}")
