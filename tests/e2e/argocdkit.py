@@ -3,8 +3,8 @@
 `ArgoCli(workdir)` runs the binary with a config file and a HOME of its own, in an environment
 without the caller's ARGOCD_* settings, every call bounded in time:
 
-    argocd = ArgoCli(tmp_path)
-    argocd("login", server.addr, "--username", "admin", "--password", pw, "--server-crt", ca)
+    argocd = ArgoCli(tmp_path, ca=server.ca)
+    argocd("login", server.addr, "--username", "admin", "--password", pw)
     apps = argocd.json("app", "list")          # -o json, parsed
     res = argocd("app", "get", "x", check=False); res.returncode, res.stderr
 """
@@ -28,16 +28,24 @@ def argocd_bin():
 
 
 class ArgoCli:
-    def __init__(self, workdir, *global_flags):
+    """`ca`: a CA file the CLI trusts as the system's roots (SSL_CERT_FILE, which Go reads on
+    Linux). `argocd login` ignores --server-crt (cmd/argocd/commands/login.go builds its client
+    options without it) and probes TLS against the system's roots, so this is how a login
+    verifies a private CA instead of going --insecure."""
+
+    def __init__(self, workdir, *global_flags, ca=None):
         self.bin = argocd_bin()
         self.home = Path(workdir) / "argocd-cli"
         self.home.mkdir(parents=True, exist_ok=True)
         self.config = self.home / "config"
         self.global_flags = list(global_flags)
+        self.ca = ca
 
     def env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("ARGOCD_", "KUBECONFIG"))}
         env.update(HOME=str(self.home), ARGOCD_BINARY_NAME="argocd", NO_COLOR="1")
+        if self.ca:
+            env.update(SSL_CERT_FILE=str(self.ca), SSL_CERT_DIR=str(self.home / "no-cert-dir"))
         return env
 
     def __call__(self, *args, check=True, timeout=90, input=None):

@@ -432,11 +432,22 @@ class ControlPlane:
     def _crds(self) -> None:
         started = time.monotonic()
         crds = argocd_module_dir() / "manifests" / "crds"
-        self.kubectl("apply", "--server-side", "-f", str(crds), part="crds")
-        self.kubectl("wait", "--for", "condition=established", "--timeout", "60s",
-                     "crd/applications.argoproj.io", "crd/appprojects.argoproj.io",
-                     "crd/applicationsets.argoproj.io", part="crds", timeout=90)
+        self.kubectl("apply", "--server-side", "-k", str(crds), part="crds")
+        names = ("applications.argoproj.io", "appprojects.argoproj.io", "applicationsets.argoproj.io")
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            pending = [n for n in names if not self._crd_established(n)]
+            if not pending:
+                break
+            if time.monotonic() > deadline:
+                raise PartFailed("crds", f"not established within {START_TIMEOUT:.0f} s: {', '.join(pending)}")
+            time.sleep(0.1)
         self.state["crds"] = {"dir": str(crds), "ready_in_s": round(time.monotonic() - started, 3)}
+
+    def _crd_established(self, name: str) -> bool:
+        crd = self._get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}") or {}
+        return any(c.get("type") == "Established" and c.get("status") == "True"
+                   for c in crd.get("status", {}).get("conditions") or [])
 
     def _argocd_namespace(self) -> None:
         started = time.monotonic()
@@ -521,7 +532,7 @@ class ControlPlane:
         tmp.mkdir(exist_ok=True)
         env.update(ARGOCD_BINARY_NAME=binary_name, ARGOCD_GPG_ENABLED="false", TMPDIR=str(tmp),
                    ARGOCD_RECONCILIATION_TIMEOUT=RECONCILIATION,
-                   HOME=str(self.root / "home"), ARGOCD_LOG_FORMAT="text")
+                   HOME=str(self.root / "home"))
         (self.root / "home").mkdir(exist_ok=True)
         return env
 

@@ -74,10 +74,9 @@ class Repo:
 def upstream(controlplane, tmp_path_factory):
     """argocd-server (TLS) and an argocd CLI logged in to it as admin."""
     server = controlplane.start_argocd_server()
-    cli = ArgoCli(tmp_path_factory.mktemp("cli"))
+    cli = ArgoCli(tmp_path_factory.mktemp("cli"), ca=controlplane.state["pki"]["ca"])
     cli("login", server["address"], "--username", "admin",
-        "--password", controlplane.state["argocd"]["admin_password"],
-        "--server-crt", controlplane.state["pki"]["ca"])
+        "--password", controlplane.state["argocd"]["admin_password"])
     return cli
 
 
