@@ -68,9 +68,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// The code of a file without its comments (a module named in prose is not a use of it) and
-/// without its test module (by convention the file's end: its `super::` are one level deeper).
+/// without its inline test module (by convention the file's end: its `super::` are one level
+/// deeper). A test module declared by `mod tests;` is a file of its own, checked as such; the
+/// code after that declaration is the file's and is checked too.
 fn code(text: &str) -> String {
-    let text = text.split("\n#[cfg(test)]\nmod ").next().unwrap_or(text);
+    let text = text[..inline_test_module(text).unwrap_or(text.len())].to_owned();
     text.lines()
         .map(|line| match line.find("//") {
             Some(i) if !line[..i].contains('"') => &line[..i],
@@ -78,6 +80,24 @@ fn code(text: &str) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Where a file's inline test module (`#[cfg(test)]` then `mod NAME {`) starts, if it has one.
+fn inline_test_module(text: &str) -> Option<usize> {
+    const MARK: &str = "\n#[cfg(test)]\nmod ";
+    let mut from = 0;
+    while let Some(i) = text[from..].find(MARK) {
+        let at = from + i;
+        let rest = &text[at + MARK.len()..];
+        let name_len = rest
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(rest.len());
+        if rest[name_len..].trim_start().starts_with('{') {
+            return Some(at);
+        }
+        from = at + MARK.len();
+    }
+    None
 }
 
 /// The top-level modules a text names after `crate::` (grouped imports included), and after
@@ -216,4 +236,7 @@ fn the_checker_sees_grouped_plain_and_super_uses() {
         used_modules(&code(text), 2).is_empty(),
         "test modules are left out"
     );
+    // A declared test module (a file of its own) does not hide the code after it.
+    let text = "#[cfg(test)]\nmod tests;\nmod x;\n#[cfg(test)]\nmod more;\nuse crate::cli::Cli;";
+    assert_eq!(used_modules(&code(&format!("\n{text}")), 1), ["cli"]);
 }
