@@ -153,3 +153,22 @@ fn proto2_required_fields_are_always_encoded() {
     let can_sync = method.output().get_field_by_name("canSync").unwrap();
     assert!(msg.has_field(&can_sync), "required field missing from {bytes:?}");
 }
+
+#[test]
+fn application_set_spec_has_upstreams_field_numbers() {
+    // An ApplicationSetSpec as upstream's Go types encode it (applicationset_types.go):
+    // preservedFields = 6, goTemplateOptions = 7, applyNestedSelectors = 8 (a bool, always sent
+    // by upstream's clients), ignoreApplicationDifferences = 9.
+    let mut bytes = vec![0x32, 0x03, 0x0a, 0x01, b'a', 0x3a, 16];
+    bytes.extend_from_slice(b"missingkey=error");
+    bytes.extend_from_slice(&[0x40, 0x01, 0x4a, 0x03, 0x0a, 0x01, b'x']);
+    let schema = Schema::get();
+    let desc = schema
+        .message("github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.ApplicationSetSpec")
+        .unwrap();
+    let spec = schema.decode(&desc, &bytes).unwrap();
+    assert_eq!(spec["preservedFields"], json!({"annotations": ["a"]}));
+    assert_eq!(spec["goTemplateOptions"], json!(["missingkey=error"]));
+    assert_eq!(spec["applyNestedSelectors"], json!(true));
+    assert_eq!(spec["ignoreApplicationDifferences"], json!([{"name": "x"}]));
+}

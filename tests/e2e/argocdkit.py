@@ -7,6 +7,7 @@ without the caller's ARGOCD_* settings, every call bounded in time:
     argocd("login", server.addr, "--username", "admin", "--password", pw)
     apps = argocd.json("app", "list")          # -o json, parsed
     res = argocd("app", "get", "x", check=False); res.returncode, res.stderr
+    argocd.token()                             # the session the config holds now
 """
 
 import json
@@ -15,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from controlplane import PartFailed, _bin, upstream_bins
 
@@ -48,13 +50,23 @@ class ArgoCli:
             env.update(SSL_CERT_FILE=str(self.ca), SSL_CERT_DIR=str(self.home / "no-cert-dir"))
         return env
 
+    def command(self, *args):
+        """The full command line of `argocd ARGS` (for a caller that runs it itself)."""
+        return [self.bin, *args, "--config", str(self.config), *self.global_flags]
+
     def __call__(self, *args, check=True, timeout=90, input=None):
-        cmd = [self.bin, *args, "--config", str(self.config), *self.global_flags]
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=self.env(),
+        res = subprocess.run(self.command(*args), capture_output=True, text=True, timeout=timeout, env=self.env(),
                              input=input, stdin=None if input is not None else subprocess.DEVNULL)
         if check and res.returncode != 0:
             pytest.fail(f"argocd {' '.join(args)} exited {res.returncode}:\n{res.stderr}\n{res.stdout}")
         return res
+
+    def token(self):
+        """The auth token the config holds for its current context ('' when logged out)."""
+        config = yaml.safe_load(self.config.read_text()) or {}
+        current = config.get("current-context")
+        user = next((c["user"] for c in config.get("contexts", []) if c["name"] == current), None)
+        return next((u.get("auth-token", "") for u in config.get("users", []) if u["name"] == user), "")
 
     def json(self, *args, **kw):
         res = self(*args, "-o", "json", **kw)

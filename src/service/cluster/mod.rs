@@ -150,7 +150,11 @@ pub async fn invalidate_cache(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppErr
 }
 
 /// What a caller sends, without what the server owns; the server URL without a trailing
-/// slash; no `last-applied-configuration` (a full copy of the object, credentials included).
+/// slash; no `last-applied-configuration` (a full copy of the object, credentials included);
+/// `namespaces` trimmed and without empty entries, gone when none is left: upstream keeps them
+/// in the cluster's Secret as one comma-separated value and reads them back so
+/// (`util/db/cluster.go`), and its CLI sends `[""]` for `cluster set --namespace '*'`, all
+/// namespaces.
 fn client_fields(mut value: Value) -> Value {
     if let Some(object) = object_mut(&mut value) {
         for field in SERVER_FIELDS {
@@ -158,6 +162,18 @@ fn client_fields(mut value: Value) -> Value {
         }
         if let Some(Value::String(server)) = object.get_mut("server") {
             *server = normalize_server(server);
+        }
+        if let Some(Value::Array(namespaces)) = object.get_mut("namespaces") {
+            namespaces.retain_mut(|ns| match ns {
+                Value::String(s) => {
+                    *s = s.trim().to_owned();
+                    !s.is_empty()
+                }
+                _ => true,
+            });
+            if namespaces.is_empty() {
+                object.remove("namespaces");
+            }
         }
         if let Some(annotations) = object.get_mut("annotations").and_then(Value::as_object_mut) {
             annotations.remove(LAST_APPLIED);
@@ -453,5 +469,14 @@ mod tests {
             "annotations": {LAST_APPLIED: "{}", "a": "b"}
         }));
         assert_eq!(value, json!({"server": "https://x", "annotations": {"a": "b"}}));
+    }
+
+    #[test]
+    fn client_fields_read_namespaces_as_upstreams_secret_does() {
+        let value = client_fields(json!({"server": "https://x", "namespaces": [" a ", "", "b"]}));
+        assert_eq!(value, json!({"server": "https://x", "namespaces": ["a", "b"]}));
+        // `argocd cluster set --namespace '*'` sends one empty namespace: all of them.
+        let value = client_fields(json!({"server": "https://x", "namespaces": [""]}));
+        assert_eq!(value, json!({"server": "https://x"}));
     }
 }
