@@ -54,7 +54,10 @@ impl Registry {
             } else if key.starts_with(PREFIX) {
                 records.push((key, entry));
             } else if let Some(entry) = entry
-                && let Some(offset) = proto_entry_offset(&entry.value)
+                && let Some(kind) = Key::record_of_encoding(&key)
+                    .and_then(|record| Key::from_store_key(&record))
+                    .map(|key| key.kind)
+                && let Some(offset) = proto_entry_offset(kind, &entry.value)
             {
                 protos.insert(key, Bytes::from(entry.value).slice(offset..));
             }

@@ -24,6 +24,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The generation of this kind's protobuf layout, part of every encoding stored beside a
+    /// record (`record::encode_proto_entry`). Bump it when a field of the kind's messages takes
+    /// another number: encodings stored before then are not served (a reply encodes such an
+    /// object from its JSON until a write stores the new encoding), where serving them would put
+    /// a field under a number a client reads as another field.
+    pub(crate) const fn wire_generation(self) -> u64 {
+        match self {
+            // ApplicationSetSpec's fields 6 to 9 took upstream's numbers (2026-12-01).
+            Kind::ApplicationSet => 1,
+            _ => 0,
+        }
+    }
+
     pub const ALL: [Kind; 10] = [
         Kind::Application,
         Kind::AppProject,

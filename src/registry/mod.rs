@@ -392,7 +392,10 @@ impl Registry {
                     // A large object's encoding is made from its JSON when read, so that the
                     // object alone meets etcd's request limit.
                     if draft.json.len() + draft.proto.len() <= STORED_ENCODING_LIMIT {
-                        ops.push(put(proto, record::encode_proto_entry(&draft.proto)));
+                        ops.push(put(
+                            proto,
+                            record::encode_proto_entry(plan.key.kind, &draft.proto),
+                        ));
                     } else {
                         ops.push(delete(proto));
                     }

@@ -35,7 +35,7 @@ impl Registry {
                 let stored = entry
                     .filter(|entry| entry.mod_revision == doc.rv)
                     .and_then(|entry| {
-                        let offset = proto_entry_offset(&entry.value)?;
+                        let offset = proto_entry_offset(doc.key.kind, &entry.value)?;
                         Some(with_rv(doc.key.kind, &entry.value[offset..], doc.rv))
                     });
                 let proto = match stored {

@@ -12,6 +12,7 @@
 //! in the JSON: the revision followed directly by the JSON (format byte absent), format 1 (the
 //! encoding's length, then the JSON) and format 2 (format 1's body, sealed).
 
+use super::Kind;
 use super::doc::Draft;
 
 /// Records of the first layout start the JSON right after the header, so a format byte is never
@@ -20,8 +21,10 @@ const WITH_PROTO_LEN: u8 = 1;
 const SEALED: u8 = 2;
 const DRAFT: u8 = 3;
 const SEALED_DRAFT: u8 = 4;
-/// The header of the current layouts, and of proto entries of the current layout.
+/// The header of the current layouts.
 const NO_REVISION: u64 = 0;
+/// The header of a stored encoding of the current layout, less its kind's wire generation
+/// ([`Kind::wire_generation`]).
 const BARE_ENCODING: u64 = u64::MAX;
 /// `rv_at` of a kind without metadata.
 const NOWHERE: u32 = u32::MAX;
@@ -125,19 +128,24 @@ pub(crate) fn sealed_body(raw: &[u8]) -> Option<(u64, &[u8])> {
     }
 }
 
-/// The stored encoding of a draft (without `resourceVersion`).
-pub(crate) fn encode_proto_entry(bare: &[u8]) -> Vec<u8> {
+/// The stored encoding of a draft (without `resourceVersion`) of a `kind`.
+pub(crate) fn encode_proto_entry(kind: Kind, bare: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(8 + bare.len());
-    out.extend_from_slice(&BARE_ENCODING.to_le_bytes());
+    out.extend_from_slice(&proto_header(kind).to_le_bytes());
     out.extend_from_slice(bare);
     out
 }
 
-/// Where the encoding starts in a stored entry of the current layout; `None` for entries of the
-/// older layout (which hold their revision: an encoding is then made from the JSON).
-pub(crate) fn proto_entry_offset(raw: &[u8]) -> Option<usize> {
+/// Where the encoding starts in a stored entry of the current layout and of `kind`'s current
+/// wire generation; `None` for any other entry (an older layout holds its revision; an older
+/// generation numbers a field differently): an encoding is then made from the JSON.
+pub(crate) fn proto_entry_offset(kind: Kind, raw: &[u8]) -> Option<usize> {
     let head = raw.get(..8)?;
-    (u64::from_le_bytes(head.try_into().ok()?) == BARE_ENCODING).then_some(8)
+    (u64::from_le_bytes(head.try_into().ok()?) == proto_header(kind)).then_some(8)
+}
+
+fn proto_header(kind: Kind) -> u64 {
+    BARE_ENCODING - kind.wire_generation()
 }
 
 #[cfg(test)]
@@ -185,14 +193,28 @@ mod tests {
 
     #[test]
     fn proto_entries_of_the_older_layout_are_not_used() {
-        let raw = encode_proto_entry(b"\x0a\x01x");
+        let raw = encode_proto_entry(Kind::Application, b"\x0a\x01x");
         assert_eq!(
-            proto_entry_offset(&raw).map(|at| &raw[at..]),
+            proto_entry_offset(Kind::Application, &raw).map(|at| &raw[at..]),
             Some(&b"\x0a\x01x"[..])
         );
         let mut old = 9u64.to_le_bytes().to_vec();
         old.extend_from_slice(b"\x0a\x01x");
-        assert_eq!(proto_entry_offset(&old), None);
-        assert_eq!(proto_entry_offset(b"1234"), None);
+        assert_eq!(proto_entry_offset(Kind::Application, &old), None);
+        assert_eq!(proto_entry_offset(Kind::Application, b"1234"), None);
+    }
+
+    #[test]
+    fn encodings_of_an_older_wire_generation_are_not_used() {
+        // Stored before ApplicationSetSpec's fields were renumbered: the generation-0 header.
+        let mut before = u64::MAX.to_le_bytes().to_vec();
+        before.extend_from_slice(b"\x0a\x01x");
+        assert_eq!(proto_entry_offset(Kind::ApplicationSet, &before), None);
+        // Kinds whose layout did not change still use theirs.
+        assert_eq!(proto_entry_offset(Kind::Application, &before), Some(8));
+        let now = encode_proto_entry(Kind::ApplicationSet, b"\x0a\x01x");
+        assert_eq!(proto_entry_offset(Kind::ApplicationSet, &now), Some(8));
+        // An encoding is read back only as the kind it was written for.
+        assert_eq!(proto_entry_offset(Kind::Application, &now), None);
     }
 }
