@@ -8,5 +8,6 @@
 
 mod api;
 mod authz;
+mod denials;
 mod layers;
 mod support;
