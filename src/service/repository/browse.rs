@@ -165,21 +165,18 @@ pub async fn validate_access(ctx: Ctx, query: Value) -> Result<Reply, AppError> 
 /// whether it is stored or not (SEC-14).
 fn readable(ctx: &Ctx, url: &str) -> Result<Value, AppError> {
     let principal = ctx.caller.require()?;
-    match authorized(&ctx.app, READ, principal, url, "get") {
-        Ok(doc) => Ok(doc.value()),
-        Err(hidden) => {
-            let stored = ctx
-                .app
-                .registry
-                .get(&crate::registry::Key::new(READ.repos, "", url))
-                .is_some();
-            if stored || !Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, url) {
-                return Err(hidden);
-            }
-            super::check_url("repository", "repo", url)?;
-            Ok(json!({"repo": url}))
-        }
+    let stored = ctx
+        .app
+        .registry
+        .get(&crate::registry::Key::new(READ.repos, "", url))
+        .is_some();
+    // Asked before `authorized`, which records a denial: a caller allowed on the bare URL (but
+    // not on it in every project) reads it without leaving a denial behind.
+    if !stored && Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, url) {
+        super::check_url("repository", "repo", url)?;
+        return Ok(json!({"repo": url}));
     }
+    authorized(&ctx.app, READ, principal, url, "get").map(|doc| doc.value())
 }
 
 /// ListRefs: the repository's branches and tags, sorted.
