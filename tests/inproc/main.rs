@@ -10,4 +10,5 @@ mod api;
 mod authz;
 mod denials;
 mod layers;
+mod refusals;
 mod support;
