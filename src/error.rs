@@ -14,8 +14,9 @@ pub enum AppError {
     NotFound(String),
     #[error("{0}")]
     Unauthenticated(String),
+    /// Refused for what the caller may do (403). Only the authorizer makes one: see [`Denied`].
     #[error("{0}")]
-    PermissionDenied(String),
+    PermissionDenied(Denied),
     /// A request or message larger than the configured limit.
     #[error("{0}")]
     PayloadTooLarge(String),
@@ -78,6 +79,33 @@ impl AppError {
         if let Self::Internal(cause) = self {
             tracing::error!(error = format!("{cause:#}"), "internal error");
         }
+    }
+}
+
+/// The message of a permission denial that has been recorded: its audit line written and
+/// counted. The audit trail writes no line of its own for a `PermissionDenied` (it cannot
+/// tell what was checked), so a denial that skipped the recording would leave no trace.
+/// Hence the private field: the one way to make a `Denied` is [`Denied::once_recorded`], and
+/// `tests/inproc/denials.rs` fails if anything but the authorizer (`src/rbac/mod.rs`, after
+/// recording) calls it. Not `Clone` either: a copy would be a second, unrecorded denial.
+/// (The authorizer lives above this leaf module, so the rule is checked, not typed.)
+#[derive(Debug)]
+pub struct Denied {
+    message: String,
+}
+
+impl Denied {
+    /// Only for `Rbac::deny` and `Rbac::refuse`, once they have written the audit line and
+    /// counted the denial; anything else asks `service::access`.
+    #[doc(hidden)]
+    pub fn once_recorded(message: String) -> Self {
+        Self { message }
+    }
+}
+
+impl std::fmt::Display for Denied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
 
@@ -164,7 +192,7 @@ mod tests {
                 tonic::Code::Unauthenticated,
             ),
             (
-                AppError::PermissionDenied(String::new()),
+                AppError::PermissionDenied(Denied::once_recorded(String::new())),
                 403,
                 tonic::Code::PermissionDenied,
             ),

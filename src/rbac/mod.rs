@@ -1,5 +1,7 @@
 //! Authorisation: Argo CD's RBAC (Casbin model, `policy.csv` format) decided
-//! by our own engine, and [`Rbac::deny`], the one place a denial is recorded.
+//! by our own engine, and [`Rbac::deny`] and [`Rbac::refuse`], the one place a denial is
+//! recorded (an audit line and a count) and the only code that makes an
+//! `AppError::PermissionDenied` (`tests/inproc/denials.rs` checks it).
 //!
 //! - [`policy`] reads policy text, [`csv`] splits its lines as Go's `encoding/csv`;
 //! - [`glob`] and [`gore`] give patterns upstream's meaning, [`matcher`] compiles them;
@@ -38,7 +40,7 @@ pub use decide::{LoadError, LoadOptions, Policy, Subject};
 pub use matcher::MatchMode;
 pub use project::{FixedProjects, ProjectRole, ProjectRoles, ProjectSource};
 
-use crate::error::AppError;
+use crate::error::{AppError, Denied};
 use crate::principal::Principal;
 
 /// Where the authoriser reads the policy in force: the configuration (`crate::config`
@@ -58,6 +60,8 @@ pub struct Rbac {
     config: Arc<dyn PolicySource>,
     projects: Arc<dyn ProjectSource>,
     denials: AtomicU64,
+    /// By [`Refusal::index`].
+    refusals: [AtomicU64; Refusal::ALL.len()],
 }
 
 impl Rbac {
@@ -66,6 +70,7 @@ impl Rbac {
             config,
             projects,
             denials: AtomicU64::new(0),
+            refusals: Default::default(),
         }
     }
 
@@ -91,35 +96,7 @@ impl Rbac {
         )
     }
 
-    /// `allows`, as a use case needs it: a denial is an error (upstream's detailed message)
-    /// and an audit line.
-    pub fn enforce(
-        &self,
-        principal: &Principal,
-        resource: &str,
-        action: &str,
-        object: &str,
-    ) -> Result<(), AppError> {
-        self.enforce_as(Denial::Detailed, principal, resource, action, object)
-    }
-
-    /// [`Rbac::enforce`], with the denial worded as `denial` says.
-    pub fn enforce_as(
-        &self,
-        denial: Denial,
-        principal: &Principal,
-        resource: &str,
-        action: &str,
-        object: &str,
-    ) -> Result<(), AppError> {
-        if self.allows(principal, resource, action, object) {
-            Ok(())
-        } else {
-            Err(self.deny(denial, principal, resource, action, object))
-        }
-    }
-
-    /// The one place a denial is recorded: an audit line (target `audit`) and the denial
+    /// The one place an RBAC denial is recorded: an audit line (target `audit`) and the denial
     /// counter. Returns the error the caller gets.
     pub fn deny(
         &self,
@@ -134,6 +111,7 @@ impl Rbac {
         let object = crate::urlmask::mask(object);
         tracing::info!(
             target: "audit",
+            kind = "rbac",
             subject = principal.subject(),
             groups = ?self.policy().groups(principal.claims()),
             token_id = principal.token_id(),
@@ -143,15 +121,79 @@ impl Rbac {
             decision = "deny",
             "permission denied"
         );
-        AppError::PermissionDenied(match denial {
+        AppError::PermissionDenied(Denied::once_recorded(match denial {
             Denial::Detailed => denied_message(principal, resource, action, &object),
             Denial::Hidden => HIDDEN_DENIAL.to_owned(),
-        })
+        }))
     }
 
-    /// Requests denied so far.
+    /// A 403 that is not an RBAC decision (a project's restrictions, a sync window, …),
+    /// recorded as [`Rbac::deny`] records a denial: one audit line, with the `kind` and the
+    /// `reason` (what the caller is told), and one count of its kind. `object` is what was
+    /// refused (an application, a repository, an account). The caller gets `message`
+    /// unchanged: it is upstream's wording where upstream refuses the same thing.
+    pub fn refuse(&self, kind: Refusal, principal: &Principal, object: &str, message: String) -> AppError {
+        self.refusals[kind.index()].fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            target: "audit",
+            kind = kind.as_str(),
+            subject = principal.subject(),
+            groups = ?self.policy().groups(principal.claims()),
+            token_id = principal.token_id(),
+            object = crate::urlmask::mask(object),
+            reason = crate::urlmask::mask(&message),
+            decision = "deny",
+            "permission denied"
+        );
+        AppError::PermissionDenied(Denied::once_recorded(message))
+    }
+
+    /// Requests denied by RBAC so far.
     pub fn denials(&self) -> u64 {
         self.denials.load(Ordering::Relaxed)
+    }
+
+    /// Requests refused for `kind` so far.
+    pub fn refusals(&self, kind: Refusal) -> u64 {
+        self.refusals[kind.index()].load(Ordering::Relaxed)
+    }
+}
+
+/// Why a call was refused with 403 / `PERMISSION_DENIED` other than by RBAC: the `kind` of
+/// its audit line and the label of `tiphys_permission_refusals_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The project does not permit it: a source repository not in its `sourceRepos`, an
+    /// application namespace not in its `sourceNamespaces`.
+    ProjectRule,
+    /// A sync window of the application's project forbids syncing now (or is invalid).
+    SyncWindow,
+    /// A project token asked for what only a local account has (a password).
+    NotAnAccount,
+    /// The request names a project or source that the stored application does not have.
+    AppSource,
+}
+
+impl Refusal {
+    /// Every kind, in declaration order ([`Refusal::index`] is the position here).
+    pub const ALL: [Refusal; 4] = [
+        Refusal::ProjectRule,
+        Refusal::SyncWindow,
+        Refusal::NotAnAccount,
+        Refusal::AppSource,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Refusal::ProjectRule => "project_rule",
+            Refusal::SyncWindow => "sync_window",
+            Refusal::NotAnAccount => "not_an_account",
+            Refusal::AppSource => "app_source",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
     }
 }
 
@@ -189,4 +231,21 @@ fn denied_message(principal: &Principal, resource: &str, action: &str, object: &
         }
     }
     message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Refusal;
+
+    #[test]
+    fn each_refusal_kind_has_its_own_counter_and_label() {
+        let mut labels = Vec::new();
+        for (i, kind) in Refusal::ALL.into_iter().enumerate() {
+            assert_eq!(kind.index(), i, "{kind:?}");
+            labels.push(kind.as_str());
+        }
+        labels.sort_unstable();
+        labels.dedup();
+        assert_eq!(labels.len(), Refusal::ALL.len(), "{labels:?}");
+    }
 }

@@ -3,7 +3,9 @@
 //! deletes, syncs, logins, logouts, token and password changes), and for every call refused
 //! for who the caller is (`Unauthenticated`, `Throttled`: failed logins and lockouts among
 //! them). Every RPC passes through [`audited`], on every transport, so no use case can forget
-//! it. A `PermissionDenied` is logged once, by `Rbac::deny`, with what RBAC checked.
+//! it. A `PermissionDenied` is logged once, where it is made: by `Rbac::deny`, with what RBAC
+//! checked, or by `Rbac::refuse`, with the kind of refusal (a sync window, a project's rule).
+//! Nothing else can make one (`crate::error::Denied`), so skipping them here loses none.
 //!
 //! Fields (README, "Audit trail"): `event` (`call`), `method` (the gRPC method), `subject`,
 //! `groups`, `token_id`, `client` (the address after trusted proxies), `object` (the names the
@@ -46,8 +48,8 @@ pub fn audited(method: &'static str, mutates: bool, handler: Handler) -> Handler
         let reply = inner(ctx, json);
         Box::pin(async move {
             let reply = reply.await;
-            // An RBAC denial has its line already, from the one place that denies
-            // (`Rbac::deny`, with what was checked): one line per denial.
+            // A denial has its line already, from the one place that makes one (`Rbac::deny`
+            // or `Rbac::refuse`, with what was checked or why): one line per denial.
             let denied = matches!(reply, Err(AppError::PermissionDenied(_)));
             let refused = matches!(reply, Err(AppError::Unauthenticated(_) | AppError::Throttled(..)));
             if (mutates && !denied) || refused {

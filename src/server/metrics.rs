@@ -19,6 +19,7 @@ use super::outcome::Outcome;
 use super::protocol::Protocol;
 use super::routes::Routes;
 use crate::app::App;
+use crate::rbac::Refusal;
 
 /// Upper bounds of the latency histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
@@ -362,6 +363,20 @@ impl Collector for AppNumbers {
             "Requests denied by RBAC.",
             app.rbac.denials(),
         )?;
+        // The other 403s, by why: with the RBAC denials, every PERMISSION_DENIED once.
+        {
+            let mut refusals = encoder.encode_descriptor(
+                "tiphys_permission_refusals",
+                "Requests refused with PERMISSION_DENIED for a reason other than RBAC, by kind.",
+                None,
+                MetricType::Counter,
+            )?;
+            for kind in Refusal::ALL {
+                refusals
+                    .encode_family(&[("kind", kind.as_str())])?
+                    .encode_counter::<NoLabelSet, _, u64>(&app.rbac.refusals(kind), None)?;
+            }
+        }
         gauge(
             &mut encoder,
             "tiphys_rbac_policy_lines",

@@ -1,7 +1,11 @@
 //! The one authorization step every use case takes: load what it is about, decide, hide what
 //! the caller may not see, and deny through `Rbac::deny` (which writes the audit line and
-//! counts the denial). No use case denies an RBAC permission any other way (what is refused
-//! for other reasons, a blocking sync window or a project's restrictions, says why).
+//! counts the denial). No use case asks RBAC any other way (`tests/inproc/denials.rs` fails if
+//! one calls `rbac.allows`, `rbac.deny` or `rbac.refuse` itself). What is refused for other
+//! reasons, a blocking sync window or a project's restrictions, is refused through [`refuse`],
+//! which says why and is recorded the same way: the audit trail writes no line of its own for
+//! a 403, so nothing else can make one (`AppError::PermissionDenied` holds a
+//! `crate::error::Denied`, which only the authorizer makes).
 //!
 //! A missing object and one the caller may not see give the same answer (SEC-13, SEC-14): a
 //! caller who would have been allowed on the object wherever it could live learns that it is
@@ -10,13 +14,13 @@
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
-use crate::rbac::Denial;
+use crate::rbac::{Denial, Refusal};
 
 /// What a use case asks of the objects it touches: one RBAC resource and action, and how a
 /// denial reads.
 #[derive(Clone, Copy, Debug)]
 pub struct Access<'a> {
-    pub resource: &'static str,
+    pub resource: &'a str,
     pub action: &'a str,
     pub denial: Denial,
 }
@@ -44,7 +48,7 @@ impl Missing {
 
 impl<'a> Access<'a> {
     /// Objects whose names are secret: every denial reads the same ([`Denial::Hidden`]).
-    pub fn hidden(resource: &'static str, action: &'a str) -> Self {
+    pub const fn hidden(resource: &'a str, action: &'a str) -> Self {
         Self {
             resource,
             action,
@@ -53,7 +57,7 @@ impl<'a> Access<'a> {
     }
 
     /// Objects whose names the caller already knows: upstream's detailed denial.
-    pub fn detailed(resource: &'static str, action: &'a str) -> Self {
+    pub const fn detailed(resource: &'a str, action: &'a str) -> Self {
         Self {
             resource,
             action,
@@ -74,8 +78,34 @@ impl<'a> Access<'a> {
 
     /// Ok when the caller may act on `object`, else the denial.
     pub fn check(&self, app: &App, principal: &Principal, object: &str) -> Result<(), AppError> {
+        if self.allows(app, principal, object) {
+            Ok(())
+        } else {
+            Err(self.deny(app, principal, object))
+        }
+    }
+
+    /// Ok when the caller may act on `object` with this action or with `other` (upstream's
+    /// "create or update" checks); else the denial, naming this action.
+    pub fn check_either(
+        &self,
+        app: &App,
+        principal: &Principal,
+        other: &'a str,
+        object: &str,
+    ) -> Result<(), AppError> {
+        if self.allows(app, principal, object) || self.to(other).allows(app, principal, object) {
+            Ok(())
+        } else {
+            Err(self.deny(app, principal, object))
+        }
+    }
+
+    /// The denial of this access to `object`, recorded, for a use case that decided with
+    /// [`Access::allows`] because more than RBAC's answer mattered (a project role's members).
+    pub fn deny(&self, app: &App, principal: &Principal, object: &str) -> AppError {
         app.rbac
-            .enforce_as(self.denial, principal, self.resource, self.action, object)
+            .deny(self.denial, principal, self.resource, self.action, object)
     }
 
     /// For a create (this access) of `requested` whose name is taken by an object at
@@ -92,9 +122,7 @@ impl<'a> Access<'a> {
         if self.to("get").allows(app, principal, existing) {
             return Ok(());
         }
-        Err(app
-            .rbac
-            .deny(self.denial, principal, self.resource, self.action, requested))
+        Err(self.deny(app, principal, requested))
     }
 
     /// The object `found` (whose RBAC object `object_of` tells) if the caller may act on it;
@@ -122,11 +150,7 @@ impl<'a> Access<'a> {
                     None => None,
                 };
                 match denied {
-                    Some(object) => {
-                        Err(app
-                            .rbac
-                            .deny(self.denial, principal, self.resource, self.action, object))
-                    }
+                    Some(object) => Err(self.deny(app, principal, object)),
                     None => Err(missing.not_found),
                 }
             }
@@ -146,4 +170,12 @@ impl<'a> Access<'a> {
             .filter(|item| self.allows(app, principal, &object_of(item)))
             .collect()
     }
+}
+
+/// A 403 for a reason other than RBAC (`kind`), recorded like an RBAC denial: one audit line
+/// with the kind and `message` as its reason, and one count. `object` names what was refused
+/// (the application's RBAC object, a repository, an account). The caller gets `message`, so
+/// keep upstream's wording where upstream refuses the same thing: scripts match on it.
+pub fn refuse(app: &App, principal: &Principal, kind: Refusal, object: &str, message: String) -> AppError {
+    app.rbac.refuse(kind, principal, object, message)
 }

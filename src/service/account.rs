@@ -6,14 +6,16 @@ use serde::{Deserialize, Serialize};
 
 use serde_json::json;
 
+use super::access::{Access, refuse};
 use super::{Ctx, Empty, Reply};
+use crate::app::App;
 use crate::auth::LoginError;
 use crate::auth::accounts::Account;
 use crate::auth::accounts::Accounts;
 use crate::error::AppError;
 use crate::json::is_zero;
 use crate::principal::Principal;
-use crate::rbac::{Rbac, resources};
+use crate::rbac::{Refusal, resources};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -98,16 +100,16 @@ fn is_self(principal: &Principal, name: &str) -> bool {
 
 /// May `principal` do `action` to account `name`? A local account always may
 /// act on itself (as upstream); anyone else needs `accounts, <action>, <name>`.
-fn may(rbac: &Rbac, principal: &Principal, action: &str, name: &str) -> bool {
-    is_self(principal, name) || rbac.allows(principal, "accounts", action, name)
+fn may(app: &App, principal: &Principal, action: &str, name: &str) -> bool {
+    is_self(principal, name) || Access::detailed("accounts", action).allows(app, principal, name)
 }
 
 /// [`may`], as an error and an audit line when not.
-fn ensure(rbac: &Rbac, principal: &Principal, action: &str, name: &str) -> Result<(), AppError> {
+fn ensure(app: &App, principal: &Principal, action: &str, name: &str) -> Result<(), AppError> {
     if is_self(principal, name) {
         return Ok(());
     }
-    rbac.enforce(principal, "accounts", action, name)
+    Access::detailed("accounts", action).check(app, principal, name)
 }
 
 /// The caller's own account, for requests that leave the account name empty. A project
@@ -147,7 +149,7 @@ pub async fn can_i(ctx: Ctx, req: CanIRequest) -> Result<Reply, AppError> {
         action
     };
     let object = normalize_object(resource, &req.subresource, &ctx.app.namespace);
-    let allowed = rbac.allows(principal, resource, action, &object);
+    let allowed = Access::detailed(resource, action).allows(&ctx.app, principal, &object);
     Ok(Reply::Message(
         json!({ "value": if allowed { "yes" } else { "no" } }),
     ))
@@ -175,7 +177,7 @@ pub async fn list_accounts(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
         .all()
         .await?
         .iter()
-        .filter(|a| may(&ctx.app.rbac, principal, "get", &a.name))
+        .filter(|a| may(&ctx.app, principal, "get", &a.name))
         .map(AccountView::from)
         .collect();
     Ok(Reply::Message(json!({ "items": items })))
@@ -184,20 +186,24 @@ pub async fn list_accounts(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
 /// `GetAccount`.
 pub async fn get_account(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    ensure(&ctx.app.rbac, principal, "get", &req.name)?;
+    ensure(&ctx.app, principal, "get", &req.name)?;
     Reply::json(AccountView::from(&find(&ctx.app.auth.accounts, &req.name).await?))
 }
 
 /// `UpdatePassword`: `{}`.
 pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, AppError> {
-    let (auth, rbac, caller) = (&ctx.app.auth, &ctx.app.rbac, &ctx.caller);
+    let (auth, caller) = (&ctx.app.auth, &ctx.caller);
     let principal = caller.require()?;
     let Some(me) = principal.account() else {
         return Err(match principal {
-            Principal::Project(p) => AppError::PermissionDenied(format!(
-                "{} is a project token, not an account: it has no password to change",
-                p.subject
-            )),
+            // Not an RBAC decision: no policy gives a project token a password.
+            Principal::Project(p) => {
+                let message = format!(
+                    "{} is a project token, not an account: it has no password to change",
+                    p.subject
+                );
+                refuse(&ctx.app, principal, Refusal::NotAnAccount, &req.name, message)
+            }
             _ => AppError::Unauthenticated("only a logged-in account can change a password".to_owned()),
         });
     };
@@ -206,7 +212,7 @@ pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, App
     } else {
         req.name
     };
-    ensure(rbac, principal, "update", &name)?;
+    ensure(&ctx.app, principal, "update", &name)?;
     find(&auth.accounts, &name).await?;
     if req.current_password.is_empty() {
         return Err(AppError::InvalidArgument(
@@ -247,14 +253,14 @@ pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, App
 
 /// `CreateToken`: `{token}`.
 pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError> {
-    let (auth, rbac) = (&ctx.app.auth, &ctx.app.rbac);
+    let auth = &ctx.app.auth;
     let principal = ctx.caller.require()?;
     let name = if req.name.is_empty() {
         own_account(principal)?.to_owned()
     } else {
         req.name
     };
-    ensure(rbac, principal, "update", &name)?;
+    ensure(&ctx.app, principal, "update", &name)?;
     let account = find(&auth.accounts, &name).await?;
     if !account.api_key {
         return Err(AppError::InvalidArgument(format!(
@@ -279,14 +285,14 @@ pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError>
 
 /// `DeleteToken`: `{}`.
 pub async fn delete_token(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppError> {
-    let (auth, rbac) = (&ctx.app.auth, &ctx.app.rbac);
+    let auth = &ctx.app.auth;
     let principal = ctx.caller.require()?;
     let name = if req.name.is_empty() {
         own_account(principal)?
     } else {
         &req.name
     };
-    ensure(rbac, principal, "update", name)?;
+    ensure(&ctx.app, principal, "update", name)?;
     find(&auth.accounts, name).await?;
     auth.api_keys.delete(name, &req.id).await?;
     tracing::info!(target: "audit", account = %name, token = %req.id, by = %principal.subject(), "API key deleted");

@@ -100,13 +100,15 @@ impl ProjectRules {
     }
 
     /// Applications live in the server's namespace, or in one the project lists (SEC-22).
-    pub fn check_app_namespace(&self, project: &str, app_ns: &str, server_ns: &str) -> Result<(), AppError> {
+    /// `Err` is what the caller is told; the use case refuses with it (403, recorded as a
+    /// [`crate::rbac::Refusal::ProjectRule`]), since only it knows who asked.
+    pub fn check_app_namespace(&self, project: &str, app_ns: &str, server_ns: &str) -> Result<(), String> {
         if app_ns == server_ns || permitted(&self.source_namespaces, app_ns) {
             Ok(())
         } else {
-            Err(AppError::PermissionDenied(format!(
+            Err(format!(
                 "application '{app_ns}' namespace is not permitted in project '{project}'"
-            )))
+            ))
         }
     }
 }

@@ -8,7 +8,7 @@ use super::{Ctx, Empty, Reply, SessionCookie};
 use crate::error::AppError;
 use crate::json::is_zero;
 use crate::principal::Caller;
-use crate::rbac::Rbac;
+use crate::rbac::Policy;
 
 /// `GetUserInfoResponse`, with Go `encoding/json` rules (anonymous → `{}`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -67,11 +67,11 @@ pub async fn delete(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
 
 /// `GetUserInfo`.
 pub async fn get_user_info(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
-    Reply::json(user_info(&ctx.caller, &ctx.app.rbac))
+    Reply::json(user_info(&ctx.caller, &ctx.app.rbac.policy()))
 }
 
 /// Who the caller is. Open to everyone; an invalid token reads as logged out.
-pub fn user_info(caller: &Caller, rbac: &Rbac) -> UserInfo {
+pub fn user_info(caller: &Caller, policy: &Policy) -> UserInfo {
     let p = &caller.principal;
     if !p.is_authenticated() {
         return UserInfo::default();
@@ -80,11 +80,6 @@ pub fn user_info(caller: &Caller, rbac: &Rbac) -> UserInfo {
         logged_in: true,
         username: p.username().to_owned(),
         iss: p.issuer().to_owned(),
-        groups: rbac
-            .policy()
-            .groups(p.claims())
-            .into_iter()
-            .map(str::to_owned)
-            .collect(),
+        groups: policy.groups(p.claims()).into_iter().map(str::to_owned).collect(),
     }
 }

@@ -9,46 +9,6 @@ use tower::ServiceExt as _;
 
 use crate::support::Server;
 
-/// A unary gRPC call in this process: the status and the message bytes.
-async fn grpc(server: &Server, path: &str, token: &str, message: &[u8]) -> (String, String, Vec<u8>) {
-    let mut body = vec![0];
-    body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
-    body.extend_from_slice(message);
-    let mut req = Request::builder()
-        .method("POST")
-        .uri(path)
-        .version(http::Version::HTTP_2)
-        .header("content-type", "application/grpc")
-        .header("te", "trailers");
-    if !token.is_empty() {
-        req = req.header("token", token);
-    }
-    let response = server
-        .server
-        .clone()
-        .oneshot(req.body(axum::body::Body::from(body)).unwrap())
-        .await
-        .unwrap();
-    let headers = response.headers().clone();
-    let collected = response.into_body().collect().await.unwrap();
-    let trailers = collected.trailers().cloned().unwrap_or_default();
-    let field = |name: &str| {
-        trailers
-            .get(name)
-            .or_else(|| headers.get(name))
-            .map(|v| v.to_str().unwrap().to_owned())
-            .unwrap_or_default()
-    };
-    let (status, message) = (field("grpc-status"), field("grpc-message"));
-    let data = collected.to_bytes();
-    let payload = if data.len() >= 5 {
-        data[5..].to_vec()
-    } else {
-        Vec::new()
-    };
-    (status, message, payload)
-}
-
 #[tokio::test]
 async fn version_tells_anonymous_callers_only_the_version_on_both_transports() {
     let server = Server::open("", "", &[]).await;
@@ -62,12 +22,12 @@ async fn version_tells_anonymous_callers_only_the_version_on_both_transports() {
     let (_, known) = server.rest("GET", "/api/version", &admin, Value::Null).await;
     assert_eq!(known["ExtraBuildInfo"], "tiphys");
 
-    let (code, _, bytes) = grpc(&server, "/version.VersionService/Version", "", &[]).await;
+    let (code, _, bytes) = server.grpc("/version.VersionService/Version", "", &[]).await;
     assert_eq!(code, "0");
     let message = tiphys::pb::version::VersionMessage::decode(bytes.as_slice()).unwrap();
     assert_eq!(message.version, anonymous["Version"]);
     assert!(message.compiler.is_empty());
-    let (_, _, bytes) = grpc(&server, "/version.VersionService/Version", &admin, &[]).await;
+    let (_, _, bytes) = server.grpc("/version.VersionService/Version", &admin, &[]).await;
     let message = tiphys::pb::version::VersionMessage::decode(bytes.as_slice()).unwrap();
     assert_eq!(message.extra_build_info, "tiphys");
 }
@@ -81,7 +41,7 @@ async fn settings_carry_the_objects_the_dashboard_reads_on_both_transports() {
         assert!(settings[object].is_object(), "{object}: {settings}");
     }
     assert_eq!(settings["url"], "https://cd.example.com");
-    let (code, message, bytes) = grpc(&server, "/cluster.SettingsService/Get", "", &[]).await;
+    let (code, message, bytes) = server.grpc("/cluster.SettingsService/Get", "", &[]).await;
     assert_eq!(code, "0", "{message}");
     let message = tiphys::pb::cluster::Settings::decode(bytes.as_slice()).unwrap();
     assert_eq!(message.url, "https://cd.example.com");

@@ -56,7 +56,7 @@ fn module_of(src: &Path, file: &Path) -> String {
     first.trim_end_matches(".rs").to_owned()
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.is_dir() {
@@ -72,7 +72,11 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// deeper). A test module declared by `mod tests;` is a file of its own, checked as such; the
 /// code after that declaration is the file's and is checked too.
 fn code(text: &str) -> String {
-    let text = text[..inline_test_module(text).unwrap_or(text.len())].to_owned();
+    without_comments(&text[..inline_test_module(text).unwrap_or(text.len())])
+}
+
+/// A file's text without its line comments (doc comments included).
+pub fn without_comments(text: &str) -> String {
     text.lines()
         .map(|line| match line.find("//") {
             Some(i) if !line[..i].contains('"') => &line[..i],

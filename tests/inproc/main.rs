@@ -8,5 +8,7 @@
 
 mod api;
 mod authz;
+mod denials;
 mod layers;
+mod refusals;
 mod support;

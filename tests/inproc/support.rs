@@ -61,6 +61,85 @@ impl Server {
     }
 }
 
+impl Server {
+    /// A unary native gRPC call (HTTP/2, trailers): the `grpc-status`, the `grpc-message`
+    /// (percent-decoded) and the reply message's bytes.
+    pub async fn grpc(&self, path: &str, token: &str, message: &[u8]) -> (String, String, Vec<u8>) {
+        let req = Request::builder()
+            .version(http::Version::HTTP_2)
+            .header("content-type", "application/grpc")
+            .header("te", "trailers");
+        let (headers, data, trailers) = self.unary(req, path, token, message).await;
+        let field = |name: &str| field(trailers.get(name).or_else(|| headers.get(name)));
+        let payload = data.get(5..).map(<[u8]>::to_vec).unwrap_or_default();
+        (field("grpc-status"), field("grpc-message"), payload)
+    }
+
+    /// A unary gRPC-Web call (HTTP/1.1, binary): its status and message, read from the trailer
+    /// frame at the end of the body (or the headers of a trailers-only answer).
+    pub async fn grpc_web(&self, path: &str, token: &str, message: &[u8]) -> (String, String) {
+        let req = Request::builder()
+            .version(http::Version::HTTP_11)
+            .header("content-type", "application/grpc-web+proto")
+            .header("x-grpc-web", "1");
+        let (mut fields, mut data, _) = self.unary(req, path, token, message).await;
+        while data.len() >= 5 {
+            let len = u32::from_be_bytes(data[1..5].try_into().unwrap()) as usize;
+            let (frame, rest) = data[5..].split_at(len);
+            if data[0] & 0x80 != 0 {
+                for line in String::from_utf8_lossy(frame).split("\r\n") {
+                    if let Some((name, value)) = line.split_once(':') {
+                        let name = http::HeaderName::from_bytes(name.trim().as_bytes()).unwrap();
+                        fields.insert(name, value.trim().parse().unwrap());
+                    }
+                }
+            }
+            data = rest.to_vec();
+        }
+        (
+            field(fields.get("grpc-status")),
+            field(fields.get("grpc-message")),
+        )
+    }
+
+    /// `message` framed as gRPC's one length-prefixed message, sent to `path`: the answer's
+    /// headers, body and trailers.
+    async fn unary(
+        &self,
+        req: http::request::Builder,
+        path: &str,
+        token: &str,
+        message: &[u8],
+    ) -> (http::HeaderMap, Vec<u8>, http::HeaderMap) {
+        let mut body = vec![0];
+        body.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+        body.extend_from_slice(message);
+        let mut req = req.method("POST").uri(path);
+        if !token.is_empty() {
+            req = req.header("token", token);
+        }
+        let response = self
+            .server
+            .clone()
+            .oneshot(req.body(axum::body::Body::from(body)).unwrap())
+            .await
+            .unwrap();
+        let headers = response.headers().clone();
+        let collected = response.into_body().collect().await.unwrap();
+        let trailers = collected.trailers().cloned().unwrap_or_default();
+        (headers, collected.to_bytes().to_vec(), trailers)
+    }
+}
+
+/// A gRPC header's text, percent-decoded (as `grpc-message` is sent); empty when absent.
+fn field(value: Option<&http::HeaderValue>) -> String {
+    let text = value.map(|v| v.to_str().unwrap()).unwrap_or_default();
+    percent_encoding::percent_decode_str(text)
+        .decode_utf8()
+        .unwrap()
+        .into_owned()
+}
+
 fn write(dir: &Path, name: &str, kind: &str, data: &str) {
     let text = format!("apiVersion: v1\nkind: {kind}\nmetadata:\n  name: {name}\ndata:\n{data}");
     std::fs::write(dir.join(format!("{name}.yaml")), text).unwrap();

@@ -25,6 +25,7 @@ use super::sensitive::check_no_password;
 use super::sync_windows::{Assignment, SyncWindow, Target};
 use crate::error::AppError;
 use crate::principal::Principal;
+use crate::rbac::Refusal;
 use crate::registry::{Change, DocRef, Key, Kind};
 use futures_util::StreamExt as _;
 
@@ -275,7 +276,8 @@ impl AppView {
 }
 
 /// Checks an application against its project and the server's rules; returns its key.
-fn validate(state: &App, app: &AppView) -> Result<Key, AppError> {
+/// `principal` is who asks, for the record of a refusal by the project.
+fn validate(state: &App, principal: &Principal, app: &AppView) -> Result<Key, AppError> {
     check_object_name("application", &app.metadata.name)?;
     let ns = namespace_of(state, &app.metadata.namespace);
     check_namespace(&ns)?;
@@ -290,7 +292,12 @@ fn validate(state: &App, app: &AppView) -> Result<Key, AppError> {
     )?;
     let project = app.project();
     let rules = ProjectRules::load(&state.registry, &state.namespace, project)?;
-    rules.check_app_namespace(project, &ns, &state.namespace)?;
+    rules
+        .check_app_namespace(project, &ns, &state.namespace)
+        .map_err(|message| {
+            let object = rbac_object(&state.namespace, project, &ns, &app.metadata.name);
+            super::access::refuse(state, principal, Refusal::ProjectRule, &object, message)
+        })?;
     // Each source with the field it is at, for messages.
     let sources: Vec<(String, &SourceView)> = (app.spec.source.iter())
         .map(|s| ("spec.source".to_owned(), s))
@@ -430,7 +437,7 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let object = rbac_object(&ctx.app.namespace, app.project(), &ns, &app.metadata.name);
     let access = Access::detailed(RESOURCE, "create");
     access.check(&ctx.app, principal, &object)?;
-    let key = validate(&ctx.app, &app)?;
+    let key = validate(&ctx.app, principal, &app)?;
     // Only an explicit `validate: true` (what Argo CD's CLI and tiphys's send unless told
     // otherwise): the request's JSON form cannot tell an explicit `false` from an absent field.
     if req.validate == Some(true) {
@@ -451,13 +458,13 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
                 "existing application spec is different, use upsert flag to force update".to_owned(),
             ));
         }
-        ctx.app
-            .rbac
-            .enforce(principal, RESOURCE, "update", &doc_object(&ctx.app, &existing))?;
-        ctx.app.rbac.enforce(principal, RESOURCE, "update", &object)?;
+        let update = access.to("update");
+        update.check(&ctx.app, principal, &doc_object(&ctx.app, &existing))?;
+        update.check(&ctx.app, principal, &object)?;
         let value = keep_server_fields(value, &stored);
         return write(
             &ctx.app,
+            principal,
             &app,
             Change::Update {
                 key,
@@ -467,13 +474,13 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         )
         .await;
     }
-    write(&ctx.app, &app, Change::Create { key, value }).await
+    write(&ctx.app, principal, &app, Change::Create { key, value }).await
 }
 
 /// Writes an application after checking it against its project again under the registry's
 /// write lock: a project changed or deleted since `validate` cannot strand an invalid one.
-async fn write(state: &App, app: &AppView, change: Change) -> Result<Reply, AppError> {
-    let still_valid = |_: &crate::registry::Registry| validate(state, app).map(|_| ());
+async fn write(state: &App, principal: &Principal, app: &AppView, change: Change) -> Result<Reply, AppError> {
+    let still_valid = |_: &crate::registry::Registry| validate(state, principal, app).map(|_| ());
     Ok(Reply::written(
         state.registry.apply_one_if(still_valid, change).await?,
     ))
@@ -540,7 +547,7 @@ async fn replace(
     existing: &DocRef,
     (value, app): (Value, AppView),
 ) -> Result<Reply, AppError> {
-    let key = validate(state, &app)?;
+    let key = validate(state, principal, &app)?;
     if key != existing.key {
         return Err(AppError::InvalidArgument(
             "an application's name and namespace cannot change".to_owned(),
@@ -550,7 +557,7 @@ async fn replace(
     Access::hidden(RESOURCE, "update").check(state, principal, &object)?;
     let value = keep_server_fields(value, &existing.value());
     let expect = Some(existing.rv);
-    write(state, &app, Change::Update { key, value, expect }).await
+    write(state, principal, &app, Change::Update { key, value, expect }).await
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -670,9 +677,7 @@ pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
             &req.project,
             "get",
         )?;
-        ctx.app
-            .rbac
-            .enforce(principal, RESOURCE, "delete", &doc_object(&ctx.app, &existing))?;
+        Access::detailed(RESOURCE, "delete").check(&ctx.app, principal, &doc_object(&ctx.app, &existing))?;
         ctx.app
             .registry
             .apply(vec![Change::Delete {

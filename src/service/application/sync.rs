@@ -8,8 +8,9 @@ use super::{AppView, assigned_windows, authorized, doc_object, validate};
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
+use crate::rbac::Refusal;
 use crate::registry::{Change, DocRef};
-use crate::service::access::Access;
+use crate::service::access::{Access, refuse};
 use crate::service::{Ctx, Reply};
 
 #[derive(Deserialize, Default, Debug)]
@@ -47,15 +48,13 @@ async fn sync_once(state: &App, principal: &Principal, req: &SyncRequest) -> Res
     let (existing, object) = may_sync(state, principal, &req.app_namespace, &req.name, &req.project)?;
     // Local manifests replace what the repository says: they need `override` (SEC-23).
     if !req.manifests.is_empty() {
-        state
-            .rbac
-            .enforce(principal, "applications", "override", &object)?;
+        Access::detailed("applications", "override").check(state, principal, &object)?;
     }
     let mut value = existing.value();
     let app = AppView::read(&value)?;
     // The project may have changed since the application was written.
-    validate(state, &app)?;
-    check_sync_windows(state, &app)?;
+    validate(state, principal, &app)?;
+    check_sync_windows(state, principal, &app, &object)?;
     check_auto_sync(&value, req)?;
     if value.get("operation").is_some() {
         return Err(AppError::FailedPrecondition(
@@ -223,10 +222,16 @@ fn check_auto_sync(app: &Value, req: &SyncRequest) -> Result<(), AppError> {
 /// A manual sync the project's sync windows forbid now is refused, as upstream refuses it
 /// (`PermissionDenied`, "cannot sync: blocked by sync window"), naming the window; so is one
 /// that an invalid window of the project blocks ("the project has an invalid sync window").
-fn check_sync_windows(state: &App, app: &AppView) -> Result<(), AppError> {
+/// `object` is the application's RBAC object, for the audit line.
+fn check_sync_windows(
+    state: &App,
+    principal: &Principal,
+    app: &AppView,
+    object: &str,
+) -> Result<(), AppError> {
     match assigned_windows(state, app).refusal(jiff::Timestamp::now()) {
         None => Ok(()),
-        Some(why) => Err(AppError::PermissionDenied(why)),
+        Some(why) => Err(refuse(state, principal, Refusal::SyncWindow, object, why)),
     }
 }
 

@@ -353,11 +353,10 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         ));
     }
     let requested = rbac_object(&state.namespace, &set.project, &set.key.namespace, &set.name);
-    state.rbac.enforce(principal, RESOURCE, "update", &requested)?;
+    let update = Access::detailed(RESOURCE, "update");
+    update.check(state, principal, &requested)?;
     if existing.summary.project != set.project {
-        state
-            .rbac
-            .enforce(principal, RESOURCE, "update", &doc_object(state, &existing))?;
+        update.check(state, principal, &doc_object(state, &existing))?;
     }
     let expect = parse_resource_version(&set.resource_version)?.or(Some(existing.rv));
     let change = Change::Update {

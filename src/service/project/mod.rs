@@ -240,7 +240,7 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
             meta.name
         )));
     }
-    state.rbac.enforce(principal, RESOURCE, "update", &meta.name)?;
+    access.to("update").check(state, principal, &meta.name)?;
     let mut replaced = stored.clone();
     if let Some(object) = replaced.as_object_mut() {
         object.insert(
@@ -290,15 +290,19 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     let old_spec = stored.get("spec").cloned().unwrap_or(Value::Null);
     let new_spec = value.get("spec").cloned().unwrap_or(Value::Null);
     let (old_clusters, new_clusters) = (destination_clusters(&old_spec), destination_clusters(&new_spec));
+    let (clusters, repos) = (
+        Access::detailed("clusters", "update"),
+        Access::detailed("repositories", "update"),
+    );
     for cluster in old_clusters.symmetric_difference(&new_clusters) {
-        state.rbac.enforce(principal, "clusters", "update", cluster)?;
+        clusters.check(state, principal, cluster)?;
     }
     let (old_repos, new_repos) = (
         strings(&old_spec, "sourceRepos"),
         strings(&new_spec, "sourceRepos"),
     );
     for repo in old_repos.symmetric_difference(&new_repos) {
-        state.rbac.enforce(principal, "repositories", "update", repo)?;
+        repos.check(state, principal, repo)?;
     }
     let lists_changed = [
         "clusterResourceWhitelist",
@@ -310,7 +314,7 @@ pub async fn update(ctx: Ctx, req: UpdateRequest) -> Result<Reply, AppError> {
     .any(|field| comparable_field(&old_spec, field) != comparable_field(&new_spec, field));
     if lists_changed {
         for cluster in &new_clusters {
-            state.rbac.enforce(principal, "clusters", "update", cluster)?;
+            clusters.check(state, principal, cluster)?;
         }
     }
     // Without a version from the caller, the version read here: a token issued meanwhile must

@@ -21,13 +21,16 @@ use super::{RESOURCE, project_key};
 use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
-use crate::rbac::Denial;
 use crate::registry::projects::{Roles, TokenEntry, merge_tokens};
 use crate::registry::{Change, DocRef, RegistryError};
+use crate::service::access::Access;
 use crate::service::{Ctx, Reply};
 
 /// Tries of a read-modify-write of a project that others may be writing at the same time.
 const WRITE_ATTEMPTS: usize = 5;
+/// Managing a project's tokens: `projects, update` (or membership of the role, see
+/// [`token_target`]).
+const UPDATE: Access<'static> = Access::detailed(RESOURCE, "update");
 
 /// The tokens role `role` of `project` records (empty when it has none or does not exist).
 pub fn role_tokens(project: &Value, role: &str) -> Vec<TokenEntry> {
@@ -145,7 +148,7 @@ fn token_target(
     project: &str,
     role: &str,
 ) -> Result<Option<DocRef>, AppError> {
-    let may_update = state.rbac.allows(principal, RESOURCE, "update", project);
+    let may_update = UPDATE.allows(state, principal, project);
     let Some(doc) = state.registry.get(&project_key(state, project)) else {
         return Err(if may_update {
             super::not_found(project)
@@ -173,9 +176,7 @@ fn token_target(
 
 /// The denial (with its audit line) for managing the tokens of `project`.
 fn refusal(state: &App, principal: &Principal, project: &str) -> AppError {
-    state
-        .rbac
-        .deny(Denial::Detailed, principal, RESOURCE, "update", project)
+    UPDATE.deny(state, principal, project)
 }
 
 fn no_role(project: &str, role: &str) -> AppError {

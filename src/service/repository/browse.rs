@@ -18,7 +18,9 @@ use super::{Flavor, READ, RESOURCE, RepoQuery, RepoView, authorized, rbac_object
 use crate::app::App;
 use crate::error::AppError;
 use crate::gitrepo::{Checked, GitError, Refs, Remote, Snapshot};
-use crate::service::access::Access;
+use crate::principal::Principal;
+use crate::rbac::Refusal;
+use crate::service::access::{Access, refuse};
 use crate::service::{Ctx, Reply};
 
 /// A failed access check as a caller sees it.
@@ -163,21 +165,18 @@ pub async fn validate_access(ctx: Ctx, query: Value) -> Result<Reply, AppError> 
 /// whether it is stored or not (SEC-14).
 fn readable(ctx: &Ctx, url: &str) -> Result<Value, AppError> {
     let principal = ctx.caller.require()?;
-    match authorized(&ctx.app, READ, principal, url, "get") {
-        Ok(doc) => Ok(doc.value()),
-        Err(hidden) => {
-            let stored = ctx
-                .app
-                .registry
-                .get(&crate::registry::Key::new(READ.repos, "", url))
-                .is_some();
-            if stored || !Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, url) {
-                return Err(hidden);
-            }
-            super::check_url("repository", "repo", url)?;
-            Ok(json!({"repo": url}))
-        }
+    let stored = ctx
+        .app
+        .registry
+        .get(&crate::registry::Key::new(READ.repos, "", url))
+        .is_some();
+    // Asked before `authorized`, which records a denial: a caller allowed on the bare URL (but
+    // not on it in every project) reads it without leaving a denial behind.
+    if !stored && Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, url) {
+        super::check_url("repository", "repo", url)?;
+        return Ok(json!({"repo": url}));
     }
+    authorized(&ctx.app, READ, principal, url, "get").map(|doc| doc.value())
 }
 
 /// ListRefs: the repository's branches and tags, sorted.
@@ -265,13 +264,8 @@ pub async fn list_apps(ctx: Ctx, q: AppsQuery) -> Result<Reply, AppError> {
     let value = readable(&ctx, &q.repo)?;
     let principal = ctx.caller.require()?;
     let app_object = format!("{}/{}", q.app_project, q.app_name);
-    let apps = Access::hidden("applications", "create");
-    if !apps.allows(&ctx.app, principal, &app_object)
-        && !apps.to("update").allows(&ctx.app, principal, &app_object)
-    {
-        return Err(AppError::PermissionDenied("permission denied".to_owned()));
-    }
-    repo_permitted(&ctx.app, &q.app_project, &q.repo)?;
+    Access::hidden("applications", "create").check_either(&ctx.app, principal, "update", &app_object)?;
+    repo_permitted(&ctx.app, principal, &q.app_project, &q.repo)?;
     let snapshot = files_at(&ctx.app, &value, &q.revision).await?;
     let found = tokio::task::spawn_blocking(move || content::discover(&SnapshotFiles(&snapshot), ""))
         .await
@@ -285,10 +279,13 @@ pub async fn list_apps(ctx: Ctx, q: AppsQuery) -> Result<Reply, AppError> {
 
 /// The project's `sourceRepos` permit the repository, as upstream checks before it reads a
 /// repository for an application of that project.
-fn repo_permitted(app: &App, project: &str, url: &str) -> Result<(), AppError> {
+fn repo_permitted(app: &App, principal: &Principal, project: &str, url: &str) -> Result<(), AppError> {
     crate::service::project_rules::ProjectRules::load(&app.registry, &app.namespace, project)?
         .check_source(project, url)
-        .map_err(|_| AppError::PermissionDenied(format!("repository not permitted in project '{project}'")))
+        .map_err(|_| {
+            let message = format!("repository not permitted in project '{project}'");
+            refuse(app, principal, Refusal::ProjectRule, url, message)
+        })
 }
 
 /// A fetched commit as the content module reads it.
@@ -350,11 +347,20 @@ pub async fn app_details(ctx: Ctx, q: AppDetailsQuery) -> Result<Reply, AppError
             let spec = doc.value().get("spec").cloned().unwrap_or(Value::Null);
             let project = spec.get("project").and_then(Value::as_str).unwrap_or_default();
             if project != q.app_project || !source_of(&spec, &source) {
-                return Err(AppError::PermissionDenied("permission denied".to_owned()));
+                // Upstream's fixed text: the stored application's project and sources are
+                // not told to a caller who named others.
+                let message = crate::rbac::HIDDEN_DENIAL.to_owned();
+                return Err(refuse(
+                    &ctx.app,
+                    principal,
+                    Refusal::AppSource,
+                    &app_object,
+                    message,
+                ));
             }
         }
     }
-    repo_permitted(&ctx.app, &q.app_project, &url)?;
+    repo_permitted(&ctx.app, principal, &q.app_project, &url)?;
     let revision = source
         .get("targetRevision")
         .and_then(Value::as_str)
