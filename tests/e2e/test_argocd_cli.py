@@ -31,9 +31,9 @@ import pytest
 from appkit import write_rbac
 from argocdkit import ArgoCli
 from authkit import ADMIN_PW, ALICE_PW, BOB_PW, bearer, request, wait_until
-from conftest import Processes, free_port, require_tool, wait_port
+from conftest import Processes, free_port, require_tool
 from oidckit import Provider, oidc_config, session, walk
-from test_proxies import make_cert
+from test_proxies import run_nginx
 from test_sso import RBAC, SECRET
 from test_sso import write_rbac as write_sso_rbac
 
@@ -102,19 +102,7 @@ class Target:
 
 
 def start_nginx(procs, d, backend):
-    require_tool("nginx")
-    (d / "tmp").mkdir(parents=True)
-    crt, key = make_cert(d)
-    ports = dict(tls_port=free_port(), h2c_port=free_port(), h1_port=free_port())
-    conf = d / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(d=d, backend=backend.port, cert=crt, key=key, **ports))
-    check = subprocess.run(["nginx", "-t", "-q", "-p", str(d), "-c", str(conf)], capture_output=True, text=True,
-                           timeout=30)
-    assert check.returncode == 0, check.stderr
-    proc = procs.start(["nginx", "-p", str(d), "-c", str(conf), "-g", "daemon off;"], d / "stdout.log")
-    for port in ports.values():
-        wait_port("127.0.0.1", port, proc=proc, log=d / "error.log")
-    return crt, ports
+    return run_nginx(procs, d, NGINX_CONF, backend.port, ("tls_port", "h2c_port", "h1_port"))
 
 
 @pytest.fixture(scope="module")

@@ -100,22 +100,30 @@ class Nginx:
         self.crt, self.log = crt, log
 
 
-@pytest.fixture
-def nginx(tiphys, processes, tmp_path):
+def run_nginx(procs, d, template, backend_port, port_names):
+    """Starts nginx in `d` from `template`, formatted with `d`, `backend` (the port), `cert`, `key`
+    (made here) and a free port for each of `port_names`; returns (cert, ports) once every port
+    listens. `procs` (conftest.Processes) stops it."""
     require_tool("nginx")
-    backend = tiphys(*TERMINATE_FLAGS)
-    d = tmp_path / "nginx"
     (d / "tmp").mkdir(parents=True)
     crt, key = make_cert(d)
-    ports = dict(grpc_port=free_port(), h1_upstream_port=free_port(), h1_port=free_port())
+    ports = {name: free_port() for name in port_names}
     conf = d / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(d=d, backend=backend.port, cert=crt, key=key, **ports))
+    conf.write_text(template.format(d=d, backend=backend_port, cert=crt, key=key, **ports))
     check = subprocess.run(["nginx", "-t", "-q", "-p", str(d), "-c", str(conf)], capture_output=True, text=True,
                            timeout=30)
     assert check.returncode == 0, check.stderr
-    proc = processes.start(["nginx", "-p", str(d), "-c", str(conf), "-g", "daemon off;"], d / "stdout.log")
+    proc = procs.start(["nginx", "-p", str(d), "-c", str(conf), "-g", "daemon off;"], d / "stdout.log")
     for port in ports.values():
         wait_port("127.0.0.1", port, proc=proc, log=d / "error.log")
+    return crt, ports
+
+
+@pytest.fixture
+def nginx(tiphys, processes, tmp_path):
+    backend = tiphys(*TERMINATE_FLAGS)
+    d = tmp_path / "nginx"
+    crt, ports = run_nginx(processes, d, NGINX_CONF, backend.port, ("grpc_port", "h1_upstream_port", "h1_port"))
     return Nginx(crt=crt, log=d / "error.log", **ports)
 
 
