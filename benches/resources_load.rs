@@ -30,9 +30,7 @@ use anyhow::{Context as _, bail};
 use bytes::{Buf as _, BufMut as _, Bytes};
 use futures_util::StreamExt as _;
 use http_body_util::{BodyExt as _, Full};
-use hyper_util::rt::TokioIo;
-use serde_json::{Value, json};
-use tiphys::registry::{Change, Key, Kind, Registry};
+use serde_json::json;
 use tiphys::store::{EtcdOptions, EtcdStore, FileStore, Store};
 
 // Test support: panics on a failed setup on purpose.
@@ -43,7 +41,9 @@ mod etcd_cluster;
 #[allow(dead_code)]
 mod support;
 
-use self::support::{Http1, Server, http1};
+use self::support::{
+    Dial, Server, grpc_web_watcher, http1, memfind, percentile, rest_list, rss_kib, sse_watcher, summary,
+};
 
 /// The etcd prefix of the runs with `RESOURCES_ETCD=1`.
 const ETCD_PREFIX: &str = "/bench/";
@@ -82,23 +82,6 @@ fn start(bin: &Path, work: &Path, etcd: Option<&str>, replica: usize) -> anyhow:
     Ok((server, spawned))
 }
 
-fn app(i: usize) -> Value {
-    // ~5 KB: a Helm values block makes up most of it, as in real applications.
-    let values: String = (0..140)
-        .map(|n| format!("key{n}: value-{i}-{n}-padding-text\n"))
-        .collect();
-    json!({
-        "metadata": {"name": format!("app-{i:05}"),
-                     "labels": {"team": format!("team-{}", i % 20), "tier": "web"},
-                     "annotations": {"note": "benchmark application"}},
-        "spec": {"project": "default",
-                 "destination": {"server": "https://kubernetes.default.svc", "namespace": format!("ns-{}", i % 50)},
-                 "source": {"repoURL": "https://git.example.test/org/apps.git", "path": format!("apps/{i}"),
-                            "targetRevision": "HEAD", "helm": {"values": values}},
-                 "syncPolicy": {"syncOptions": ["CreateNamespace=true"]}}
-    })
-}
-
 async fn seed(work: &Path, apps: usize, etcd: Option<&str>) -> anyhow::Result<usize> {
     let (store, batch): (Arc<dyn Store>, usize) = match etcd {
         Some(endpoints) => {
@@ -109,86 +92,15 @@ async fn seed(work: &Path, apps: usize, etcd: Option<&str>) -> anyhow::Result<us
         }
         None => (Arc::new(FileStore::open(&work.join("data"))?), 500),
     };
-    // The keys a server on this store starts with (no applications are sealed, but be exact).
-    let keys = tiphys::app::secrets_keys(&*store, &tiphys::config::Settings::default(), None, true).await?;
-    let registry = Registry::open(store, Arc::new(keys)).await?;
-    let mut bytes = 0;
-    for start in (0..apps).step_by(batch) {
-        let changes = (start..(start + batch).min(apps))
-            .map(|i| {
-                let value = app(i);
-                bytes += value.to_string().len();
-                Change::Create {
-                    key: Key::new(Kind::Application, "argocd", &format!("app-{i:05}")),
-                    value,
-                }
-            })
-            .collect();
-        registry.apply(changes).await?;
-    }
-    Ok(bytes / apps.max(1))
+    support::seed(store, batch, 0..apps).await
 }
 
 fn write_config(work: &Path) -> anyhow::Result<()> {
-    let dir = work.join("config");
-    std::fs::create_dir_all(&dir)?;
-    let mut policy = String::new();
-    for n in 0..50 {
-        policy.push_str(&format!("g, bench, group-{n}\n"));
-    }
-    for n in 0..950 {
-        policy.push_str(&format!(
-            "p, group-{}, clusters, get, https://cluster-{n}.example.test, allow\n",
-            n % 60
-        ));
-    }
-    policy.push_str("p, group-49, applications, get, */*, allow\n");
-    policy.push_str("p, group-49, applications, update, */*, allow\n");
-    support::write_config(&dir, PASSWORD, &policy)
+    support::write_config(&work.join("config"), PASSWORD, &support::group_policy(950))
 }
 
 async fn login(addr: &str) -> anyhow::Result<String> {
-    let mut client = http1(addr).await?;
-    let body = json!({"username": "bench", "password": PASSWORD}).to_string();
-    let req = http::Request::post("/api/v1/session")
-        .header("host", "bench")
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))?;
-    let response = client.send_request(req).await?;
-    let bytes = response.into_body().collect().await?.to_bytes();
-    let value: Value = serde_json::from_slice(&bytes)?;
-    value["token"]
-        .as_str()
-        .map(str::to_owned)
-        .with_context(|| format!("login failed: {value}"))
-}
-
-/// (time to the first body byte, time to the end, body bytes)
-async fn rest_list(
-    client: &mut Http1,
-    token: &str,
-    query: &str,
-) -> anyhow::Result<(Duration, Duration, usize)> {
-    client.ready().await?;
-    let started = Instant::now();
-    let req = http::Request::get(format!("/api/v1/applications{query}"))
-        .header("host", "bench")
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(Bytes::new()))?;
-    let response = client.send_request(req).await?;
-    if !response.status().is_success() {
-        bail!("list answered {}", response.status());
-    }
-    let mut body = response.into_body();
-    let mut first = None;
-    let mut size = 0;
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            first.get_or_insert_with(|| started.elapsed());
-            size += data.len();
-        }
-    }
-    Ok((first.unwrap_or_default(), started.elapsed(), size))
+    support::login(&Dial::plain(addr), "bench", PASSWORD).await
 }
 
 #[derive(Clone, Copy, Default)]
@@ -247,89 +159,6 @@ async fn grpc_list(channel: &tonic::transport::Channel, token: &str) -> anyhow::
     Ok((started.elapsed(), reply.into_inner().len()))
 }
 
-/// gRPC List over a raw HTTP/2 connection, to see when the first byte of the reply arrives:
-/// (first body byte, end of body).
-async fn grpc_list_first_byte(
-    h2: &mut hyper::client::conn::http2::SendRequest<Full<Bytes>>,
-    addr: &str,
-    token: &str,
-) -> anyhow::Result<(Duration, Duration)> {
-    h2.ready().await?;
-    let started = Instant::now();
-    let req = http::Request::post(format!("http://{addr}/application.ApplicationService/List"))
-        .header("content-type", "application/grpc")
-        .header("te", "trailers")
-        .header("token", token)
-        .body(Full::new(Bytes::from_static(&[0, 0, 0, 0, 0])))?;
-    let response = h2.send_request(req).await?;
-    let mut body = response.into_body();
-    let mut first = None;
-    while let Some(frame) = body.frame().await {
-        if frame?.into_data().is_ok() {
-            first.get_or_insert_with(|| started.elapsed());
-        }
-    }
-    Ok((first.unwrap_or_default(), started.elapsed()))
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[index.min(sorted.len() - 1)]
-}
-
-fn summary(name: &str, mut samples: Vec<Duration>) {
-    samples.sort();
-    println!(
-        "{name:<34} p50 {:>8.1} ms  p95 {:>8.1} ms  max {:>8.1} ms  (n={})",
-        percentile(&samples, 0.5).as_secs_f64() * 1e3,
-        percentile(&samples, 0.95).as_secs_f64() * 1e3,
-        samples.last().copied().unwrap_or_default().as_secs_f64() * 1e3,
-        samples.len()
-    );
-}
-
-/// Waits on one watch stream for the event that names `marker`; returns when it arrived.
-async fn sse_watcher(
-    addr: String,
-    token: String,
-    marker: String,
-    ready: tokio::sync::mpsc::Sender<()>,
-) -> anyhow::Result<Instant> {
-    let mut client = http1(&addr).await?;
-    let req = http::Request::get("/api/v1/stream/applications?name=app-00000")
-        .header("host", "bench")
-        .header("accept", "text/event-stream")
-        .header("cookie", format!("argocd.token={token}"))
-        .body(Full::new(Bytes::new()))?;
-    let response = client.send_request(req).await?;
-    let mut body = response.into_body();
-    let mut signalled = false;
-    let mut seen = Vec::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            if !signalled {
-                signalled = true;
-                let _ = ready.send(()).await;
-            }
-            seen.extend_from_slice(&data);
-            if memfind(&seen, marker.as_bytes()) {
-                return Ok(Instant::now());
-            }
-            if seen.len() > (1 << 20) {
-                seen.drain(..seen.len() - marker.len());
-            }
-        }
-    }
-    bail!("SSE stream ended")
-}
-
-fn memfind(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
-}
-
 async fn grpc_watcher(
     channel: tonic::transport::Channel,
     token: String,
@@ -338,9 +167,7 @@ async fn grpc_watcher(
 ) -> anyhow::Result<Instant> {
     let mut grpc = tonic::client::Grpc::new(channel).max_decoding_message_size(1 << 26);
     grpc.ready().await?;
-    // ApplicationQuery.name = 1
-    let mut query = Vec::new();
-    prost::encoding::string::encode(1, &"app-00000".to_owned(), &mut query);
+    let query = support::application_query("app-00000");
     let path = http::uri::PathAndQuery::from_static("/application.ApplicationService/Watch");
     let reply = grpc
         .server_streaming(grpc_request(&token, Bytes::from(query))?, path, RawCodec)
@@ -358,53 +185,6 @@ async fn grpc_watcher(
         }
     }
     bail!("gRPC stream ended")
-}
-
-async fn grpc_web_watcher(
-    addr: String,
-    token: String,
-    marker: String,
-    ready: tokio::sync::mpsc::Sender<()>,
-) -> anyhow::Result<Instant> {
-    let mut client = http1(&addr).await?;
-    let mut query = Vec::new();
-    prost::encoding::string::encode(1, &"app-00000".to_owned(), &mut query);
-    let mut framed = vec![0u8];
-    framed.extend_from_slice(&(query.len() as u32).to_be_bytes());
-    framed.extend_from_slice(&query);
-    let req = http::Request::post("/application.ApplicationService/Watch")
-        .header("host", "bench")
-        .header("content-type", "application/grpc-web+proto")
-        .header("token", token)
-        .body(Full::new(Bytes::from(framed)))?;
-    let response = client.send_request(req).await?;
-    let mut body = response.into_body();
-    let mut signalled = false;
-    let mut seen = Vec::new();
-    while let Some(frame) = body.frame().await {
-        if let Ok(data) = frame?.into_data() {
-            if !signalled {
-                signalled = true;
-                let _ = ready.send(()).await;
-            }
-            seen.extend_from_slice(&data);
-            if memfind(&seen, marker.as_bytes()) {
-                return Ok(Instant::now());
-            }
-            if seen.len() > (1 << 20) {
-                seen.drain(..seen.len() - marker.len());
-            }
-        }
-    }
-    bail!("gRPC-Web stream ended")
-}
-
-fn rss_kib(pid: u32, field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
 }
 
 #[tokio::main]
@@ -466,16 +246,8 @@ async fn main() -> anyhow::Result<()> {
     println!("list sizes: REST {full_size} bytes, gRPC {grpc_size} bytes");
     let (mut first, mut total, mut f_first, mut f_total, mut grpc) = (vec![], vec![], vec![], vec![], vec![]);
     let (mut g_first, mut g_total) = (vec![], vec![]);
-    let stream = tokio::net::TcpStream::connect(&server.addr).await?;
-    // Without it Nagle holds the request's DATA frame until the headers are acknowledged (a
-    // delayed ACK: 40 ms).
-    stream.set_nodelay(true)?;
-    let (mut h2, conn) = hyper::client::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
-        .initial_stream_window_size(8 << 20)
-        .initial_connection_window_size(16 << 20)
-        .handshake(TokioIo::new(stream))
-        .await?;
-    tokio::spawn(conn);
+    let mut h2 = Dial::plain(&server.addr).http2().await?;
+    let base = format!("http://{}", server.addr);
     for _ in 0..LIST_RUNS {
         let (a, b, _) = rest_list(&mut client, &token, "").await?;
         first.push(a);
@@ -484,9 +256,16 @@ async fn main() -> anyhow::Result<()> {
         f_first.push(a);
         f_total.push(b);
         grpc.push(grpc_list(&channel, &token).await?.0);
-        let (a, b) = grpc_list_first_byte(&mut h2, &server.addr, &token).await?;
-        g_first.push(a);
-        g_total.push(b);
+        let reply = support::grpc_unary(
+            &mut h2,
+            &base,
+            "/application.ApplicationService/List",
+            Some(&token),
+            &[],
+        )
+        .await?;
+        g_first.push(reply.first);
+        g_total.push(reply.total);
     }
     summary("REST list, first byte", first);
     summary("REST list, whole body", total);
@@ -509,14 +288,20 @@ async fn main() -> anyhow::Result<()> {
             ready_tx.clone(),
         );
         let task = match i % 3 {
-            0 => tokio::spawn(sse_watcher(addr, token, marker, ready)),
+            0 => tokio::spawn(sse_watcher(Dial::plain(&addr), token, "app-00000", marker, ready)),
             1 => tokio::spawn(grpc_watcher(
                 channels[i % channels.len()].clone(),
                 token,
                 marker,
                 ready,
             )),
-            _ => tokio::spawn(grpc_web_watcher(addr, token, marker, ready)),
+            _ => tokio::spawn(grpc_web_watcher(
+                Dial::plain(&addr),
+                token,
+                "app-00000",
+                marker,
+                ready,
+            )),
         };
         tasks.push(task);
     }

@@ -265,9 +265,9 @@ class Part:
             raise PartFailed(self.name, f"exited with status {self.proc.returncode} (log {self.log}):\n"
                                         f"{tail(self.log)}")
 
-    def wait_ready(self, probe, timeout: float = START_TIMEOUT, what: str = "ready") -> None:
-        """Polls `probe()` (True when ready; an exception is remembered as the last reason) until
-        it holds, the process exits, or `timeout` passes."""
+    def wait_ready(self, probe, timeout: float = START_TIMEOUT, what: str = "ready", interval: float = 0.1) -> None:
+        """Polls `probe()` every `interval` s (True when ready; an exception is remembered as the
+        last reason) until it holds, the process exits, or `timeout` passes."""
         deadline = time.monotonic() + timeout
         last = "no answer yet"
         while time.monotonic() < deadline:
@@ -278,7 +278,7 @@ class Part:
                     return
             except Exception as e:  # noqa: BLE001 - the reason is reported below
                 last = f"{type(e).__name__}: {e}"
-            time.sleep(0.1)
+            time.sleep(interval)
         raise PartFailed(self.name, f"not {what} within {timeout:.0f} s (last: {last}); log {self.log}:\n"
                                     f"{tail(self.log)}")
 
@@ -302,15 +302,18 @@ class ControlPlane:
         self.parts: dict[str, Part] = {}
         self.state: dict = {"root": str(self.root), "namespace": NAMESPACE, "parts": {}}
         self.bins: list[Path] = []
+        self.state_file = STATE_FILE
+        # Extra data for argocd-cm, argocd-rbac-cm and argocd-secret, by name (`up(settings=...)`).
+        self.settings: dict[str, dict[str, str]] = {}
 
     # -- the state file: the one description every language reads --
 
     def _save(self) -> None:
         for name, part in self.parts.items():
             self.state["parts"][name] = {"pid": part.proc.pid, "log": str(part.log), "ready_in_s": part.ready_in}
-        tmp = self.root / (STATE_FILE + ".tmp")
+        tmp = self.root / (self.state_file + ".tmp")
         tmp.write_text(json.dumps(self.state, indent=2, sort_keys=True))
-        tmp.replace(self.root / STATE_FILE)
+        tmp.replace(self.root / self.state_file)
 
     def _start(self, name: str, cmd: list[str], env: dict | None = None, in_cluster: bool = False) -> Part:
         log = self.logs / f"{name}.log"
@@ -341,8 +344,15 @@ class ControlPlane:
 
     # -- parts --
 
-    def up(self, *, controller: bool = True, controller_manager: bool = True) -> "ControlPlane":
-        """Starts every part but argocd-server (see `start_argocd_server`). Raises PartFailed."""
+    def up(self, *, controller: bool = True, controller_manager: bool = True,
+           settings: dict[str, dict[str, str]] | None = None) -> "ControlPlane":
+        """Starts every part but argocd-server (see `start_argocd_server`). `settings` adds keys
+        to argocd-cm, argocd-rbac-cm and argocd-secret (by name: {"argocd-cm": {key: value}}),
+        applied before any Argo CD process starts. Raises PartFailed."""
+        unknown = set(settings or {}) - {"argocd-cm", "argocd-rbac-cm", "argocd-secret"}
+        if unknown:
+            raise PartFailed("argocd namespace", f"settings for unknown objects: {', '.join(sorted(unknown))}")
+        self.settings = dict(settings or {})
         if controller and not isolated_network():
             raise PartFailed("argocd-application-controller",
                              "it binds its metrics server to 0.0.0.0, so it only runs in a network namespace "
@@ -462,12 +472,13 @@ class ControlPlane:
 
         def cm(name, data=None):
             return {"apiVersion": "v1", "kind": "ConfigMap",
-                    "metadata": {"name": name, "namespace": NAMESPACE, "labels": part_of}, "data": data or {}}
+                    "metadata": {"name": name, "namespace": NAMESPACE, "labels": part_of},
+                    "data": {**(data or {}), **self.settings.get(name, {})}}
 
         def secret(name, data, labels=None):
             return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                     "metadata": {"name": name, "namespace": NAMESPACE, "labels": {**part_of, **(labels or {})}},
-                    "stringData": data}
+                    "stringData": {**data, **self.settings.get(name, {})}}
 
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self.state["argocd"] = {"admin_password": password, "namespace": NAMESPACE}
@@ -580,7 +591,7 @@ class ControlPlane:
         ctx = ssl.create_default_context(cafile=str(self.pki.ca))
         part.wait_ready(lambda: urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/healthz", timeout=2,
                                                        context=None if insecure else ctx).status == 200,
-                        what="healthy (/healthz)")
+                        what="healthy (/healthz)", interval=0.02)  # ready_in_s: a start-up time in BENCHMARKS.md
         self.state["argocd_server"] = {"port": port, "address": f"127.0.0.1:{port}",
                                        "url": f"{scheme}://127.0.0.1:{port}", "metrics_port": metrics,
                                        "insecure": insecure}
@@ -625,6 +636,56 @@ class ControlPlane:
         self.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "tiphys-tests",
                      "-f", "-", part=part, input=doc)
 
+    def apply_batches(self, objects: list[dict], batch: int = 500, parallel: int = 2,
+                      part: str = "kubectl", timeout: float = 600) -> None:
+        """Server-side apply of many `objects` as admin: Lists of `batch` objects, `parallel`
+        kubectl processes at a time, each bounded by `timeout`."""
+        kubectl = require("kubectl", "kubernetes-client")
+        chunks = [objects[i:i + batch] for i in range(0, len(objects), batch)]
+        deadline = time.monotonic() + timeout
+        running: list[tuple[subprocess.Popen, int]] = []
+
+        def reap(proc: subprocess.Popen, n: int) -> None:
+            left = max(1.0, deadline - time.monotonic())
+            try:
+                _, err = proc.communicate(timeout=left)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                raise PartFailed(part, f"batch {n} of {len(chunks)} not applied within {timeout:.0f} s") from None
+            if proc.returncode != 0:
+                raise PartFailed(part, f"batch {n} of {len(chunks)}: kubectl apply: {err.decode().strip()[-1000:]}")
+
+        tmp = self.root / "tmp"
+        tmp.mkdir(exist_ok=True)
+        for n, chunk in enumerate(chunks):
+            if len(running) >= parallel:
+                reap(*running.pop(0))
+            doc = tmp / f"apply-{os.getpid()}-{n}.json"
+            doc.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk}))
+            running.append((subprocess.Popen(
+                [kubectl, "--kubeconfig", self.state["kubeconfig"], "apply", "--server-side", "--force-conflicts",
+                 "--field-manager", "tiphys-tests", "-o", "name", "-f", str(doc)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE), n))
+        for proc, n in running:
+            reap(proc, n)
+        for n in range(len(chunks)):
+            (tmp / f"apply-{os.getpid()}-{n}.json").unlink(missing_ok=True)
+
+    @classmethod
+    def attach(cls, root: Path | str, state_file: str) -> "ControlPlane":
+        """The plane that `up` started under `root` (from its state file), for adding a part
+        from another process; that part's own state goes to `root/state_file` (the plane's file
+        is left as it is), and `down()` ends only what this process started."""
+        plane = cls(root)
+        plane.state = json.loads((plane.root / STATE_FILE).read_text())
+        plane.state.pop("argocd_server", None)
+        plane.state["parts"] = {}
+        plane.state_file = state_file
+        plane.bins = upstream_bins()
+        plane.pki = Pki(plane.root / "pki")
+        return plane
+
     def get_json(self, *args: str) -> dict:
         return json.loads(self.kubectl("get", "-o", "json", *args))
 
@@ -663,6 +724,18 @@ def _main() -> int:
     up.add_argument("--no-controller-manager", action="store_true", help="no kube-controller-manager")
     up.add_argument("--argocd-server", action="store_true", help="also start upstream argocd-server")
     up.add_argument("--argocd-server-insecure", action="store_true", help="... without TLS")
+    up.add_argument("--settings", metavar="FILE",
+                    help='JSON: keys for argocd-cm, argocd-rbac-cm, argocd-secret ({"argocd-cm": {"k": "v"}})')
+    apply = sub.add_parser("apply", help="server-side apply of a JSON List (or array) of objects, in batches")
+    apply.add_argument("root")
+    apply.add_argument("file")
+    apply.add_argument("--batch", type=int, default=500)
+    server = sub.add_parser("argocd-server", help="start argocd-server beside a running plane, write its "
+                                                  "state to ROOT/STATE_FILE, stay until SIGTERM")
+    server.add_argument("root")
+    server.add_argument("--state-file", default="argocd-server.json")
+    server.add_argument("--arg", action="append", default=[], dest="extra_args",
+                        help="one more argument for argocd-server (repeatable; e.g. --arg=--loglevel=warn)")
     down = sub.add_parser("down", help="end what `up` started under ROOT (by the PIDs in the state file)")
     down.add_argument("root")
     args = ap.parse_args()
@@ -673,11 +746,39 @@ def _main() -> int:
         for part in state["parts"].values():
             stop_pid(part["pid"])
         return 0
-    plane = ControlPlane(args.root)
+    if args.cmd == "apply":
+        plane = ControlPlane(args.root)
+        plane.state = json.loads((plane.root / STATE_FILE).read_text())
+        doc = json.loads(Path(args.file).read_text())
+        try:
+            plane.apply_batches(doc["items"] if isinstance(doc, dict) else doc, batch=args.batch)
+        except PartFailed as e:
+            print(f"controlplane: {e}", file=sys.stderr, flush=True)
+            return 1
+        return 0
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    if args.cmd == "argocd-server":
+        plane = ControlPlane.attach(args.root, args.state_file)
+        try:
+            plane.start_argocd_server(extra_args=tuple(args.extra_args))
+            plane.state["supervisor_pid"] = os.getpid()
+            plane._save()
+            while not stop:
+                for part in plane.parts.values():
+                    part.check_alive()
+                time.sleep(0.5)
+        except PartFailed as e:
+            print(f"controlplane: {e}", file=sys.stderr, flush=True)
+            return 1
+        finally:
+            plane.down()
+        return 0
+    plane = ControlPlane(args.root)
     try:
-        plane.up(controller=not args.no_controller, controller_manager=not args.no_controller_manager)
+        settings = json.loads(Path(args.settings).read_text()) if args.settings else None
+        plane.up(controller=not args.no_controller, controller_manager=not args.no_controller_manager,
+                 settings=settings)
         if args.argocd_server or args.argocd_server_insecure:
             plane.start_argocd_server(insecure=args.argocd_server_insecure)
         plane.state["supervisor_pid"] = os.getpid()
