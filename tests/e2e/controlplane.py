@@ -760,30 +760,29 @@ def _main() -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     if args.cmd == "argocd-server":
         plane = ControlPlane.attach(args.root, args.state_file)
-        try:
+
+        def start():
             plane.start_argocd_server(extra_args=tuple(args.extra_args))
-            plane.state["supervisor_pid"] = os.getpid()
-            plane._save()
-            while not stop:
-                for part in plane.parts.values():
-                    part.check_alive()
-                time.sleep(0.5)
-        except PartFailed as e:
-            print(f"controlplane: {e}", file=sys.stderr, flush=True)
-            return 1
-        finally:
-            plane.down()
-        return 0
-    plane = ControlPlane(args.root)
+    else:
+        plane = ControlPlane(args.root)
+
+        def start():
+            settings = json.loads(Path(args.settings).read_text()) if args.settings else None
+            plane.up(controller=not args.no_controller, controller_manager=not args.no_controller_manager,
+                     settings=settings)
+            if args.argocd_server or args.argocd_server_insecure:
+                plane.start_argocd_server(insecure=args.argocd_server_insecure)
+            print(json.dumps(plane.state), flush=True)
+    return _supervise(plane, start, stop)
+
+
+def _supervise(plane: ControlPlane, start, stop: list) -> int:
+    """Runs `start()`, marks the state file as complete (its `supervisor_pid`, written last), and
+    watches the parts until SIGTERM (`stop`) or one of them exits; then ends what it started."""
     try:
-        settings = json.loads(Path(args.settings).read_text()) if args.settings else None
-        plane.up(controller=not args.no_controller, controller_manager=not args.no_controller_manager,
-                 settings=settings)
-        if args.argocd_server or args.argocd_server_insecure:
-            plane.start_argocd_server(insecure=args.argocd_server_insecure)
+        start()
         plane.state["supervisor_pid"] = os.getpid()
         plane._save()
-        print(json.dumps(plane.state), flush=True)
         while not stop:
             for part in plane.parts.values():
                 part.check_alive()
