@@ -1035,11 +1035,7 @@ async fn main() -> anyhow::Result<()> {
     }
     for round in 0..knobs.rounds {
         for s in &scenarios {
-            let order = if round % 2 == 0 {
-                [&tiphys_target, &argo]
-            } else {
-                [&argo, &tiphys_target]
-            };
+            let order = alternate(round, [&tiphys_target, &argo]);
             for target in order {
                 let log = work.join(format!("h2load-{}-{round}.log", target.name));
                 let args = h2load_args(s, &target.bench);
@@ -1094,11 +1090,7 @@ async fn main() -> anyhow::Result<()> {
             warm_lists(target, knobs.timeout).await?;
         }
         for round in 0..rounds {
-            let order = if round % 2 == 0 {
-                [&tiphys_target, &argo]
-            } else {
-                [&argo, &tiphys_target]
-            };
+            let order = alternate(round, [&tiphys_target, &argo]);
             for target in order {
                 lists(&mut table, target, apps, calls, knobs.timeout).await?;
             }
@@ -1118,11 +1110,7 @@ async fn main() -> anyhow::Result<()> {
     let tiphys_path = format!("/api/v1/applications/{WATCHED}");
     let (kube, kube_path, tiphys_path) = (&kube, kube_path.as_str(), tiphys_path.as_str());
     for round in 0..knobs.slow_rounds {
-        let order = if round % 2 == 0 {
-            [&tiphys_target, &argo]
-        } else {
-            [&argo, &tiphys_target]
-        };
+        let order = alternate(round, [&tiphys_target, &argo]);
         for target in order {
             let annotate = |marker: String| json!({"metadata": {"annotations": {"note": marker}}});
             let done = if target.name == "tiphys" {
@@ -1165,11 +1153,7 @@ async fn main() -> anyhow::Result<()> {
         knobs.conns, knobs.slow_rounds
     );
     for round in 0..knobs.slow_rounds {
-        let order = if round % 2 == 0 {
-            [&tiphys_target, &argo]
-        } else {
-            [&argo, &tiphys_target]
-        };
+        let order = alternate(round, [&tiphys_target, &argo]);
         for target in order {
             if let Err(e) = idle_conns(&mut table, target, knobs.conns).await {
                 println!("  {:<13} idle connections: {e:#}", target.name);
@@ -1187,4 +1171,10 @@ async fn main() -> anyhow::Result<()> {
     drop(upstream);
     drop(plane);
     Ok(())
+}
+
+/// The two servers in the order of `round`: swapped every other round, so that neither is
+/// always measured first.
+fn alternate<T>(round: usize, [a, b]: [T; 2]) -> [T; 2] {
+    if round.is_multiple_of(2) { [a, b] } else { [b, a] }
 }
