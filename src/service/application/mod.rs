@@ -33,8 +33,9 @@ use crate::app::App;
 use crate::service::{Ctx, Reply, StreamItem};
 
 const RESOURCE: &str = "applications";
-/// Attempts of a write whose application another write changed between check and commit.
-const ATTEMPTS: usize = 5;
+/// Attempts of a write whose application another write changed between check and commit: ten,
+/// as upstream's `updateApp` in server/application/application.go.
+const ATTEMPTS: u32 = 10;
 
 /// Runs `attempt` (read the application, authorize against what it read, write on the
 /// condition that it is still that version) again when another write came in between, so the
@@ -44,11 +45,15 @@ pub(crate) async fn rechecked<Fut>(mut attempt: impl FnMut() -> Fut) -> Result<R
 where
     Fut: Future<Output = Result<Reply, AppError>>,
 {
-    let mut left = ATTEMPTS;
+    let mut tried = 0;
     loop {
-        left -= 1;
+        tried += 1;
         match attempt().await {
-            Err(AppError::Aborted(_)) if left > 0 => {}
+            // A short, growing pause (1, 2, ... 9 ms) lets a writer that keeps winning the race
+            // finish its turn, so the loser's next read is not already stale.
+            Err(AppError::Aborted(_)) if tried < ATTEMPTS => {
+                tokio::time::sleep(std::time::Duration::from_millis(u64::from(tried))).await;
+            }
             done => return done,
         }
     }
