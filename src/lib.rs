@@ -21,6 +21,7 @@ pub mod gitrepo;
 pub mod grpc;
 pub mod jose;
 pub mod json;
+pub mod kubernetes;
 pub mod oidc;
 pub mod pb;
 pub mod principal;

@@ -24,6 +24,8 @@ pub struct Options {
     pub data_dir: PathBuf,
     /// The store everything lives on.
     pub store: Backend,
+    /// `--kube`: applications, projects and application sets live on this installation.
+    pub kube: Option<crate::kubernetes::KubeOptions>,
     /// Argo CD's ConfigMaps and Secret; `None`: defaults.
     pub config_dir: Option<PathBuf>,
     /// The namespace the server runs in.
@@ -47,6 +49,7 @@ impl Options {
         let data_dir = data_dir.into();
         Self {
             store: Backend::File(data_dir.clone()),
+            kube: None,
             config_dir: None,
             namespace: "argocd".to_owned(),
             url: None,
@@ -113,7 +116,7 @@ pub async fn secrets_keys(
 impl App {
     /// Opens the store (the data dir's file, one server per data dir, or etcd, shared by
     /// replicas) and everything that lives on it. Every error names what is wrong.
-    pub async fn open(options: Options) -> anyhow::Result<Self> {
+    pub async fn open(mut options: Options) -> anyhow::Result<Self> {
         let config = ConfigWatch::new(options.config_dir.clone())?;
         let store: Arc<dyn Store> = options.store.open().await?;
         let keys = secrets_keys(
@@ -133,7 +136,22 @@ impl App {
             );
         }
         let keys = Arc::new(keys);
-        let registry = Registry::open(Arc::clone(&store), Arc::clone(&keys)).await?;
+        let registry = match &options.kube {
+            Some(kube) => {
+                let connection = crate::kubernetes::Connection::open(kube).await?;
+                if kube.namespace_of_context {
+                    options.namespace = connection.default_namespace.clone();
+                }
+                Registry::open_on_kube(
+                    Arc::clone(&store),
+                    Arc::clone(&keys),
+                    connection,
+                    &options.namespace,
+                )
+                .await?
+            }
+            None => Registry::open(Arc::clone(&store), Arc::clone(&keys)).await?,
+        };
         let sealed = registry.sealed().await?;
         if sealed.stale() > 0 {
             tracing::warn!(

@@ -109,6 +109,8 @@ impl Registry {
         for kind in kinds {
             fresh.kind_rv.insert(kind, fresh.rv.max(state.rv) + 1);
         }
+        // What Kubernetes holds is not the store's: it stays as its watches have it.
+        fresh.keep_kube_of(&mut state);
         *state = fresh;
         self.seen.send_replace(state.rv);
         Ok(())

@@ -39,6 +39,7 @@ pub(super) async fn state(store: &dyn Store, keys: &Arc<SecretsKeys>) -> Result<
         kind_rv: HashMap::new(),
         docs,
         history: History::new(loaded_at),
+        kube: HashMap::new(),
     })
 }
 

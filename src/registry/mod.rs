@@ -23,6 +23,7 @@ mod doc;
 mod fence;
 mod follow;
 mod kind;
+mod kube_view;
 mod load;
 pub mod projects;
 mod proto;
@@ -96,8 +97,12 @@ pub struct Registry {
     unpublished: AtomicBool,
     /// Read your writes: the reads that bring the view up to the store (`fence.rs`).
     fences: fence::Fences,
-    /// The follower's tasks (`follow.rs`), ended with the registry.
+    /// The follower's tasks (`follow.rs`, `kube_view.rs`), ended with the registry.
     follower: Mutex<Vec<tokio::task::AbortHandle>>,
+    /// The kinds Kubernetes holds, when the server runs on an installation (`kube_view.rs`).
+    kube: Option<kube_view::KubeSide>,
+    /// False while a watch of the Kubernetes API server is failing.
+    kube_following: AtomicBool,
 }
 
 struct State {
@@ -111,6 +116,8 @@ struct State {
     kind_rv: HashMap<Kind, u64>,
     docs: HashMap<Kind, BTreeMap<(String, String), DocRef>>,
     history: History,
+    /// The kinds Kubernetes holds: each with its own revision and history (`kube_view.rs`).
+    kube: HashMap<Kind, kube_view::KubeKind>,
 }
 
 /// One change in a write batch.
@@ -176,7 +183,19 @@ impl Registry {
     /// changes (`follow.rs`) until the registry is dropped; a write returns once its commit is
     /// in the view.
     pub async fn open(store: Arc<dyn Store>, keys: Arc<SecretsKeys>) -> Result<Arc<Self>, RegistryError> {
-        let state = load::state(&*store, &keys).await?;
+        Self::open_with(store, keys, None).await
+    }
+
+    /// [`Registry::open`], with the kinds Kubernetes holds taken from `kube` when given.
+    async fn open_with(
+        store: Arc<dyn Store>,
+        keys: Arc<SecretsKeys>,
+        kube: Option<kube_view::KubeSide>,
+    ) -> Result<Arc<Self>, RegistryError> {
+        let mut state = load::state(&*store, &keys).await?;
+        if kube.is_some() {
+            state.hand_to_kube();
+        }
         let shared = store.is_shared();
         let seen = tokio::sync::watch::Sender::new(state.rv);
         let registry = Arc::new_cyclic(|this| Self {
@@ -192,6 +211,8 @@ impl Registry {
             unpublished: AtomicBool::new(false),
             fences: fence::Fences::default(),
             follower: Mutex::new(Vec::new()),
+            kube,
+            kube_following: AtomicBool::new(true),
         });
         registry.follow();
         Ok(registry)
@@ -200,8 +221,32 @@ impl Registry {
     /// What is wrong with the view, if anything: on a shared store, that it cannot follow the
     /// store's changes (reads are answered from the view as it is, writes fail).
     pub fn degraded(&self) -> Option<&'static str> {
+        if self.kube.is_some() && !self.kube_following.load(Ordering::Acquire) {
+            return Some(
+                "the registry cannot follow the Kubernetes API server: reads may be stale and writes fail \
+                 until it is back",
+            );
+        }
         (self.shared && !self.following.load(Ordering::Acquire))
             .then_some("the registry cannot follow etcd: reads may be stale and writes fail until it is back")
+    }
+
+    /// Whether Argo CD's application-controller works on these objects (they are Kubernetes's):
+    /// a deletion then waits for the object's finalizers, and a refresh for the controller.
+    pub fn beside_controller(&self) -> bool {
+        self.kube.is_some()
+    }
+
+    fn set_kube_following(&self, following: bool) {
+        self.kube_following.store(following, Ordering::Release);
+    }
+
+    /// Ends `task` with the registry.
+    fn adopt(&self, task: tokio::task::AbortHandle) {
+        self.follower
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(task);
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, State> {
@@ -221,6 +266,11 @@ impl Registry {
     /// The current revision.
     pub fn revision(&self) -> u64 {
         self.read().rv
+    }
+
+    /// The revision lists of `kind` are current at (what a watch of it from now starts after).
+    pub fn revision_of(&self, kind: Kind) -> u64 {
+        self.read().rv_of(kind)
     }
 
     /// Changes whenever an object of `kind` is written (0 until the first write after start).
@@ -244,7 +294,7 @@ impl Registry {
             .get(&kind)
             .map(|m| m.values().cloned().collect())
             .unwrap_or_default();
-        (state.rv, docs)
+        (state.rv_of(kind), docs)
     }
 
     /// A consistent list of `kind` and a subscription to every change after it.
@@ -255,19 +305,22 @@ impl Registry {
             .get(&kind)
             .map(|m| m.values().cloned().collect())
             .unwrap_or_default();
-        let sub = state.history.subscribe(kind, state.rv, state.rv)?;
+        let rv = state.rv_of(kind);
+        let sub = state.history_of(kind).subscribe(kind, rv, rv)?;
         Ok((docs, sub))
     }
 
     /// Changes of `kind` after revision `since`. On a shared store, a version another replica
     /// handed out that this view has not reached yet is waited for (bounded).
     pub async fn watch(&self, kind: Kind, since: u64) -> Result<Subscription, WatchError> {
-        if self.shared && since > self.read().rv {
+        if kube_view::KubeSide::holds(kind) && self.kube.is_some() {
+            self.wait_for_kube(kind, since).await;
+        } else if self.shared && since > self.read().rv {
             let mut seen = self.seen.subscribe();
             let _ = tokio::time::timeout(FRESH_WAIT, seen.wait_for(|at| *at >= since)).await;
         }
         let state = self.read();
-        state.history.subscribe(kind, since, state.rv)
+        state.history_of(kind).subscribe(kind, since, state.rv_of(kind))
     }
 
     /// Applies `changes` atomically: all are durable when this returns `Ok`, or none took effect.
@@ -330,10 +383,15 @@ impl Registry {
                 .iter()
                 .map(|change| self.plan(change))
                 .collect::<Result<Vec<_>, _>>()?;
-            let ops = self.ops(&planned, checked.then_some(view_rv), others_at);
-            let outcome = if self.shared {
+            let on_kube =
+                self.kube.is_some() && planned.iter().any(|p| kube_view::KubeSide::holds(p.key.kind));
+            let outcome = if on_kube {
+                self.commit_kube(planned).await
+            } else if self.shared {
+                let ops = self.ops(&planned, checked.then_some(view_rv), others_at);
                 self.commit_shared(ops, planned).await
             } else {
+                let ops = self.ops(&planned, checked.then_some(view_rv), others_at);
                 self.commit_local(ops, planned).await
             };
             match outcome {
@@ -347,7 +405,9 @@ impl Registry {
                 )))
                 .into());
             }
-            if self.shared {
+            if on_kube {
+                self.kube_catch_up().await;
+            } else if self.shared {
                 // Another replica's write came first: wait until the view has it, after a short
                 // random pause so that writers racing each other spread out.
                 let jitter = u64::from(crate::random::bytes(1)[0]);

@@ -66,9 +66,8 @@ impl Schema {
                     Shape::Message | Shape::Raw | Shape::IntOrString => {
                         (set || field.always).then(|| self.value_json(field, &value))
                     }
-                    Shape::Scalar => {
-                        (!is_zero(&value) || field.always).then(|| self.value_json(field, &value))
-                    }
+                    Shape::Scalar => (!is_zero(&value) || field.always || (set && field.pointer))
+                        .then(|| self.value_json(field, &value)),
                 }
             };
             if let Some(json) = json {

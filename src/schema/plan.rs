@@ -41,6 +41,12 @@ pub(crate) struct FieldPlan {
     pub fd: FieldDescriptor,
     /// Emitted even when zero (no `omitempty`, or a non-pointer struct).
     pub always: bool,
+    /// A Go pointer to a scalar (`*bool`, `*string`): emitted whenever set, zero or not, as
+    /// encoding/json writes a non-nil pointer. The `optional` scalars of the API's own request
+    /// and response messages are (gogo makes pointers of proto2 optionals), so that a REST
+    /// call's `cascade=false` or `"validate": false` is not taken for an absent field; the
+    /// Kubernetes and Argo CD object types' scalars are plain values with `omitempty`.
+    pub pointer: bool,
     /// A Go embedded struct: its fields sit at the parent's level.
     pub inline: bool,
     /// The shape of one value (of the element, for lists; of the value, for maps).
@@ -51,6 +57,18 @@ pub(crate) struct FieldPlan {
     pub layout: Layout,
     /// The index of the oneof the field belongs to, if any.
     pub oneof: Option<usize>,
+}
+
+/// Whether `fd` is a Go pointer to a scalar (see [`FieldPlan::pointer`]): a singular scalar
+/// with presence in a message outside the object types' packages.
+fn is_go_pointer(fd: &FieldDescriptor) -> bool {
+    let package = fd.parent_message().package_name();
+    fd.supports_presence()
+        && !fd.is_list()
+        && !fd.is_map()
+        && !matches!(fd.kind(), Kind::Message(_))
+        && !package.starts_with("github.com.")
+        && !package.starts_with("k8s.io.")
 }
 
 /// The protobuf type of one value, as the direct encoder writes it.
@@ -210,6 +228,7 @@ pub(crate) fn build_all(pool: &DescriptorPool) -> Result<(Vec<MessagePlan>, Name
                 .or_insert(fields.len());
             fields.push(FieldPlan {
                 always: flag(&fd, &always),
+                pointer: is_go_pointer(&fd),
                 inline,
                 shape,
                 number: fd.number(),

@@ -46,8 +46,9 @@ pub struct ServerArgs {
     pub store: super::store_args::StoreArgs,
     /// The namespace the server runs in (Argo CD's `--namespace`): applications and projects
     /// live here unless they name another.
-    #[arg(long, env = "ARGOCD_NAMESPACE", default_value = "argocd")]
-    pub namespace: String,
+    /// [default: with --kube, the kubeconfig context's or the pod's namespace; else argocd]
+    #[arg(long, env = "ARGOCD_NAMESPACE")]
+    pub namespace: Option<String>,
     /// The external URL users reach the server at; its host joins the self-signed certificate.
     #[arg(long, env = "TIPHYS_URL")]
     pub url: Option<String>,
@@ -201,6 +202,8 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// The store: the data dir's file, or etcd.
     pub store: crate::store::Backend,
+    /// `--kube`: the installation whose custom resources are the applications and projects.
+    pub kube: Option<crate::kubernetes::KubeOptions>,
     pub namespace: String,
     pub url: Option<url_host::ExternalUrl>,
     pub limits: Limits,
@@ -225,6 +228,7 @@ impl ServerConfig {
         crate::app::Options {
             data_dir: self.data_dir.clone(),
             store: self.store.clone(),
+            kube: self.kube.clone(),
             config_dir: self.config_dir.clone(),
             namespace: self.namespace.clone(),
             url: self.url.as_ref().map(|u| u.raw.clone()),
@@ -321,7 +325,11 @@ impl ServerArgs {
             rootpath,
             basehref,
             data_dir,
-            namespace: self.namespace.clone(),
+            kube: self.store.kube.then(|| crate::kubernetes::KubeOptions {
+                kubeconfig: self.store.kubeconfig.clone(),
+                namespace_of_context: self.namespace.is_none(),
+            }),
+            namespace: self.namespace.clone().unwrap_or_else(|| "argocd".to_owned()),
             url,
             limits: Limits {
                 handshake_timeout: self.handshake_timeout,

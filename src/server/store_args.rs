@@ -55,6 +55,14 @@ pub struct StoreArgs {
     /// the server key].
     #[arg(long, env = "TIPHYS_SECRETS_KEY_FILE", value_name = "FILE")]
     pub secrets_key_file: Option<PathBuf>,
+    /// Serve an Argo CD installation: applications, projects and application sets are its
+    /// custom resources on the Kubernetes API server (of --kubeconfig, KUBECONFIG or the pod's
+    /// ServiceAccount), which upstream's application-controller syncs.
+    #[arg(long, env = "TIPHYS_KUBE")]
+    pub kube: bool,
+    /// The kubeconfig of --kube [default: KUBECONFIG, ~/.kube/config, or the pod's ServiceAccount].
+    #[arg(long, env = "TIPHYS_KUBECONFIG", value_name = "FILE", requires = "kube")]
+    pub kubeconfig: Option<PathBuf>,
     /// The limit of one etcd call, retries across members included.
     #[arg(long, env = "TIPHYS_ETCD_REQUEST_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub etcd_request_timeout: Duration,
@@ -64,6 +72,11 @@ impl StoreArgs {
     /// The store these flags select; `data_dir` holds the redb file when no etcd is given.
     /// Files named by the flags are read here, so a bad one is reported before anything starts.
     pub fn backend(&self, data_dir: &Path) -> anyhow::Result<Backend> {
+        if self.kube && !self.etcd_endpoints.is_empty() {
+            return Err(anyhow!(
+                "--kube and --etcd-endpoints name two places for the same objects: give one of them"
+            ));
+        }
         let endpoints: Vec<String> = self
             .etcd_endpoints
             .iter()

@@ -17,6 +17,7 @@ impl From<RegistryError> for AppError {
             err @ RegistryError::Conflict { .. } => AppError::Aborted(err.to_string()),
             RegistryError::Invalid { err, .. } => AppError::InvalidArgument(err.to_string()),
             RegistryError::Store(StoreError::Unavailable(why)) => AppError::Unavailable(why),
+            RegistryError::Store(StoreError::Forbidden(why)) => AppError::FailedPrecondition(why),
             RegistryError::Store(err) => AppError::Internal(err.into()),
         }
     }

@@ -184,6 +184,10 @@ pub enum StoreError {
     /// The request itself is wrong (a key twice in one batch, a value that cannot be encoded).
     #[error("{0}")]
     Invalid(String),
+    /// The backend refuses this server's identity the request (the Kubernetes API server's
+    /// RBAC): retrying does not help until someone grants it.
+    #[error("{0}")]
+    Forbidden(String),
     /// A watch asked for revisions the store no longer keeps (etcd compacted them): list again.
     #[error("revision {requested} has been compacted (the oldest kept is {oldest}): list again")]
     Compacted { requested: Revision, oldest: Revision },

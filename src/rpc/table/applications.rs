@@ -11,7 +11,6 @@ const NO_REPO_SERVER: &str = "tiphys does not run a repo server: OCI metadata an
      uploaded files come from one";
 const NO_LIVE_CLUSTER: &str = "tiphys does not connect to clusters: live resources, their actions, diffs, \
      logs and events come from a controller with cluster access";
-const NO_ROLLBACK: &str = "rollback needs the deployment history a controller records; tiphys has none";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     vec![
@@ -132,10 +131,10 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [get("/api/v1/applications/{appName}/server-side-diff")],
             NO_LIVE_CLUSTER,
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/Rollback",
             [post("/api/v1/applications/{name}/rollback", Body::All)],
-            NO_ROLLBACK,
+            call(app::rollback),
         ),
         unserved(
             "/application.ApplicationService/GetResource",

@@ -6,6 +6,8 @@
 //! caller who could see an application of that name gets "not found", anyone else gets the
 //! same fixed "permission denied" as for an existing application they may not see.
 
+mod deletion;
+mod refresh;
 pub(crate) mod selector;
 pub mod source;
 mod sync;
@@ -15,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use self::selector::Selector;
-pub use self::sync::{sync, terminate_operation};
+pub use self::sync::{rollback, sync, terminate_operation};
 pub use self::watch::watch;
 use super::access::{Access, Missing};
 use super::limits::{check_annotations, check_labels, check_namespace, check_object_name};
@@ -41,9 +43,9 @@ const ATTEMPTS: u32 = 10;
 /// condition that it is still that version) again when another write came in between, so the
 /// check always judges the very object the write replaces: a move into another project cannot
 /// slip between them.
-pub(crate) async fn rechecked<Fut>(mut attempt: impl FnMut() -> Fut) -> Result<Reply, AppError>
+pub(crate) async fn rechecked<T, Fut>(mut attempt: impl FnMut() -> Fut) -> Result<T, AppError>
 where
-    Fut: Future<Output = Result<Reply, AppError>>,
+    Fut: Future<Output = Result<T, AppError>>,
 {
     let mut tried = 0;
     loop {
@@ -70,6 +72,8 @@ pub struct AppQuery {
     pub selector: String,
     pub repo: String,
     pub app_namespace: String,
+    /// Get: `normal` or `hard` asks the controller to compare again, and answers once it has.
+    pub refresh: Option<String>,
 }
 
 /// The RBAC object of an application (upstream's `RBACName`).
@@ -197,7 +201,12 @@ pub async fn get(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
         .cloned()
         .unwrap_or_default();
     let doc = authorized(&ctx.app, principal, &q.app_namespace, &q.name, &project, "get")?;
-    Ok(Reply::Doc(doc))
+    match &q.refresh {
+        Some(kind) if ctx.app.registry.beside_controller() => {
+            refresh::refreshed(&ctx.app, &doc, kind).await.map(Reply::Doc)
+        }
+        _ => Ok(Reply::Doc(doc)),
+    }
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -683,11 +692,31 @@ pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
             "get",
         )?;
         Access::detailed(RESOURCE, "delete").check(&ctx.app, principal, &doc_object(&ctx.app, &existing))?;
+        let finalizers = deletion::finalizers(&existing.value(), req.cascade, &req.propagation_policy)?;
+        let mut expect = existing.rv;
+        // Only Kubernetes holds an object back for its finalizers (the controller deletes the
+        // application's resources, then lets it go); elsewhere the deletion is immediate.
+        if let Some(finalizers) = finalizers
+            && ctx.app.registry.beside_controller()
+        {
+            let mut value = existing.value();
+            value["metadata"]["finalizers"] = Value::from(finalizers);
+            let written = ctx
+                .app
+                .registry
+                .apply_one(Change::Update {
+                    key: existing.key.clone(),
+                    value,
+                    expect: Some(existing.rv),
+                })
+                .await?;
+            expect = written.map_or(expect, |doc| doc.rv);
+        }
         ctx.app
             .registry
             .apply(vec![Change::Delete {
                 key: existing.key.clone(),
-                expect: Some(existing.rv),
+                expect: Some(expect),
             }])
             .await?;
         Ok(Reply::Message(Value::Object(Map::new())))

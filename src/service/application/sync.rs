@@ -127,17 +127,137 @@ async fn sync_once(state: &App, principal: &Principal, req: &SyncRequest) -> Res
     if let Some(retry) = retry {
         operation.insert("retry".to_owned(), retry);
     }
+    set_operation(state, &existing, &mut value, Value::Object(operation)).await
+}
+
+#[derive(Deserialize, Default, Debug)]
+#[serde(default, rename_all = "camelCase")]
+pub struct RollbackRequest {
+    pub name: String,
+    /// The history entry's `id` (an int64: a number, or a string in REST's JSON).
+    pub id: Value,
+    pub dry_run: bool,
+    pub prune: bool,
+    pub app_namespace: String,
+    pub project: String,
+}
+
+/// Rollback: a sync to what history entry `id` deployed, as upstream's `Rollback`
+/// (server/application/application.go) builds it, refused while the application is being
+/// deleted, while auto-sync would undo it, and while another operation runs.
+pub async fn rollback(ctx: Ctx, req: RollbackRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let id = match &req.id {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.parse().ok(),
+        Value::Null => Some(0),
+        _ => None,
+    }
+    .ok_or_else(|| AppError::InvalidArgument(format!("invalid history id {}: expected a number", req.id)))?;
+    super::rechecked(|| rollback_once(&ctx.app, principal, &req, id)).await
+}
+
+/// One attempt of [`rollback`], on the application as it is now.
+async fn rollback_once(
+    state: &App,
+    principal: &Principal,
+    req: &RollbackRequest,
+    id: i64,
+) -> Result<Reply, AppError> {
+    let (existing, _) = may_sync(state, principal, &req.app_namespace, &req.name, &req.project)?;
+    let mut value = existing.value();
+    let refuse = |why: &str| Err(AppError::FailedPrecondition(why.to_owned()));
+    if !value["metadata"]["deletionTimestamp"].is_null() {
+        return refuse("application is deleting");
+    }
+    let automated = value.pointer("/spec/syncPolicy/automated");
+    if automated.is_some_and(|a| a.get("enabled").and_then(Value::as_bool) != Some(false)) {
+        return refuse("rollback cannot be initiated when auto-sync is enabled");
+    }
+    let entry = value
+        .pointer("/status/history")
+        .and_then(Value::as_array)
+        .and_then(|history| history.iter().find(|h| h["id"].as_i64().unwrap_or(0) == id))
+        .cloned()
+        .ok_or_else(|| {
+            AppError::InvalidArgument(format!(
+                "application {} does not have deployment with id {id}",
+                existing.key.name
+            ))
+        })?;
+    let zero = |v: &Value| v.is_null() || v.as_object().is_some_and(|o| o.values().all(is_empty));
+    if zero(&entry["source"]) && entry["sources"].as_array().is_none_or(Vec::is_empty) {
+        return refuse(
+            "cannot rollback to revision deployed with Argo CD v0.11 or lower. sync to revision instead.",
+        );
+    }
+    if value.get("operation").is_some() {
+        return refuse("another operation is already in progress");
+    }
+    let mut sync = Map::new();
+    for field in ["revision", "revisions", "source", "sources"] {
+        if let Some(v) = entry.get(field).filter(|v| !is_empty(v)) {
+            sync.insert(field.to_owned(), v.clone());
+        }
+    }
+    if req.dry_run {
+        sync.insert("dryRun".to_owned(), Value::Bool(true));
+    }
+    if req.prune {
+        sync.insert("prune".to_owned(), Value::Bool(true));
+    }
+    if let Some(options) = value
+        .pointer("/spec/syncPolicy/syncOptions")
+        .filter(|v| !is_empty(v))
+    {
+        sync.insert("syncOptions".to_owned(), options.clone());
+    }
+    sync.insert("syncStrategy".to_owned(), serde_json::json!({"apply": {}}));
+    let operation = serde_json::json!({
+        "sync": Value::Object(sync),
+        "initiatedBy": {"username": principal.subject()},
+    });
+    set_operation(state, &existing, &mut value, operation).await
+}
+
+/// Writes `operation` on the application (`value`, read as `existing`) and, as upstream's
+/// `SetAppOperation` (util/argo/argo.go) does, drops the last operation's state, so that
+/// nobody takes the previous outcome for this one's.
+async fn set_operation(
+    state: &App,
+    existing: &DocRef,
+    value: &mut Value,
+    operation: Value,
+) -> Result<Reply, AppError> {
     if let Some(object) = value.as_object_mut() {
-        object.insert("operation".to_owned(), Value::Object(operation));
+        object.insert("operation".to_owned(), operation);
+    }
+    if let Some(status) = value.get_mut("status").and_then(Value::as_object_mut) {
+        status.remove("operationState");
     }
     let change = Change::Update {
         key: existing.key.clone(),
-        value,
+        value: value.take(),
         expect: Some(existing.rv),
     };
     let doc = state.registry.apply_one(change).await?;
-    doc.map(Reply::Doc)
-        .ok_or_else(|| AppError::Internal(anyhow::anyhow!("sync wrote no object")))
+    doc.map(Reply::Doc).ok_or_else(|| {
+        AppError::Internal(anyhow::anyhow!(
+            "the operation was written, but no object came back"
+        ))
+    })
+}
+
+/// Whether a JSON value is Go's zero value of its type (what `omitempty` leaves out).
+fn is_empty(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
 }
 
 #[derive(Deserialize, Default, Debug)]

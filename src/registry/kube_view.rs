@@ -1,0 +1,506 @@
+//! The kinds an Argo CD installation keeps in Kubernetes (`--kube`): Applications, AppProjects
+//! and ApplicationSets, as the argoproj.io/v1alpha1 custom resources that upstream's
+//! application-controller reads and writes too (upstream: pkg/apis/application/v1alpha1,
+//! server/application/application.go, server/project/project.go).
+//!
+//! The view holds them as it holds every kind, fed by one watch per kind (kube-rs's watcher:
+//! a list, then a watch that resumes from the last resourceVersion and lists again when the
+//! API server no longer has it), so lists, gets and watches are answered from memory. An
+//! object's revision is its Kubernetes `resourceVersion` (etcd's mod revision, a number in
+//! every API server release), and each kind keeps its own history of events, since the watches
+//! of different kinds arrive in no common order.
+//!
+//! Writes go to the API server, one object per request, with the `resourceVersion` the view
+//! had as the precondition: a 409 makes the registry's write loop wait for the watch to catch
+//! up and plan again, so a caller's stale `resourceVersion` is still a conflict and nothing is
+//! overwritten blindly. A write returns once the watch has brought it into the view (bounded),
+//! so the writer's next read sees it. Conditions that span objects (an application's project
+//! exists) are checked on the view before the write, not compared at the commit: Kubernetes has
+//! no multi-object transaction, and upstream's argocd-server checks them the same way.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures_util::StreamExt as _;
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams, Preconditions};
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::watcher;
+use serde_json::Value;
+
+use super::doc::{Doc, DocRef, Draft};
+use super::kind::{Key, Kind};
+use super::watch::{EventType, History};
+use super::{Applied, Planned, Registry, RegistryError, State};
+use crate::kubernetes::{Connection, Resource, Verb, check_crds, store_error};
+use crate::schema::{Schema, SchemaError};
+use crate::store::StoreError;
+
+/// How long the start waits for each kind's first list.
+const FIRST_LIST: Duration = Duration::from_secs(60);
+/// How long a write waits for its watch to bring the object into the view.
+const OWN_WRITE_WAIT: Duration = Duration::from_secs(5);
+/// How long a write that lost a conflict waits for the view to move before planning again.
+const CATCH_UP_WAIT: Duration = Duration::from_millis(500);
+
+/// The kinds Kubernetes holds, and their resources.
+const KINDS: [(Kind, Resource); 3] = [
+    (Kind::Application, Resource::APPLICATION),
+    (Kind::AppProject, Resource::APP_PROJECT),
+    (Kind::ApplicationSet, Resource::APPLICATION_SET),
+];
+
+fn resource_of(kind: Kind) -> Option<Resource> {
+    KINDS.iter().find(|(k, _)| *k == kind).map(|(_, r)| *r)
+}
+
+/// How the registry reaches the kinds Kubernetes holds.
+pub(super) struct KubeSide {
+    connection: Connection,
+    /// The control namespace: where the watched objects live.
+    namespace: String,
+    /// Bumped whenever a watch changes the view: what a write that lost a conflict waits for.
+    moved: tokio::sync::watch::Sender<u64>,
+}
+
+/// A kind Kubernetes holds, as the view has it.
+pub(super) struct KubeKind {
+    /// The highest `resourceVersion` its watch delivered.
+    pub rv: u64,
+    pub history: History,
+}
+
+impl KubeSide {
+    pub(super) fn holds(kind: Kind) -> bool {
+        resource_of(kind).is_some()
+    }
+
+    fn api(&self, resource: Resource) -> Api<DynamicObject> {
+        resource.api(&self.connection, &self.namespace)
+    }
+
+    fn error(&self, err: kube::Error, verb: Verb, resource: Resource) -> StoreError {
+        store_error(err, &self.connection, verb, resource.plural, &self.namespace)
+    }
+}
+
+impl Registry {
+    /// [`Registry::open`] for an installation: applications, projects and application sets are
+    /// Kubernetes's (watched from `namespace`), everything else the store's. Fails, naming
+    /// them, when a CustomResourceDefinition is missing or a first list does not arrive.
+    pub async fn open_on_kube(
+        store: Arc<dyn crate::store::Store>,
+        keys: Arc<super::SecretsKeys>,
+        connection: Connection,
+        namespace: &str,
+    ) -> anyhow::Result<Arc<Self>> {
+        let resources: Vec<Resource> = KINDS.iter().map(|(_, r)| *r).collect();
+        check_crds(&connection, namespace, &resources).await?;
+        let side = KubeSide {
+            connection,
+            namespace: namespace.to_owned(),
+            moved: tokio::sync::watch::Sender::new(0),
+        };
+        let registry = Self::open_with(store, keys, Some(side)).await?;
+        let mut ready = Vec::new();
+        for (kind, resource) in KINDS {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let task = tokio::spawn(run_watch(Arc::downgrade(&registry), kind, resource, tx));
+            registry.adopt(task.abort_handle());
+            ready.push((resource, rx));
+        }
+        for (resource, rx) in ready {
+            match tokio::time::timeout(FIRST_LIST, rx).await {
+                Ok(Ok(())) => {}
+                _ => anyhow::bail!(
+                    "the first list of {} from the Kubernetes API server did not arrive within {FIRST_LIST:?}",
+                    resource.crd_name()
+                ),
+            }
+        }
+        Ok(registry)
+    }
+
+    /// Writes one planned change of a kind Kubernetes holds, on the condition that the object
+    /// is still at the revision the view had; returns once the view has it (bounded).
+    pub(super) async fn commit_kube(
+        &self,
+        planned: Vec<Planned>,
+    ) -> Result<Vec<Option<DocRef>>, RegistryError> {
+        let side = self
+            .kube
+            .as_ref()
+            .ok_or_else(|| invalid_write("no Kubernetes connection"))?;
+        let [plan] = <[Planned; 1]>::try_from(planned)
+            .map_err(|_| invalid_write("a write to Kubernetes changes one object at a time"))?;
+        let kind = plan.key.kind;
+        let resource = resource_of(kind).ok_or_else(|| invalid_write("not a Kubernetes kind"))?;
+        let api = side.api(resource);
+        let name = plan.key.name.clone();
+        let written = match (&plan.draft, &plan.current) {
+            (Some(draft), None) => {
+                let object = object_of(resource, draft, None)?;
+                match api.create(&PostParams::default(), &object).await {
+                    Err(kube::Error::Api(status)) if status.code == 409 => {
+                        return Err(RegistryError::AlreadyExists(plan.key));
+                    }
+                    other => Some(other.map_err(|e| side.error(e, Verb::Create, resource))?),
+                }
+            }
+            (Some(draft), Some(current)) => {
+                let object = object_of(resource, draft, Some(current.rv))?;
+                match api.replace(&name, &PostParams::default(), &object).await {
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        return Err(RegistryError::NotFound(plan.key));
+                    }
+                    other => Some(other.map_err(|e| side.error(e, Verb::Update, resource))?),
+                }
+            }
+            (None, Some(current)) => {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        resource_version: Some(current.rv.to_string()),
+                        uid: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                match api.delete(&name, &params).await {
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        return Err(RegistryError::NotFound(plan.key));
+                    }
+                    // A deletion that finalizers hold back goes on in the background: the
+                    // object stays, with a deletionTimestamp, until the controller is done.
+                    other => {
+                        other.map_err(|e| side.error(e, Verb::Delete, resource))?;
+                        None
+                    }
+                }
+            }
+            (None, None) => return Err(RegistryError::NotFound(plan.key)),
+        };
+        let Some(object) = written else {
+            return Ok(vec![None]);
+        };
+        let doc = doc_of(kind, object).map_err(|err| RegistryError::Invalid {
+            key: plan.key.clone(),
+            err,
+        })?;
+        self.wait_for_kube(kind, doc.rv).await;
+        Ok(vec![Some(doc)])
+    }
+
+    /// After a lost conflict: waits (briefly) for a watch to change the view.
+    pub(super) async fn kube_catch_up(&self) {
+        if let Some(side) = &self.kube {
+            let mut moved = side.moved.subscribe();
+            let _ = tokio::time::timeout(CATCH_UP_WAIT, moved.changed()).await;
+        }
+    }
+
+    /// Waits (bounded) until the watch of `kind` has delivered revision `rv`.
+    pub(super) async fn wait_for_kube(&self, kind: Kind, rv: u64) {
+        let Some(side) = &self.kube else {
+            return;
+        };
+        let mut moved = side.moved.subscribe();
+        let reached = async {
+            while self.read().kube.get(&kind).is_none_or(|k| k.rv < rv) {
+                if moved.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(OWN_WRITE_WAIT, reached).await.is_err() {
+            tracing::warn!(
+                "the watch of {kind} has not brought this server's own write at resourceVersion {rv} \
+                 within {OWN_WRITE_WAIT:?}"
+            );
+        }
+    }
+
+    /// Publishes changes of `kind` a watch delivered, at revision `at`.
+    fn publish_kube(&self, kind: Kind, changes: Vec<(Key, Option<DocRef>)>, at: u64) {
+        let mut state = self.write_state();
+        let mut applied = Vec::with_capacity(changes.len());
+        for (key, doc) in changes {
+            let slot = (key.namespace.clone(), key.name.clone());
+            let current = state.docs.get(&kind).and_then(|m| m.get(&slot)).cloned();
+            let change = match (doc, current) {
+                (Some(doc), current) => {
+                    if current.as_ref().is_some_and(|c| c.rv >= doc.rv) {
+                        continue;
+                    }
+                    let event = if current.is_some() {
+                        EventType::Modified
+                    } else {
+                        EventType::Added
+                    };
+                    doc.encode_proto()
+                        .map(|proto| Applied::written(key.clone(), doc, event, proto))
+                        .map_err(|e| e.to_string())
+                }
+                (None, Some(current)) => {
+                    Applied::deleted(key.clone(), &current, at).map_err(|e| e.to_string())
+                }
+                (None, None) => continue,
+            };
+            match change {
+                Ok(change) => applied.push(change),
+                Err(why) => tracing::warn!("{key} from Kubernetes is not served: {why}"),
+            }
+        }
+        for Applied {
+            key,
+            new,
+            event,
+            proto,
+        } in applied
+        {
+            state.kind_rv.insert(kind, at);
+            let slot = (key.namespace, key.name);
+            match new {
+                Some(doc) => {
+                    state.docs.entry(kind).or_default().insert(slot, doc);
+                }
+                None => {
+                    if let Some(map) = state.docs.get_mut(&kind) {
+                        map.remove(&slot);
+                    }
+                }
+            }
+            let (event, doc) = event;
+            if let Some(k) = state.kube.get_mut(&kind) {
+                k.history.push(at, event, doc, proto);
+            }
+        }
+        if let Some(k) = state.kube.get_mut(&kind) {
+            k.rv = k.rv.max(at);
+        }
+        drop(state);
+        if let Some(side) = &self.kube {
+            side.moved.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+
+    /// Replaces what the view has of `kind` with a fresh list (the watch started or had to list
+    /// again): what changed, appeared or went away becomes events at the list's revision.
+    fn relisted(&self, kind: Kind, docs: Vec<DocRef>) {
+        let at = docs.iter().map(|d| d.rv).max().unwrap_or(0);
+        let mut fresh: BTreeMap<(String, String), DocRef> = docs
+            .into_iter()
+            .map(|d| ((d.key.namespace.clone(), d.key.name.clone()), d))
+            .collect();
+        let mut changes = Vec::new();
+        {
+            let state = self.read();
+            if let Some(current) = state.docs.get(&kind) {
+                for (slot, doc) in current {
+                    if !fresh.contains_key(slot) {
+                        changes.push((doc.key.clone(), None));
+                    }
+                }
+            }
+        }
+        changes.extend(
+            std::mem::take(&mut fresh)
+                .into_values()
+                .map(|doc| (doc.key.clone(), Some(doc))),
+        );
+        let at = at.max(self.read().kube.get(&kind).map_or(0, |k| k.rv));
+        self.publish_kube(kind, changes, at);
+    }
+}
+
+impl State {
+    /// Makes the kinds Kubernetes holds start empty (their watches fill them): whatever the
+    /// store holds of them is not served.
+    pub(super) fn hand_to_kube(&mut self) {
+        for (kind, _) in KINDS {
+            if let Some(stale) = self.docs.remove(&kind).filter(|m| !m.is_empty()) {
+                tracing::warn!(
+                    "{} {kind} in the data dir are not served: with --kube, Kubernetes holds them",
+                    stale.len()
+                );
+            }
+            self.kube.insert(
+                kind,
+                KubeKind {
+                    rv: 0,
+                    history: History::new(0),
+                },
+            );
+        }
+    }
+
+    /// Takes over what `old` has of the kinds Kubernetes holds (a reload of the store's kinds).
+    pub(super) fn keep_kube_of(&mut self, old: &mut State) {
+        self.kube = std::mem::take(&mut old.kube);
+        for kind in self.kube.keys() {
+            match old.docs.remove(kind) {
+                Some(docs) => self.docs.insert(*kind, docs),
+                None => self.docs.remove(kind),
+            };
+        }
+    }
+
+    /// The revision lists of `kind` are current at.
+    pub(super) fn rv_of(&self, kind: Kind) -> u64 {
+        self.kube.get(&kind).map_or(self.rv, |k| k.rv)
+    }
+
+    /// The history watches of `kind` resume from.
+    pub(super) fn history_of(&self, kind: Kind) -> &History {
+        self.kube.get(&kind).map_or(&self.history, |k| &k.history)
+    }
+}
+
+fn invalid_write(why: &str) -> RegistryError {
+    RegistryError::Store(StoreError::Invalid(why.to_owned()))
+}
+
+/// Follows `kind` until the registry is dropped; says `ready` after the first full list.
+async fn run_watch(
+    registry: Weak<Registry>,
+    kind: Kind,
+    resource: Resource,
+    ready: tokio::sync::oneshot::Sender<()>,
+) {
+    let api = {
+        let Some(view) = registry.upgrade() else {
+            return;
+        };
+        let Some(side) = &view.kube else {
+            return;
+        };
+        side.api(resource)
+    };
+    let mut ready = Some(ready);
+    let mut listing: Option<Vec<DocRef>> = None;
+    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    while let Some(event) = events.next().await {
+        let Some(view) = registry.upgrade() else {
+            return;
+        };
+        match event {
+            Ok(watcher::Event::Init) => listing = Some(Vec::new()),
+            Ok(watcher::Event::InitApply(object)) => {
+                if let (Some(list), Some(doc)) = (listing.as_mut(), decoded(kind, object)) {
+                    list.push(doc);
+                }
+            }
+            Ok(watcher::Event::InitDone) => {
+                view.relisted(kind, listing.take().unwrap_or_default());
+                view.set_kube_following(true);
+                if let Some(ready) = ready.take() {
+                    let _ = ready.send(());
+                }
+            }
+            Ok(watcher::Event::Apply(object)) => {
+                if let Some(doc) = decoded(kind, object) {
+                    let at = doc.rv;
+                    view.publish_kube(kind, vec![(doc.key.clone(), Some(doc))], at);
+                }
+            }
+            Ok(watcher::Event::Delete(object)) => {
+                let key = Key::new(
+                    kind,
+                    object.metadata.namespace.as_deref().unwrap_or_default(),
+                    object.metadata.name.as_deref().unwrap_or_default(),
+                );
+                let at = object
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .and_then(|rv| rv.parse().ok())
+                    .unwrap_or(0);
+                view.publish_kube(kind, vec![(key, None)], at);
+            }
+            Err(e) => {
+                view.set_kube_following(false);
+                tracing::warn!(
+                    "the watch of {} on the Kubernetes API server failed (it resumes by itself): {e}",
+                    resource.crd_name()
+                );
+            }
+        }
+    }
+}
+
+/// The document of `object`, or `None` (reported) when it does not decode: one bad object
+/// does not keep the others from being served.
+fn decoded(kind: Kind, object: DynamicObject) -> Option<DocRef> {
+    let name = format!(
+        "{}/{}",
+        object.metadata.namespace.as_deref().unwrap_or_default(),
+        object.metadata.name.as_deref().unwrap_or_default()
+    );
+    match doc_of(kind, object) {
+        Ok(doc) => Some(doc),
+        Err(err) => {
+            tracing::warn!("{kind} {name} from Kubernetes does not decode and is not served: {err}");
+            None
+        }
+    }
+}
+
+/// The view's document of a custom resource: its JSON in the schema's canonical form (what
+/// tiphys's own store holds), at its `resourceVersion`. `managedFields` are left out: they are
+/// the API server's bookkeeping, and a replace without them keeps them.
+pub(super) fn doc_of(kind: Kind, object: DynamicObject) -> Result<DocRef, SchemaError> {
+    let key = Key::new(
+        kind,
+        object.metadata.namespace.as_deref().unwrap_or_default(),
+        object.metadata.name.as_deref().unwrap_or_default(),
+    );
+    let rv: u64 = object
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap_or_default()
+        .parse()
+        .map_err(|_| SchemaError::new("metadata.resourceVersion", "not a number"))?;
+    let mut value =
+        serde_json::to_value(&object).map_err(|e| SchemaError::new("", format!("cannot be read: {e}")))?;
+    if let Some(map) = value.as_object_mut() {
+        map.remove("apiVersion");
+        map.remove("kind");
+        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+        }
+    }
+    let schema = Schema::get();
+    let desc = schema.message(kind.message())?;
+    let canonical = schema.to_json(&schema.from_json(&desc, &value)?);
+    let draft = Draft::new(key, &canonical)?;
+    Ok(Arc::new(Doc::at(&draft, rv)?))
+}
+
+/// The custom resource of a draft: replacing revision `rv` (its precondition), or created
+/// (`None`: the API server sets uid, creationTimestamp and generation).
+fn object_of(resource: Resource, draft: &Draft, rv: Option<u64>) -> Result<DynamicObject, RegistryError> {
+    let invalid = |e: serde_json::Error| RegistryError::Invalid {
+        key: draft.key.clone(),
+        err: SchemaError::new("", e.to_string()),
+    };
+    let mut value: Value = serde_json::from_slice(&draft.json).map_err(invalid)?;
+    if let Some(map) = value.as_object_mut() {
+        map.insert(
+            "apiVersion".to_owned(),
+            Value::String(resource.api_resource().api_version),
+        );
+        map.insert("kind".to_owned(), Value::String(resource.kind.to_owned()));
+        if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
+            match rv {
+                Some(rv) => {
+                    meta.insert("resourceVersion".to_owned(), Value::String(rv.to_string()));
+                }
+                None => {
+                    for field in ["resourceVersion", "uid", "creationTimestamp", "generation"] {
+                        meta.remove(field);
+                    }
+                }
+            }
+        }
+    }
+    serde_json::from_value(value).map_err(invalid)
+}

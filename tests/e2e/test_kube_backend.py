@@ -1,0 +1,326 @@
+"""tiphys in place of argocd-server (issue 37): `tiphys server --kube` on the installation of
+controlplane.py, whose Applications and AppProjects are the custom resources that upstream's
+application-controller syncs. Each test checks what tiphys answers against what the real
+kube-apiserver holds and what the real controller did:
+
+  objects created through tiphys are custom resources, exactly; kubectl's changes appear in
+  tiphys's list and watch within a second; a stale resourceVersion is a conflict; a sync
+  through tiphys is carried out by the controller, its result and history shown by tiphys, a
+  push with auto-sync gives a second entry, a rollback returns to the first; a refresh waits
+  for the controller; a cascading delete removes the objects, a non-cascading one leaves them;
+  and the start fails clearly without an API server, and without the permission it needs.
+
+Runs under tools/upstream/isolated (see controlplane.py); .ci/test-all runs it there.
+"""
+
+import json
+import subprocess
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from appkit import APPS, Api, app_body, open_watch, uniq
+from authkit import ADMIN_PW, ConfigDir, login_token, run_server_expecting_exit, standard_config
+from conftest import start_server
+from test_upstream_chain import Repo, manifests
+
+NS = "argocd"
+WAIT = 120  # the controller reconciles every 10 s here (controlplane.RECONCILIATION)
+SEEN_WITHIN = 1.0  # seconds for a change made with kubectl to reach tiphys's list and watch
+
+
+def start_kube_server(workdir, kubeconfig, *extra):
+    cm, secret = standard_config()
+    cfg = ConfigDir(workdir / "config", cm, secret)
+    server = start_server(workdir, "--insecure", "--kube", "--kubeconfig", str(kubeconfig),
+                          "--namespace", NS, "--config-dir", str(cfg.path), *extra)
+    return server, cfg
+
+
+@pytest.fixture(scope="module")
+def kube(controlplane, tmp_path_factory):
+    """tiphys --kube on the session's installation, and admin's REST client of it."""
+    d = tmp_path_factory.mktemp("kube")
+    server, cfg = start_kube_server(d, controlplane.state["kubeconfig"])
+    yield SimpleNamespace(server=server, cfg=cfg, api=Api(server, login_token(server, "admin", ADMIN_PW)))
+    server.stop()
+
+
+def wait_for(what, probe, timeout=WAIT, interval=0.5):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(interval)
+    pytest.fail(f"{what} within {timeout} s; last: {json.dumps(last)[:3000] if last else last}")
+
+
+def cr(plane, kind, name):
+    return plane.get_json(kind, name, "-n", NS)
+
+
+def app_cr(name, **spec):
+    body = app_body(name, project="default", **spec)
+    body["metadata"]["namespace"] = NS
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", **body}
+
+
+def test_objects_created_through_tiphys_are_the_custom_resources(plane, kube):
+    name = uniq("made")
+    made = kube.api.must_create(app_body(name, project="default"))
+    stored = cr(plane, "application", name)
+    assert stored["spec"] == made["spec"], (stored["spec"], made["spec"])
+    for field in ("uid", "creationTimestamp", "generation"):
+        assert stored["metadata"][field] == made["metadata"][field], field
+    # tiphys's resourceVersion is the API server's.
+    assert int(made["metadata"]["resourceVersion"]) <= int(stored["metadata"]["resourceVersion"])
+    # The default project is the AppProject argocd-server would have made.
+    default = cr(plane, "appproject", "default")
+    assert default["spec"]["sourceRepos"] == ["*"], default["spec"]
+    r = kube.api.call("DELETE", f"{APPS}/{name}?cascade=false")
+    assert r.status == 200, r
+    wait_for("the application gone from the API server",
+             lambda: plane.kubectl("get", "application", name, "-n", NS, "--ignore-not-found").strip() == "",
+             timeout=10)
+
+
+def test_kubectl_changes_reach_list_and_watch_within_a_second(plane, kube, watches):
+    watch = watches.add(open_watch("sse", kube.server, kube.api.token))
+    name = uniq("kubectl")
+    plane.apply([app_cr(name)])
+    applied = time.monotonic()
+    seen = None
+    while seen is None:
+        kind, who, rv, app = watch.event(timeout=SEEN_WITHIN * 5)
+        if who == name:
+            seen = time.monotonic() - applied
+            assert kind == "ADDED", (kind, app)
+    assert seen < SEEN_WITHIN, f"the watch saw kubectl's application after {seen:.2f} s"
+    assert name in kube.api.names()
+
+    project = uniq("proj")
+    plane.apply([{"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+                  "metadata": {"name": project, "namespace": NS},
+                  "spec": {"sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}]}}])
+    wait_for("kubectl's project in tiphys's list",
+             lambda: project in [p["metadata"]["name"] for p in kube.api.get("/api/v1/projects").json()["items"]],
+             timeout=SEEN_WITHIN, interval=0.05)
+
+    plane.kubectl("delete", "application", name, "-n", NS)
+    deleted = time.monotonic()
+    while True:
+        kind, who, _, _ = watch.event(timeout=SEEN_WITHIN * 5)
+        if who == name and kind == "DELETED":
+            break
+    assert time.monotonic() - deleted < SEEN_WITHIN + 1  # kubectl returns once the deletion is done
+    assert name not in kube.api.names()
+    plane.kubectl("delete", "appproject", project, "-n", NS)
+    wait_for("the project gone from tiphys's list",
+             lambda: project not in [p["metadata"]["name"] for p in kube.api.get("/api/v1/projects").json()["items"]],
+             timeout=SEEN_WITHIN * 2, interval=0.05)
+
+
+def test_a_stale_resource_version_is_a_conflict(plane, kube):
+    project = uniq("stale")
+    made = kube.api.call("POST", "/api/v1/projects", {"project": {
+        "metadata": {"name": project}, "spec": {"sourceRepos": ["*"]}}})
+    assert made.status == 200, made
+    first = made.json()
+    # Someone else changes it with kubectl; tiphys's caller still holds the first version.
+    plane.kubectl("label", "appproject", project, "-n", NS, "changed=yes")
+    wait_for("the label in tiphys",
+             lambda: kube.api.get(f"/api/v1/projects/{project}").json()["metadata"].get("labels"),
+             timeout=5, interval=0.05)
+    first["spec"]["description"] = "from a stale read"
+    r = kube.api.call("PUT", f"/api/v1/projects/{project}", {"project": first})
+    assert r.status == 409, r
+    assert "resourceVersion" in r.json()["message"], r.json()
+    assert "description" not in cr(plane, "appproject", project)["spec"]
+    assert kube.api.call("DELETE", f"/api/v1/projects/{project}").status == 200
+
+
+def status_of(api, name):
+    return api.must_get(name).get("status", {})
+
+
+def test_a_sync_through_tiphys_is_carried_out_by_the_controller(plane, kube, gitservers, tmp_path):
+    repo = Repo(gitservers, tmp_path, uniq("kube-sync"))
+    first = repo.commit(manifests("hello"), "first")
+    ns = plane.new_namespace("kube-sync")
+    name = uniq("sync")
+    body = app_body(name, project="default", repo=repo.url, path="manifests", dest_namespace=ns)
+    body["spec"]["source"]["targetRevision"] = "main"
+    kube.api.must_create(body)
+
+    r = kube.api.call("POST", f"{APPS}/{name}/sync", {"revision": "main"})
+    assert r.status == 200, r
+    assert r.json()["operation"]["sync"]["revision"] == "main", r.json().get("operation")
+    again = kube.api.call("POST", f"{APPS}/{name}/sync", {})
+    assert again.status in (200, 400), again  # refused while the first runs, unless it already ended
+    st = wait_for("Synced and Healthy after the sync", lambda: (s := status_of(kube.api, name))
+                  and s.get("sync", {}).get("status") == "Synced" and s.get("health", {}).get("status") == "Healthy"
+                  and s.get("operationState", {}).get("phase") == "Succeeded" and s)
+    assert st["sync"]["revision"] == first, st["sync"]
+    assert [h["revision"] for h in st["history"]] == [first], st["history"]
+    for cm in ("chain-1", "chain-2"):
+        assert plane.get_json("configmap", cm, "-n", ns)["data"] == {"greeting": "hello"}
+
+    # Auto-sync picks up a push.
+    r = kube.api.call("PATCH", f"{APPS}/{name}", {
+        "patch": json.dumps({"spec": {"syncPolicy": {"automated": {}}}}), "patchType": "merge"})
+    assert r.status == 200, r
+    second = repo.commit(manifests("bonjour"), "second")
+    st = wait_for("a second history entry after the push",
+                  lambda: (s := status_of(kube.api, name)) and len(s.get("history", [])) == 2 and s)
+    assert [h["revision"] for h in st["history"]] == [first, second], st["history"]
+    wait_for("the new data in the API server",
+             lambda: plane.get_json("configmap", "chain-1", "-n", ns)["data"] == {"greeting": "bonjour"})
+
+    # A rollback is refused while auto-sync would undo it; without auto-sync it returns to the first.
+    first_id = st["history"][0]["id"]
+    r = kube.api.call("POST", f"{APPS}/{name}/rollback", {"id": first_id})
+    assert r.status == 400 and "auto-sync is enabled" in r.json()["message"], r
+    r = kube.api.call("PATCH", f"{APPS}/{name}", {
+        "patch": json.dumps({"spec": {"syncPolicy": None}}), "patchType": "merge"})
+    assert r.status == 200, r
+    r = kube.api.call("POST", f"{APPS}/{name}/rollback", {"id": 12345})
+    assert r.status == 400 and "does not have deployment with id 12345" in r.json()["message"], r
+    r = kube.api.call("POST", f"{APPS}/{name}/rollback", {"id": first_id})
+    assert r.status == 200, r
+    wait_for("the first data back after the rollback",
+             lambda: plane.get_json("configmap", "chain-1", "-n", ns)["data"] == {"greeting": "hello"})
+    st = wait_for("a third history entry, of the first revision",
+                  lambda: (s := status_of(kube.api, name)) and len(s.get("history", [])) == 3 and s)
+    assert st["history"][-1]["revision"] == first, st["history"]
+
+    # A refresh answers once the controller has compared again.
+    before = status_of(kube.api, name).get("reconciledAt")
+    r = kube.api.get(f"{APPS}/{name}?refresh=normal", timeout=WAIT)
+    assert r.status == 200, r
+    refreshed = r.json()
+    assert "argocd.argoproj.io/refresh" not in (refreshed["metadata"].get("annotations") or {}), refreshed["metadata"]
+    assert refreshed["status"].get("reconciledAt") and refreshed["status"]["reconciledAt"] >= (before or ""), \
+        (before, refreshed["status"].get("reconciledAt"))
+
+    # A cascading delete (the default) lets the controller delete the objects first.
+    r = kube.api.delete(name)
+    assert r.status == 200, r
+    wait_for("the objects deleted with the application (cascade)",
+             lambda: plane.kubectl("get", "configmap", "chain-1", "-n", ns, "--ignore-not-found").strip() == "")
+    wait_for("the application gone", lambda: name not in kube.api.names())
+
+
+def test_a_delete_without_cascade_leaves_the_objects(plane, kube, gitservers, tmp_path):
+    repo = Repo(gitservers, tmp_path, uniq("kube-orphan"))
+    repo.commit(manifests("kept"), "only")
+    ns = plane.new_namespace("kube-orphan")
+    name = uniq("orphan")
+    body = app_body(name, project="default", repo=repo.url, path="manifests", dest_namespace=ns,
+                    syncPolicy={"automated": {}})
+    body["spec"]["source"]["targetRevision"] = "main"
+    kube.api.must_create(body)
+    wait_for("the objects synced", lambda: plane.kubectl(
+        "get", "configmap", "chain-1", "-n", ns, "--ignore-not-found").strip() != "")
+    r = kube.api.call("DELETE", f"{APPS}/{name}?cascade=false&propagationPolicy=foreground")
+    assert r.status == 400 and "cascading is disabled" in r.json()["message"], r
+    r = kube.api.call("DELETE", f"{APPS}/{name}?cascade=false")
+    assert r.status == 200, r
+    wait_for("the application gone", lambda: name not in kube.api.names(), timeout=30)
+    time.sleep(2)  # the controller had its chance to (wrongly) delete them
+    assert plane.get_json("configmap", "chain-1", "-n", ns)["data"] == {"greeting": "kept"}
+
+
+def test_terminate_ends_a_running_operation(plane, kube, gitservers, tmp_path):
+    repo = Repo(gitservers, tmp_path, uniq("kube-hook"))
+    hook = """---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: waits
+  annotations:
+    argocd.argoproj.io/hook: PreSync
+spec:
+  restartPolicy: Never
+  containers:
+  - name: wait
+    image: example.invalid/never:1
+"""
+    repo.commit({**manifests("hooked"), "manifests/hook.yaml": hook}, "with a hook that never ends")
+    ns = plane.new_namespace("kube-hook")
+    name = uniq("hook")
+    body = app_body(name, project="default", repo=repo.url, path="manifests", dest_namespace=ns)
+    body["spec"]["source"]["targetRevision"] = "main"
+    kube.api.must_create(body)
+    assert kube.api.call("POST", f"{APPS}/{name}/sync", {}).status == 200
+    # No node runs the hook's pod, so the operation waits on it.
+    wait_for("the operation running", lambda: status_of(kube.api, name).get("operationState", {})
+             .get("phase") == "Running")
+    r = kube.api.call("DELETE", f"{APPS}/{name}/operation")
+    assert r.status == 200, r
+    st = wait_for("the operation ended", lambda: (s := status_of(kube.api, name).get("operationState", {}))
+                  and s.get("phase") in ("Failed", "Error") and s)
+    assert "terminated" in st.get("message", "").lower(), st
+    r = kube.api.call("DELETE", f"{APPS}/{name}/operation")
+    assert r.status == 400 and "No operation is in progress" in r.json()["message"], r
+    assert kube.api.call("DELETE", f"{APPS}/{name}?cascade=false").status == 200
+
+
+def test_no_api_server_is_a_clear_start_error(tmp_path):
+    port = subprocess.run(["python3", "-c", "import socket;s=socket.socket();s.bind(('127.0.0.1',0));"
+                           "print(s.getsockname()[1])"], capture_output=True, text=True).stdout.strip()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://127.0.0.1:{port}", "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+    res = run_server_expecting_exit(tmp_path, "--kube", "--kubeconfig", str(kubeconfig))
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out
+    assert f"https://127.0.0.1:{port}" in out and "Kubernetes API server" in out, out
+
+
+def service_account_kubeconfig(plane, tmp_path, name, rules):
+    """A kubeconfig of a new ServiceAccount in NS whose Role has `rules`."""
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": NS}, "rules": rules}
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": name, "namespace": NS},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NS}]}
+    sa = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": NS}}
+    plane.apply([sa, role, binding])
+    token = plane.kubectl("create", "token", name, "-n", NS).strip()
+    kubeconfig = tmp_path / f"{name}.kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "c", "cluster": {"server": plane.state["apiserver"]["url"],
+                                               "certificate-authority": plane.state["pki"]["ca"]}}],
+        "users": [{"name": "u", "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u", "namespace": NS}}]}))
+    return kubeconfig
+
+
+def test_a_service_account_missing_a_verb_is_named(plane, tmp_path):
+    read_only = [{"apiGroups": ["argoproj.io"], "resources": ["applications", "appprojects", "applicationsets"],
+                  "verbs": ["get", "list", "watch"]}]
+    kubeconfig = service_account_kubeconfig(plane, tmp_path, uniq("reader"), read_only)
+    # With the default project in place already, the start needs only reads.
+    server, _ = start_kube_server(tmp_path, kubeconfig)
+    try:
+        api = Api(server, login_token(server, "admin", ADMIN_PW))
+        r = api.create(app_body(uniq("denied"), project="default"))
+        assert r.status == 400, r
+        message = r.json()["message"]
+        assert "may not create applications in namespace argocd" in message, message
+    finally:
+        server.stop()
+
+    nothing = service_account_kubeconfig(plane, tmp_path, uniq("nobody"), [])
+    res = run_server_expecting_exit(tmp_path, "--kube", "--kubeconfig", str(nothing), "--namespace", NS)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out
+    assert "may not list applications in namespace argocd" in out, out
