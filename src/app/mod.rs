@@ -117,7 +117,21 @@ impl App {
     /// Opens the store (the data dir's file, one server per data dir, or etcd, shared by
     /// replicas) and everything that lives on it. Every error names what is wrong.
     pub async fn open(mut options: Options) -> anyhow::Result<Self> {
-        let config = ConfigWatch::new(options.config_dir.clone())?;
+        let connection = match &options.kube {
+            Some(kube) => {
+                let connection = crate::kubernetes::Connection::open(kube).await?;
+                if kube.namespace_of_context {
+                    options.namespace = connection.default_namespace.clone();
+                }
+                Some(connection)
+            }
+            None => None,
+        };
+        // On an installation its own ConfigMaps and Secret, unless a config dir is given.
+        let config = match (&connection, &options.config_dir) {
+            (Some(connection), None) => ConfigWatch::from_kube(connection, &options.namespace).await?,
+            _ => ConfigWatch::new(options.config_dir.clone())?,
+        };
         let store: Arc<dyn Store> = options.store.open().await?;
         let keys = secrets_keys(
             &*store,
@@ -136,12 +150,8 @@ impl App {
             );
         }
         let keys = Arc::new(keys);
-        let registry = match &options.kube {
-            Some(kube) => {
-                let connection = crate::kubernetes::Connection::open(kube).await?;
-                if kube.namespace_of_context {
-                    options.namespace = connection.default_namespace.clone();
-                }
+        let registry = match connection {
+            Some(connection) => {
                 Registry::open_on_kube(
                     Arc::clone(&store),
                     Arc::clone(&keys),

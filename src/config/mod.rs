@@ -4,6 +4,7 @@
 
 pub mod duration;
 pub mod http_url;
+mod kube;
 pub mod oidc;
 pub mod settings;
 pub mod source;
@@ -86,6 +87,8 @@ pub fn load_optional(dir: Option<&Path>) -> Result<Settings, ConfigError> {
 /// The current settings, swapped atomically when the config dir changes.
 pub struct ConfigWatch {
     dir: Option<PathBuf>,
+    /// Where the objects are watched instead, on an installation (`kube.rs`).
+    kube: Option<kube::KubeSettings>,
     current: ArcSwap<Settings>,
     /// Bumped on every change that takes effect.
     generation: watch::Sender<u64>,
@@ -129,6 +132,7 @@ impl ConfigWatch {
         };
         Ok(Arc::new(Self {
             dir,
+            kube: None,
             current: ArcSwap::from_pointee(settings),
             generation: watch::Sender::new(0),
             reload_errors: AtomicU64::new(0),
@@ -203,6 +207,17 @@ impl ConfigWatch {
             return Ok(None); // still being written: the next poll looks again
         }
         *last_seen = read.clone();
+        drop(last_seen);
+        self.consider(read, &dir.display().to_string())
+    }
+
+    /// What a read of the objects (`read`, from `origin`) puts into effect: see
+    /// [`Self::read_change`].
+    fn consider(
+        &self,
+        read: Result<Inputs, ConfigError>,
+        origin: &str,
+    ) -> Result<Option<Settings>, ConfigError> {
         let current = self.current.load();
         match read.and_then(|inputs| build(&inputs, Some(&current))) {
             Ok(settings) => {
@@ -212,7 +227,7 @@ impl ConfigWatch {
                     && settings.rbac == current.rbac
                     && settings.secret == current.secret
                 {
-                    tracing::info!(dir = %dir.display(), "configuration re-read; nothing changed");
+                    tracing::info!(origin, "configuration re-read; nothing changed");
                     return Ok(None);
                 }
                 if !Arc::ptr_eq(&settings.policy, &current.policy) {
@@ -248,8 +263,12 @@ impl ConfigWatch {
     pub fn spawn_watcher<F, Fut>(self: &Arc<Self>, cancel: CancellationToken, prepare: F)
     where
         F: Fn(Arc<Settings>) -> Fut + Send + 'static,
-        Fut: Future<Output = ()> + Send,
+        Fut: Future<Output = ()> + Send + 'static,
     {
+        if let Some(kube) = &self.kube {
+            tokio::spawn(kube::follow(Arc::clone(self), kube.clone(), cancel, prepare));
+            return;
+        }
         if self.dir.is_none() {
             return;
         }

@@ -40,6 +40,9 @@ use crate::store::StoreError;
 const FIRST_LIST: Duration = Duration::from_secs(60);
 /// How long a write waits for its watch to bring the object into the view.
 const OWN_WRITE_WAIT: Duration = Duration::from_secs(5);
+/// How long one write waits for the API server's answer. Past it the write is reported as not
+/// done, though the API server may still carry it out: the watch then brings it into the view.
+const WRITE_ANSWER: Duration = Duration::from_secs(10);
 /// How long a write that lost a conflict waits for the view to move before planning again.
 const CATCH_UP_WAIT: Duration = Duration::from_millis(500);
 
@@ -81,6 +84,54 @@ impl KubeSide {
 
     fn error(&self, err: kube::Error, verb: Verb, resource: Resource) -> StoreError {
         store_error(err, &self.connection, verb, resource.plural, &self.namespace)
+    }
+
+    /// Sends one planned change; the object as the API server wrote it (`None`: deleted, or
+    /// being deleted once its finalizers are done).
+    async fn write(&self, resource: Resource, plan: Planned) -> Result<Option<DynamicObject>, RegistryError> {
+        let api = self.api(resource);
+        let name = plan.key.name.clone();
+        Ok(match (&plan.draft, &plan.current) {
+            (Some(draft), None) => {
+                let object = object_of(resource, draft, None)?;
+                match api.create(&PostParams::default(), &object).await {
+                    Err(kube::Error::Api(status)) if status.code == 409 => {
+                        return Err(RegistryError::AlreadyExists(plan.key));
+                    }
+                    other => Some(other.map_err(|e| self.error(e, Verb::Create, resource))?),
+                }
+            }
+            (Some(draft), Some(current)) => {
+                let object = object_of(resource, draft, Some(current.rv))?;
+                match api.replace(&name, &PostParams::default(), &object).await {
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        return Err(RegistryError::NotFound(plan.key));
+                    }
+                    other => Some(other.map_err(|e| self.error(e, Verb::Update, resource))?),
+                }
+            }
+            (None, Some(current)) => {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        resource_version: Some(current.rv.to_string()),
+                        uid: None,
+                    }),
+                    ..DeleteParams::default()
+                };
+                match api.delete(&name, &params).await {
+                    Err(kube::Error::Api(status)) if status.code == 404 => {
+                        return Err(RegistryError::NotFound(plan.key));
+                    }
+                    // A deletion that finalizers hold back goes on in the background: the
+                    // object stays, with a deletionTimestamp, until the controller is done.
+                    other => {
+                        other.map_err(|e| self.error(e, Verb::Delete, resource))?;
+                        None
+                    }
+                }
+            }
+            (None, None) => return Err(RegistryError::NotFound(plan.key)),
+        })
     }
 }
 
@@ -135,56 +186,20 @@ impl Registry {
             .map_err(|_| invalid_write("a write to Kubernetes changes one object at a time"))?;
         let kind = plan.key.kind;
         let resource = resource_of(kind).ok_or_else(|| invalid_write("not a Kubernetes kind"))?;
-        let api = side.api(resource);
-        let name = plan.key.name.clone();
-        let written = match (&plan.draft, &plan.current) {
-            (Some(draft), None) => {
-                let object = object_of(resource, draft, None)?;
-                match api.create(&PostParams::default(), &object).await {
-                    Err(kube::Error::Api(status)) if status.code == 409 => {
-                        return Err(RegistryError::AlreadyExists(plan.key));
-                    }
-                    other => Some(other.map_err(|e| side.error(e, Verb::Create, resource))?),
-                }
-            }
-            (Some(draft), Some(current)) => {
-                let object = object_of(resource, draft, Some(current.rv))?;
-                match api.replace(&name, &PostParams::default(), &object).await {
-                    Err(kube::Error::Api(status)) if status.code == 404 => {
-                        return Err(RegistryError::NotFound(plan.key));
-                    }
-                    other => Some(other.map_err(|e| side.error(e, Verb::Update, resource))?),
-                }
-            }
-            (None, Some(current)) => {
-                let params = DeleteParams {
-                    preconditions: Some(Preconditions {
-                        resource_version: Some(current.rv.to_string()),
-                        uid: None,
-                    }),
-                    ..DeleteParams::default()
-                };
-                match api.delete(&name, &params).await {
-                    Err(kube::Error::Api(status)) if status.code == 404 => {
-                        return Err(RegistryError::NotFound(plan.key));
-                    }
-                    // A deletion that finalizers hold back goes on in the background: the
-                    // object stays, with a deletionTimestamp, until the controller is done.
-                    other => {
-                        other.map_err(|e| side.error(e, Verb::Delete, resource))?;
-                        None
-                    }
-                }
-            }
-            (None, None) => return Err(RegistryError::NotFound(plan.key)),
-        };
+        let key = plan.key.clone();
+        let written = tokio::time::timeout(WRITE_ANSWER, side.write(resource, plan))
+            .await
+            .map_err(|_| {
+                StoreError::Unavailable(format!(
+                    "the Kubernetes API server at {} did not answer within {WRITE_ANSWER:?} (the write of \
+                     {key} may still take effect)",
+                    side.connection.url
+                ))
+            })??;
         let Some(object) = written else {
             return Ok(vec![None]);
         };
-        let doc = doc_of(kind, object).map_err(|err| RegistryError::Invalid {
-            key: plan.key.clone(),
-            err,
-        })?;
+        let doc = doc_of(kind, object).map_err(|err| RegistryError::Invalid { key, err })?;
         self.wait_for_kube(kind, doc.rv).await;
         Ok(vec![Some(doc)])
     }

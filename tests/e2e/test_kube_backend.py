@@ -14,6 +14,7 @@ Runs under tools/upstream/isolated (see controlplane.py); .ci/test-all runs it t
 """
 
 import json
+import re
 import subprocess
 import time
 from types import SimpleNamespace
@@ -21,7 +22,7 @@ from types import SimpleNamespace
 import pytest
 
 from appkit import APPS, Api, app_body, open_watch, uniq
-from authkit import ADMIN_PW, ConfigDir, login_token, run_server_expecting_exit, standard_config
+from authkit import ALICE_PW, HASHES, bearer, login_token, metrics_text, request, run_server_expecting_exit
 from conftest import start_server
 from test_upstream_chain import Repo, manifests
 
@@ -31,19 +32,18 @@ SEEN_WITHIN = 1.0  # seconds for a change made with kubectl to reach tiphys's li
 
 
 def start_kube_server(workdir, kubeconfig, *extra):
-    cm, secret = standard_config()
-    cfg = ConfigDir(workdir / "config", cm, secret)
-    server = start_server(workdir, "--insecure", "--kube", "--kubeconfig", str(kubeconfig),
-                          "--namespace", NS, "--config-dir", str(cfg.path), *extra)
-    return server, cfg
+    """tiphys --kube with the installation's own settings (argocd-cm, argocd-rbac-cm and
+    argocd-secret of controlplane.py, whose admin password is the plane's)."""
+    return start_server(workdir, "--insecure", "--kube", "--kubeconfig", str(kubeconfig), "--namespace", NS, *extra)
 
 
 @pytest.fixture(scope="module")
 def kube(controlplane, tmp_path_factory):
     """tiphys --kube on the session's installation, and admin's REST client of it."""
     d = tmp_path_factory.mktemp("kube")
-    server, cfg = start_kube_server(d, controlplane.state["kubeconfig"])
-    yield SimpleNamespace(server=server, cfg=cfg, api=Api(server, login_token(server, "admin", ADMIN_PW)))
+    server = start_kube_server(d, controlplane.state["kubeconfig"])
+    token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
+    yield SimpleNamespace(server=server, api=Api(server, token))
     server.stop()
 
 
@@ -306,12 +306,13 @@ def service_account_kubeconfig(plane, tmp_path, name, rules):
 
 def test_a_service_account_missing_a_verb_is_named(plane, tmp_path):
     read_only = [{"apiGroups": ["argoproj.io"], "resources": ["applications", "appprojects", "applicationsets"],
-                  "verbs": ["get", "list", "watch"]}]
+                  "verbs": ["get", "list", "watch"]},
+                 {"apiGroups": [""], "resources": ["configmaps", "secrets"], "verbs": ["get", "list", "watch"]}]
     kubeconfig = service_account_kubeconfig(plane, tmp_path, uniq("reader"), read_only)
     # With the default project in place already, the start needs only reads.
-    server, _ = start_kube_server(tmp_path, kubeconfig)
+    server = start_kube_server(tmp_path, kubeconfig)
     try:
-        api = Api(server, login_token(server, "admin", ADMIN_PW))
+        api = Api(server, login_token(server, "admin", plane.state["argocd"]["admin_password"]))
         r = api.create(app_body(uniq("denied"), project="default"))
         assert r.status == 400, r
         message = r.json()["message"]
@@ -323,4 +324,56 @@ def test_a_service_account_missing_a_verb_is_named(plane, tmp_path):
     res = run_server_expecting_exit(tmp_path, "--kube", "--kubeconfig", str(nothing), "--namespace", NS)
     out = res.stdout + res.stderr
     assert res.returncode != 0, out
-    assert "may not list applications in namespace argocd" in out, out
+    assert "may not get configmaps in namespace argocd" in out, out
+
+
+def can_i(server, token, resource, action, sub):
+    r = request(server, "GET", f"/api/v1/account/can-i/{resource}/{action}/{sub}", headers=bearer(token))
+    assert r.status == 200, r
+    return r.json()["value"]
+
+
+def test_the_installation_settings_apply_without_a_restart(plane, kube):
+    """argocd-cm, argocd-secret and argocd-rbac-cm edited with kubectl: a new account can log in,
+    a policy line changes the next decision, and a bad policy keeps the last good one."""
+    user = "kubealice"
+    cm, rbac, secret = (plane.get_json(kind, name, "-n", NS) for kind, name in
+                        (("configmap", "argocd-cm"), ("configmap", "argocd-rbac-cm"), ("secret", "argocd-secret")))
+    try:
+        plane.kubectl("patch", "configmap", "argocd-cm", "-n", NS, "--type", "merge",
+                      "-p", json.dumps({"data": {f"accounts.{user}": "login"}}))
+        plane.kubectl("patch", "secret", "argocd-secret", "-n", NS, "--type", "merge",
+                      "-p", json.dumps({"stringData": {f"accounts.{user}.password": HASHES[ALICE_PW]}}))
+        token = wait_for("the new account able to log in", lambda: (r := request(
+            kube.server, "POST", "/api/v1/session", {"username": user, "password": ALICE_PW})).status == 200
+            and r.json()["token"], timeout=10, interval=0.1)
+        assert can_i(kube.server, token, "projects", "get", "default") == "no"
+
+        plane.kubectl("patch", "configmap", "argocd-rbac-cm", "-n", NS, "--type", "merge",
+                      "-p", json.dumps({"data": {"policy.csv": f"p, {user}, projects, get, *, allow\n"}}))
+        edited = time.monotonic()
+        wait_for("the policy line in force", lambda: can_i(kube.server, token, "projects", "get", "default") == "yes",
+                 timeout=5, interval=0.02)
+        assert time.monotonic() - edited < 2, "the edit took more than 2 s to apply"
+
+        errors = metric_value(kube.server, "tiphys_rbac_policy_reload_errors")
+        plane.kubectl("patch", "configmap", "argocd-rbac-cm", "-n", NS, "--type", "merge",
+                      "-p", json.dumps({"data": {"policy.default": "role:admin",
+                                                 "policy.csv": f"p, {user}, projects, get\n"}}))
+        wait_for("the bad policy reported", lambda: metric_value(kube.server, "tiphys_rbac_policy_reload_errors")
+                 > errors, timeout=5, interval=0.05)
+        assert can_i(kube.server, token, "projects", "get", "default") == "yes"
+        assert can_i(kube.server, token, "clusters", "delete", "*") == "no", "the bad policy's default took effect"
+    finally:
+        for obj in (cm, rbac, secret):
+            for field in ("resourceVersion", "uid", "creationTimestamp", "managedFields"):
+                obj["metadata"].pop(field, None)
+        plane.kubectl("replace", "-f", "-", input=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                             "items": [cm, rbac, secret]}))
+
+
+def metric_value(server, name):
+    for line in metrics_text(server).splitlines():
+        if re.match(rf"{name}(_total)?(\{{.*\}})? ", line):
+            return float(line.rsplit(" ", 1)[1])
+    pytest.fail(f"no metric {name}")

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! main → cli → server → grpc | api | ui → rpc → service → app → auth → oidc → config → rbac
-//!      → principal → registry → store → leaves (error, schema, pb, clock, random, …)
+//!      → principal → registry → kubernetes → store → leaves (error, schema, pb, clock, random, …)
 //! ```
 
 use std::collections::BTreeMap;
@@ -29,6 +29,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["gitrepo"],
     &["store"],
+    &["kubernetes"],
     &["registry"],
     &["principal"],
     &["rbac"],
