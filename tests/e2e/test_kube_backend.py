@@ -15,8 +15,14 @@ Runs under tools/upstream/isolated (see controlplane.py); .ci/test-all runs it t
 
 import json
 import re
+import socket
+import ssl
 import subprocess
+import threading
 import time
+import urllib.error
+import urllib.request
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -377,3 +383,185 @@ def metric_value(server, name):
         if re.match(rf"{name}(_total)?(\{{.*\}})? ", line):
             return float(line.rsplit(" ", 1)[1])
     pytest.fail(f"no metric {name}")
+
+
+class Cuttable:
+    """A TCP relay from a loopback port to the API server's, which the test can cut (every
+    connection closed, new ones refused) and restore on the same port: an API server lost and
+    back, as tiphys sees it."""
+
+    def __init__(self, target_port):
+        self.target = ("127.0.0.1", target_port)
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self.conns = []
+        self.lock = threading.Lock()
+        self.listener = None
+        self.restore()
+
+    def restore(self):
+        self.listener = socket.socket()
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind(("127.0.0.1", self.port))
+        self.listener.listen(64)
+        threading.Thread(target=self._accept, args=(self.listener,), daemon=True).start()
+
+    def cut(self):
+        # shutdown wakes the accepting thread (close alone leaves the listening socket open
+        # while accept() holds it).
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.listener.close()
+        with self.lock:
+            for c in self.conns:
+                try:
+                    c.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                c.close()
+            self.conns.clear()
+
+    def _accept(self, listener):
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            with self.lock:
+                self.conns += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src, dst):
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def test_an_api_server_lost_mid_run_fails_requests_clearly_and_nothing_is_lost(plane, tmp_path):
+    relay = Cuttable(plane.state["apiserver"]["port"])
+    url = f"https://127.0.0.1:{relay.port}"
+    kubeconfig = tmp_path / "relayed.kubeconfig"
+    config = plane.get_json("configmap", "kube-root-ca.crt", "-n", "default")  # any read works
+    assert config["metadata"]["name"] == "kube-root-ca.crt"
+    original = Path(plane.state["kubeconfig"]).read_text()
+    kubeconfig.write_text(original.replace(plane.state["apiserver"]["url"], url))
+    server = start_kube_server(tmp_path, kubeconfig)
+    try:
+        api = Api(server, login_token(server, "admin", plane.state["argocd"]["admin_password"]))
+        before = uniq("before")
+        api.must_create(app_body(before, project="default"))
+
+        relay.cut()
+        t0 = time.monotonic()
+        r = api.create(app_body(uniq("during"), project="default"), timeout=30)
+        assert r.status == 503, r
+        assert r.json()["code"] == 14 and url in r.json()["message"], r.json()
+        assert time.monotonic() - t0 < 12, "the write took longer than its bound to fail"
+        # Reads go on from memory.
+        assert before in api.names()
+        # A change made while tiphys cannot see the API server.
+        missed = uniq("missed")
+        plane.apply([app_cr(missed)])
+        plane.kubectl("delete", "application", before, "-n", NS)
+
+        relay.restore()
+        wait_for("the change made during the outage in tiphys's list",
+                 lambda: (names := api.names()) and missed in names and before not in names, timeout=60)
+        after = uniq("after")
+        api.must_create(app_body(after, project="default"))
+        assert cr(plane, "application", after)["metadata"]["name"] == after
+        for name in (missed, after):
+            assert api.call("DELETE", f"{APPS}/{name}?cascade=false").status == 200
+    finally:
+        server.stop()
+        relay.cut()
+
+
+def test_a_custom_resource_that_does_not_decode_is_skipped_and_reported(plane, kube):
+    bad, good = uniq("undecodable"), uniq("decodable")
+    # The CRD takes any integer below 2^53 as a replica count; an IntOrString holds an int32
+    # (as upstream's Go types do, so its controller cannot read this one either).
+    broken = app_cr(bad)
+    broken["spec"]["source"]["kustomize"] = {"replicas": [{"name": "web", "count": 1 << 40}]}
+    plane.apply([app_cr(good)])
+    applied = plane.kubectl("apply", "-f", "-", input=json.dumps(broken))
+    wait_for("the good application served", lambda: good in kube.api.names(), timeout=5, interval=0.05)
+    if bad in kube.api.names():
+        pytest.fail(f"an application tiphys cannot decode was served: {applied}")
+    assert f"{bad} from Kubernetes does not decode" in kube.server.logs(), kube.server.logs()[-3000:]
+    for name in (good, bad):
+        plane.kubectl("delete", "application", name, "-n", NS, "--ignore-not-found")
+
+
+def upstream_call(plane, method, path, token=None, body=None):
+    """One REST call to upstream argocd-server (TLS, the plane's CA): (status, JSON)."""
+    server = plane.start_argocd_server()
+    ctx = ssl.create_default_context(cafile=plane.state["pki"]["ca"])
+    req = urllib.request.Request(server["url"] + path, method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": f"Bearer {token}"} if token else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
+            return resp.status, json.loads(resp.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def test_a_token_from_either_server_works_on_the_other(plane, kube):
+    password = plane.state["argocd"]["admin_password"]
+    status, body = upstream_call(plane, "POST", "/api/v1/session", body={"username": "admin", "password": password})
+    assert status == 200, body
+    upstream_token = body["token"]
+    r = Api(kube.server, upstream_token).get("/api/v1/projects")
+    assert r.status == 200, r
+    assert "default" in [p["metadata"]["name"] for p in r.json()["items"]]
+
+    tiphys_token = login_token(kube.server, "admin", password)
+    status, body = upstream_call(plane, "GET", "/api/v1/projects", tiphys_token)
+    assert status == 200, body
+    assert "default" in [p["metadata"]["name"] for p in body["items"]]
+
+
+@pytest.mark.controlplane
+def test_missing_crds_stop_the_start_and_are_named(tmp_path):
+    """An API server without Argo CD's CRDs (etcd and kube-apiserver alone, from controlplane.py)."""
+    from controlplane import ControlPlane, PartFailed, Pki, upstream_bins  # noqa: PLC0415
+    bare = ControlPlane(tmp_path / "bare")
+    try:
+        bare.bins = upstream_bins()
+        bare.pki = Pki(bare.root / "pki")
+        bare._etcd()
+        bare._apiserver()
+    except PartFailed as e:
+        bare.down()
+        pytest.fail(f"the bare API server did not start: {e}", pytrace=False)
+    try:
+        res = run_server_expecting_exit(tmp_path, "--kube", "--kubeconfig", bare.state["kubeconfig"],
+                                        "--namespace", NS, timeout=60)
+        out = res.stdout + res.stderr
+        assert res.returncode != 0, out
+        for crd in ("applications.argoproj.io", "appprojects.argoproj.io", "applicationsets.argoproj.io"):
+            assert crd in out, out
+        assert "CustomResourceDefinitions" in out, out
+    finally:
+        bare.down()
