@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import pytest
 
 from appkit import APPS, Api, app_body, open_watch, uniq
+from argocdkit import ArgoCli
 from authkit import ALICE_PW, HASHES, bearer, login_token, metrics_text, request, run_server_expecting_exit
 from conftest import start_server
 from test_upstream_chain import Repo, manifests
@@ -565,3 +566,37 @@ def test_missing_crds_stop_the_start_and_are_named(tmp_path):
         assert "CustomResourceDefinitions" in out, out
     finally:
         bare.down()
+
+
+def test_upstream_cli_runs_an_application_through_tiphys(plane, kube, gitservers, tmp_path):
+    """argocd app create, sync, wait, get, history, rollback and delete (Argo CD's own CLI, over
+    plaintext gRPC to tiphys), the controller doing the work."""
+    cli = ArgoCli(tmp_path / "cli", "--plaintext")
+    res = cli("login", kube.server.addr, "--username", "admin",
+              "--password", plane.state["argocd"]["admin_password"], "--plaintext")
+    assert "'admin:login' logged in successfully" in res.stdout, res.stdout
+    repo = Repo(gitservers, tmp_path, uniq("kube-cli"))
+    first = repo.commit(manifests("one"), "first")
+    ns = plane.new_namespace("kube-cli")
+    name = uniq("cli")
+    cli("app", "create", name, "--repo", repo.url, "--path", "manifests", "--revision", "main",
+        "--dest-server", "https://kubernetes.default.svc", "--dest-namespace", ns)
+    assert cr(plane, "application", name)["spec"]["source"]["repoURL"] == repo.url
+    cli("app", "sync", name, "--timeout", str(WAIT), timeout=WAIT + 30)
+    cli("app", "wait", name, "--sync", "--health", "--timeout", str(WAIT), timeout=WAIT + 30)
+    got = cli.json("app", "get", name)
+    assert got["status"]["sync"]["status"] == "Synced" and got["status"]["health"]["status"] == "Healthy", got["status"]
+    second = repo.commit(manifests("two"), "second")
+    cli("app", "sync", name, "--timeout", str(WAIT), timeout=WAIT + 30)
+    cli("app", "wait", name, "--sync", "--health", "--timeout", str(WAIT), timeout=WAIT + 30)
+    assert plane.get_json("configmap", "chain-1", "-n", ns)["data"] == {"greeting": "two"}
+    history = cli("app", "history", name).stdout
+    assert first[:7] in history and second[:7] in history, history
+    first_id = cli.json("app", "get", name)["status"]["history"][0]["id"]
+    cli("app", "rollback", name, str(first_id), "--timeout", str(WAIT), timeout=WAIT + 30)
+    wait_for("the first data back after `argocd app rollback`",
+             lambda: plane.get_json("configmap", "chain-1", "-n", ns)["data"] == {"greeting": "one"})
+    cli("app", "delete", name, "--yes", "--wait", timeout=WAIT + 30)
+    assert plane.kubectl("get", "application", name, "-n", NS, "--ignore-not-found").strip() == ""
+    wait_for("the objects deleted with the application",
+             lambda: plane.kubectl("get", "configmap", "chain-1", "-n", ns, "--ignore-not-found").strip() == "")
