@@ -7,6 +7,9 @@
 #   argocd/go.mod  github.com/argoproj/argo-cd/v3 (one binary: argocd, argocd-server,
 #                  argocd-application-controller, argocd-repo-server, ... by the name it is called
 #                  with); the wrapper repeats the replace block of Argo CD's own go.mod
+#   godiff/        our own small program (main.go) over the Go libraries tiphys reimplements
+#                  (gobwas/glob, time, k8s.io/apimachinery labels, regexp, encoding/csv), at the
+#                  versions Argo CD pins, for the differential tests (tests/godiff)
 #
 # The binaries go to $TIPHYS_UPSTREAM_CACHE (default ~/.cache/tiphys-upstream), in a folder keyed
 # by the wrapper's go.mod and go.sum, so a warm run builds nothing. Go's module and build caches
@@ -49,15 +52,19 @@ done
 ldflags_argocd="-s -w -X github.com/argoproj/argo-cd/v3/common.version=$argocd_version"
 ldflags_argocd+=" -X github.com/argoproj/argo-cd/v3/common.gitTreeState=clean"
 
-# The key of a wrapper module: its requirements and how they are stamped, hashed (a new pin is a
-# new folder).
-key() { { cat "$here/$1/go.mod" "$here/$1/go.sum"; ldflags_of "$1"; } | sha256sum | cut -c1-16; }
-ldflags_of() { case $1 in kube) echo "$ldflags_kube" ;; argocd) echo "$ldflags_argocd" ;; esac; }
+# The key of a wrapper module: its requirements, its own sources if it has any (godiff's main.go)
+# and how they are stamped, hashed (a new pin or a changed source is a new folder).
+key() {
+  { cat "$here/$1/go.mod" "$here/$1/go.sum"; find "$here/$1" -maxdepth 1 -name '*.go' | sort | xargs -r cat
+    ldflags_of "$1"; } | sha256sum | cut -c1-16
+}
+ldflags_of() { case $1 in kube) echo "$ldflags_kube" ;; argocd) echo "$ldflags_argocd" ;; godiff) echo "-s -w" ;; esac; }
 # "wrapper:package:binary" for each part.
 parts=(
   "kube:k8s.io/kubernetes/cmd/kube-apiserver:kube-apiserver"
   "kube:k8s.io/kubernetes/cmd/kube-controller-manager:kube-controller-manager"
   "argocd:github.com/argoproj/argo-cd/v3/cmd:argocd"
+  "godiff:tiphys.test/upstream/godiff:godiff"
 )
 bin_of() { local wrapper=${1%%:*} name=${1##*:}; echo "$cache/$wrapper-$(key "$wrapper")/$name"; }
 
