@@ -18,6 +18,7 @@ pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gitrepo;
+pub mod glob;
 pub mod grpc;
 pub mod jose;
 pub mod json;

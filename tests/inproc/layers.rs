@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
         "clock",
         "error",
         "fsutil",
+        "glob",
         "jose",
         "json",
         "pb",

@@ -18,6 +18,8 @@
 # Usage: bash tools/upstream/build.sh            build what is missing; print the bin folder
 #        bash tools/upstream/build.sh --print    print the bin folder, build nothing (exit 1 if
 #                                                a part is missing)
+#        either, followed by binary names (e.g. godiff): only those parts (a test that needs
+#        one small part need not wait for Kubernetes to build)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${TIPHYS_UPSTREAM_CACHE:-$HOME/.cache/tiphys-upstream}
@@ -68,7 +70,20 @@ parts=(
 )
 bin_of() { local wrapper=${1%%:*} name=${1##*:}; echo "$cache/$wrapper-$(key "$wrapper")/$name"; }
 
-if [ "${1:-}" = "--print" ]; then
+print=false
+if [ "${1:-}" = "--print" ]; then print=true; shift; fi
+if [ $# -gt 0 ]; then
+  wanted=()
+  for name in "$@"; do
+    found=""
+    for part in "${parts[@]}"; do [ "${part##*:}" = "$name" ] && found=$part; done
+    [ -n "$found" ] || die "no part is called $name (the parts: ${parts[*]##*:})"
+    wanted+=("$found")
+  done
+  parts=("${wanted[@]}")
+fi
+
+if $print; then
   for part in "${parts[@]}"; do
     [ -x "$(bin_of "$part")" ] || die "${part##*:} is not built: run bash tools/upstream/build.sh"
     dirname "$(bin_of "$part")"
