@@ -12,5 +12,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cases;
+mod duration;
 mod glob;
 mod oracle;

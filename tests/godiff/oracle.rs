@@ -32,7 +32,6 @@ impl Answer {
             ..Self::default()
         }
     }
-    #[allow(dead_code)]
     pub fn nanos(n: i64) -> Self {
         Self {
             ok: true,
