@@ -22,6 +22,7 @@ pub mod glob;
 pub mod grpc;
 pub mod jose;
 pub mod json;
+pub mod labels;
 pub mod oidc;
 pub mod pb;
 pub mod principal;

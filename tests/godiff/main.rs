@@ -15,3 +15,4 @@ mod cases;
 mod duration;
 mod glob;
 mod oracle;
+mod selector;

@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
         "glob",
         "jose",
         "json",
+        "labels",
         "pb",
         "random",
         "schema",
