@@ -12,7 +12,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod cases;
+mod csv;
 mod duration;
 mod glob;
 mod oracle;
+mod re2;
 mod selector;

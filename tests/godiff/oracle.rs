@@ -39,7 +39,6 @@ impl Answer {
             ..Self::default()
         }
     }
-    #[allow(dead_code)]
     pub fn fields(f: Vec<String>) -> Self {
         Self {
             ok: true,
