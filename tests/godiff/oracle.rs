@@ -63,8 +63,13 @@ impl Answer {
 }
 
 /// The `godiff` binary: in one of the `TIPHYS_UPSTREAM_BIN` folders, or built (it takes seconds
-/// with Go installed) by `tools/upstream/build.sh godiff`.
-fn binary() -> PathBuf {
+/// with Go installed) by `tools/upstream/build.sh godiff`, once for all the tests of the process.
+fn binary() -> &'static Path {
+    static FOUND: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    FOUND.get_or_init(find_or_build)
+}
+
+fn find_or_build() -> PathBuf {
     if let Ok(dirs) = std::env::var("TIPHYS_UPSTREAM_BIN")
         && let Some(found) = std::env::split_paths(&dirs)
             .map(|d| d.join("godiff"))

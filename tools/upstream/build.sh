@@ -105,11 +105,15 @@ for part in "${parts[@]}"; do
   # -mod=readonly: the committed go.sum is the whole truth; a missing sum is an error, not a fetch
   # of something unpinned. CGO off: static binaries, no C toolchain needed.
   if ! (cd "$here/$wrapper" && CGO_ENABLED=0 GOFLAGS=-mod=readonly \
-        go build -trimpath -ldflags="$(ldflags_of "$wrapper")" -o "$out.partial" "$pkg") >"$log" 2>&1; then
+        go build -trimpath -ldflags="$(ldflags_of "$wrapper")" -o "$out.partial.$$" "$pkg") >"$log.$$" 2>&1; then
+    mv "$log.$$" "$log"
     tail -n 30 "$log" >&2
     die "building $name ($pkg, pinned in tools/upstream/$wrapper/go.mod) failed: see $log"
   fi
-  mv "$out.partial" "$out"
+  # Per-process names, then one rename: two runs at once (tests building godiff side by side)
+  # never see each other's half-written binary.
+  mv "$log.$$" "$log"
+  mv "$out.partial.$$" "$out"
   say "$name: built in $(( $(date +%s) - start )) s"
 done
 for part in "${parts[@]}"; do dirname "$(bin_of "$part")"; done | sort -u
