@@ -18,10 +18,12 @@ pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod gitrepo;
+pub mod glob;
 pub mod grpc;
 pub mod jose;
 pub mod json;
 pub mod kubernetes;
+pub mod labels;
 pub mod oidc;
 pub mod pb;
 pub mod principal;

@@ -8,22 +8,13 @@
 
 use std::time::Duration;
 
-const NS: u128 = 1;
-const US: u128 = 1_000 * NS;
-const MS: u128 = 1_000 * US;
-const SEC: u128 = 1_000 * MS;
-const MIN: u128 = 60 * SEC;
-const HOUR: u128 = 60 * MIN;
-const DAY: u128 = 24 * HOUR;
-
-/// Go caps a `time.Duration` at i64::MAX nanoseconds (about 292 years), and
-/// at 2^63 below zero; so do we, so a value means the same thing to tiphys and to Argo CD.
-const MAX_NANOS: u128 = i64::MAX as u128;
-const MAX_NEGATIVE_NANOS: u128 = MAX_NANOS + 1;
-
-/// Fraction digits beyond this cannot change the result by a nanosecond
-/// (the largest unit is 8.64e13 ns), and capping them keeps the arithmetic in u128.
-const MAX_FRACTION_DIGITS: u32 = 19;
+const NS: u64 = 1;
+const US: u64 = 1_000 * NS;
+const MS: u64 = 1_000 * US;
+const SEC: u64 = 1_000 * MS;
+const MIN: u64 = 60 * SEC;
+const HOUR: u64 = 60 * MIN;
+const DAY: u64 = 24 * HOUR;
 
 /// Go's `time.ParseDuration`: `[+-]?(number unit)+` or a bare `0`. Negative values are
 /// rejected: every duration tiphys reads is a length of time.
@@ -32,7 +23,10 @@ pub fn parse_go_duration(input: &str) -> Result<Duration, String> {
 }
 
 /// [`parse_go_duration`], plus the `d` (24 h) unit Argo CD accepts for
-/// `users.session.duration` and its CLI's expiry flags.
+/// `users.session.duration` and its CLI's expiry flags. Upstream reads those with
+/// github.com/argoproj/pkg/v2's `time.ParseDuration`, which takes only `^\d+[smhd]$` and wraps
+/// around past int64; tiphys takes the whole Go syntax there too, and refuses what would wrap
+/// (`tests/godiff` checks that every value upstream reads means the same here).
 pub fn parse_go_duration_or_days(input: &str) -> Result<Duration, String> {
     length(input, parse_nanos(input, true)?)
 }
@@ -41,13 +35,22 @@ fn length(input: &str, nanos: i128) -> Result<Duration, String> {
     let nanos =
         u128::try_from(nanos).map_err(|_| format!("invalid duration {input:?}: must not be negative"))?;
     // nanos <= i64::MAX, so both parts fit.
-    let secs = u64::try_from(nanos / SEC).unwrap_or(u64::MAX);
-    let sub = u32::try_from(nanos % SEC).unwrap_or(0);
+    let secs = u64::try_from(nanos / u128::from(SEC)).unwrap_or(u64::MAX);
+    let sub = u32::try_from(nanos % u128::from(SEC)).unwrap_or(0);
     Ok(Duration::new(secs, sub))
 }
 
-/// The signed value in nanoseconds, as Go computes it (fractions exactly, where Go goes
-/// through a float64 and may be a nanosecond off).
+/// Go's `time.ParseDuration` as a signed count of nanoseconds (a `time.Duration`), negative
+/// values included: what `tests/godiff` compares with Go itself.
+pub fn go_nanos(input: &str) -> Result<i64, String> {
+    let nanos = parse_nanos(input, false)?;
+    // parse_nanos keeps to Go's range, -2^63 ..= 2^63 - 1.
+    i64::try_from(nanos).map_err(|_| format!("invalid duration {input:?}: out of range"))
+}
+
+/// The signed value in nanoseconds, computed step by step as Go's `time.ParseDuration` does:
+/// the same overflow checks, and a fraction scaled through a float64 as Go scales it (rather
+/// than exactly, which would need a proof that the two never differ by a nanosecond).
 fn parse_nanos(input: &str, days: bool) -> Result<i128, String> {
     let invalid = |why: &str| format!("invalid duration {input:?}: {why}");
     let units = if days {
@@ -66,9 +69,8 @@ fn parse_nanos(input: &str, days: bool) -> Result<i128, String> {
     if s.is_empty() {
         return Err(invalid("no value"));
     }
-    let limit = if negative { MAX_NEGATIVE_NANOS } else { MAX_NANOS };
     let overflow = || invalid("too large (the maximum is about 292 years)");
-    let mut total: u128 = 0;
+    let mut total: u64 = 0;
     while !s.is_empty() {
         let (int_digits, rest) = split_digits(s);
         let (frac_digits, rest) = match rest.strip_prefix('.') {
@@ -99,38 +101,74 @@ fn parse_nanos(input: &str, days: bool) -> Result<i128, String> {
             }
             other => return Err(invalid(&format!("unknown unit {other:?} ({units})"))),
         };
-        let whole = parse_capped(int_digits).ok_or_else(overflow)?;
-        total += whole.checked_mul(unit).ok_or_else(overflow)?;
-        if !frac_digits.is_empty() {
-            let kept = &frac_digits[..frac_digits.len().min(MAX_FRACTION_DIGITS as usize)];
-            let scale = 10u128.pow(kept.len() as u32);
-            total += parse_capped(kept).ok_or_else(overflow)? * unit / scale;
+        let whole = leading_int(int_digits).ok_or_else(overflow)?;
+        if whole > LIMIT / unit {
+            return Err(overflow());
         }
-        if total > limit {
+        let mut value = whole * unit;
+        let (fraction, scale) = leading_fraction(frac_digits);
+        if fraction > 0 {
+            // Go: v += uint64(float64(f) * (float64(unit) / scale)), the cast saturating.
+            let scaled = (fraction as f64 * (unit as f64 / scale)) as u64;
+            value = value.saturating_add(scaled);
+            if value > LIMIT {
+                return Err(overflow());
+            }
+        }
+        total = total.saturating_add(value);
+        if total > LIMIT {
             return Err(overflow());
         }
         s = rest;
     }
-    // total <= 2^63, so it fits in an i128 either way.
-    let total = i128::try_from(total).map_err(|_| overflow())?;
-    Ok(if negative { -total } else { total })
+    if negative {
+        return Ok(-i128::from(total));
+    }
+    if total > LIMIT - 1 {
+        return Err(overflow());
+    }
+    Ok(i128::from(total))
 }
+
+/// 2^63: Go's bound on the magnitude while it adds up (a negative value may reach it).
+const LIMIT: u64 = 1 << 63;
 
 fn split_digits(s: &str) -> (&str, &str) {
     s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()))
 }
 
-/// The value of an ASCII digit string, or None above 2^63 (which would
-/// overflow whatever the unit). Empty is zero (`.5s` has no integer part).
-fn parse_capped(digits: &str) -> Option<u128> {
-    let mut value: u128 = 0;
+/// Go's `leadingInt` over ASCII digits: None once the value passes 2^63. Empty is zero (`.5s`
+/// has no integer part).
+fn leading_int(digits: &str) -> Option<u64> {
+    let mut value: u64 = 0;
     for b in digits.bytes() {
-        value = value * 10 + u128::from(b - b'0');
-        if value > MAX_NEGATIVE_NANOS {
+        if value > LIMIT / 10 {
+            return None;
+        }
+        value = value * 10 + u64::from(b - b'0');
+        if value > LIMIT {
             return None;
         }
     }
     Some(value)
+}
+
+/// Go's `leadingFraction`: the digits' value and 10^(digits kept), keeping digits only while the
+/// value stays within 2^63 (later digits are read and dropped).
+fn leading_fraction(digits: &str) -> (u64, f64) {
+    let (mut value, mut scale) = (0u64, 1f64);
+    for b in digits.bytes() {
+        if value > (LIMIT - 1) / 10 {
+            break;
+        }
+        let next = value * 10 + u64::from(b - b'0');
+        if next > LIMIT {
+            break;
+        }
+        value = next;
+        scale *= 10.0;
+    }
+    (value, scale)
 }
 
 #[cfg(test)]
@@ -178,6 +216,9 @@ mod tests {
         assert_eq!(ok("1.0000000000000000000001s"), Duration::from_secs(1));
         assert_eq!(ok("1h1m1s1ms1us1ns"), Duration::new(3661, 1_001_001));
         assert_eq!(ok("52763797000ns"), Duration::new(52, 763_797_000));
+        // Go scales fractions through a float64, and so do we.
+        assert_eq!(go_nanos("0.3000000000000000444s"), Ok(300_000_000));
+        assert_eq!(go_nanos("1.000000001h"), Ok(3_600_000_003_600));
     }
 
     #[test]

@@ -47,8 +47,12 @@ fn translate(pattern: &str) -> Result<String, String> {
     let mut chars = pattern.chars().peekable();
     // Go refuses a repetition of a repetition (`a**`, `a+*`, `a{2}*`).
     let mut after_repeat = false;
+    // Where the last item written starts (a repetition belongs to it), and the open groups'.
+    let mut item = 0;
+    let mut open: Vec<usize> = Vec::new();
     while let Some(c) = chars.next() {
         let was_repeat = std::mem::take(&mut after_repeat);
+        let here = out.len();
         match c {
             '*' | '+' | '?' => {
                 if was_repeat {
@@ -63,7 +67,9 @@ fn translate(pattern: &str) -> Result<String, String> {
             }
             '{' => {
                 let text = repeat(&mut chars)?;
-                if text != "\\{" {
+                if text == "\\{" {
+                    item = here;
+                } else {
                     if was_repeat {
                         return Err(format!("invalid nested repetition operator: `{text}`"));
                     }
@@ -75,10 +81,63 @@ fn translate(pattern: &str) -> Result<String, String> {
                     chars.next();
                 }
             }
-            '\\' => escape_outside_class(&mut chars, &mut out)?,
-            '[' => class(&mut chars, &mut out)?,
-            '(' if chars.peek() == Some(&'?') => group(&mut chars, &mut out)?,
-            _ => out.push(c),
+            '\\' => {
+                item = here;
+                escape_outside_class(&mut chars, &mut out)?;
+            }
+            '[' => {
+                item = here;
+                class(&mut chars, &mut out)?;
+            }
+            '(' if chars.peek() == Some(&'?') => match flags_before_repeat(&chars) {
+                // Go's flag group is no item: a repetition right after it repeats the item
+                // before it (`a(?i)*` is `a*` then `(?i)`; `a+(?i)?` is `(a+)?`), where the
+                // crate finds nothing to repeat. So the item is grouped and repeated first,
+                // then the flags follow. With no item before, the bare operator makes the
+                // crate refuse the pattern, as Go does.
+                Some((flags, rest)) => {
+                    chars = rest;
+                    if item < here {
+                        out.insert_str(item, "(?:");
+                        out.push(')');
+                    }
+                    let op = chars.next().unwrap_or_default();
+                    let text = if op == '{' {
+                        repeat(&mut chars)?
+                    } else {
+                        op.to_string()
+                    };
+                    out.push_str(&text);
+                    if chars.peek() == Some(&'?') {
+                        out.push('?');
+                        chars.next();
+                    }
+                    out.push_str(&flags);
+                    after_repeat = true;
+                }
+                None => {
+                    open.push(here);
+                    group(&mut chars, &mut out)?;
+                    item = out.len();
+                }
+            },
+            '(' => {
+                open.push(here);
+                out.push(c);
+                item = out.len();
+            }
+            ')' => {
+                out.push(c);
+                item = open.pop().unwrap_or(here);
+            }
+            '|' => {
+                out.push(c);
+                item = out.len();
+            }
+            _ => {
+                item = here;
+                out.push(c);
+            }
         }
     }
     Ok(out)
@@ -348,6 +407,55 @@ fn group(chars: &mut Chars<'_>, out: &mut String) -> Result<(), String> {
     Ok(())
 }
 
+/// After a `(` that starts `?`: when one or more flag-only groups (`(?i)`, `(?s-m)`) follow and
+/// then a repetition operator, their text (with its `(`) and the characters from the operator
+/// on.
+fn flags_before_repeat<'a>(chars: &Chars<'a>) -> Option<(String, Chars<'a>)> {
+    let mut ahead = chars.clone();
+    let mut text = String::from("(");
+    loop {
+        // At the '?' after a '('.
+        ahead.next();
+        let flags: String = ahead
+            .clone()
+            .take_while(|c| matches!(c, 'i' | 'm' | 's' | 'U' | '-'))
+            .collect();
+        if flags.is_empty() {
+            return None;
+        }
+        for _ in 0..flags.chars().count() {
+            ahead.next();
+        }
+        if ahead.next() != Some(')') {
+            return None;
+        }
+        text.push('?');
+        text.push_str(&flags);
+        text.push(')');
+        match ahead.peek() {
+            Some('(') => {
+                let mut next = ahead.clone();
+                next.next();
+                if next.peek() != Some(&'?') {
+                    return None;
+                }
+                ahead = next;
+                text.push('(');
+            }
+            Some('*' | '+' | '?') => return Some((text, ahead)),
+            Some('{') => {
+                let mut probe = ahead.clone();
+                probe.next();
+                return match repeat(&mut probe) {
+                    Ok(literal) if literal == "\\{" => None,
+                    _ => Some((text, ahead)),
+                };
+            }
+            _ => return None,
+        }
+    }
+}
+
 /// After `{`: a repeat `{n}`, `{n,}` or `{n,m}` checked against Go's limit, or
 /// (as in Go) a literal `{` when what follows is not a repeat.
 fn repeat(chars: &mut Chars<'_>) -> Result<String, String> {
@@ -428,5 +536,15 @@ mod tests {
         assert!(find(r"^\x41\101\0$", "AA\0"));
         assert!(find(r"^\p{^Greek}$", "a") && !find(r"^\P{^Greek}$", "a"));
         assert!(find(r"^[[:^digit:]x]$", "a") && find(r"[\d\-]", "-"));
+    }
+
+    #[test]
+    fn a_repeat_after_a_flag_group_repeats_the_item_before() {
+        assert!(find(r"^a(?i)*$", "aaa") && find(r"^b(?i)*$", ""));
+        assert!(find(r"^a+(?i)?x", "x"), "`(a+)?`, not a lazy `a+`");
+        assert!(find(r"^(ab)(?s){2}$", "abab") && find(r"^x(?i)(?s){2}$", "xx"));
+        assert!(find(r"^a(?i){2}B$", "aab"), "the flags hold after the repeat");
+        assert!(compile(r"(?i)*").is_err() && compile(r"a|(?i)+").is_err());
+        assert!(find(r"a(?i){x}", "a{X}"), "not a repeat: a literal brace");
     }
 }

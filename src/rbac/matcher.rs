@@ -4,7 +4,8 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
-use super::{glob, gore};
+use super::gore;
+use crate::glob;
 
 /// `policy.matchMode`: exactly `regex` selects regex; anything else is glob.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,15 +87,16 @@ impl Matcher {
         }
     }
 
+    /// Argo CD's `util/glob.Match(pattern, value)`: gobwas/glob without separators.
     fn glob(pattern: &str) -> Self {
-        match glob::parse(pattern) {
-            Ok(glob::Glob::Literal(text)) => Self::Equals(text),
-            Ok(glob::Glob::Anything) => Self::Anything,
-            Ok(glob::Glob::Prefix(text)) => Self::Prefix(text),
-            Ok(glob::Glob::Suffix(text)) => Self::Suffix(text),
-            Ok(glob::Glob::Contains(text)) => Self::Contains(text),
-            Ok(glob::Glob::PrefixSuffix(head, tail)) => Self::PrefixSuffix(head, tail),
-            Ok(glob::Glob::Regex(program)) => Self::Glob(LazyRegex::new(program)),
+        match glob::parse(pattern, &[]) {
+            Ok(glob::Program::Literal(text)) => Self::Equals(text),
+            Ok(glob::Program::Anything) => Self::Anything,
+            Ok(glob::Program::Prefix(text)) => Self::Prefix(text),
+            Ok(glob::Program::Suffix(text)) => Self::Suffix(text),
+            Ok(glob::Program::Contains(text)) => Self::Contains(text),
+            Ok(glob::Program::PrefixSuffix(head, tail)) => Self::PrefixSuffix(head, tail),
+            Ok(glob::Program::Regex(program)) => Self::Glob(LazyRegex::new(program)),
             Err(_) => Self::Never,
         }
     }

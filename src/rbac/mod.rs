@@ -4,7 +4,7 @@
 //! `AppError::PermissionDenied` (`tests/inproc/denials.rs` checks it).
 //!
 //! - [`policy`] reads policy text, [`csv`] splits its lines as Go's `encoding/csv`;
-//! - [`glob`] and [`gore`] give patterns upstream's meaning, [`matcher`] compiles them;
+//! - [`crate::glob`] and [`gore`] give patterns upstream's meaning, [`matcher`] compiles them;
 //! - [`model`] is one Casbin check over rules indexed by subject;
 //! - [`decide`] is Argo CD's procedure (default role, user, groups, project tokens);
 //! - [`cache`] remembers decisions per policy version;
@@ -25,7 +25,6 @@
 pub mod cache;
 pub mod csv;
 pub mod decide;
-pub mod glob;
 pub mod gore;
 pub mod matcher;
 pub mod model;

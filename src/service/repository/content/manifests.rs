@@ -18,10 +18,10 @@
 
 use serde_json::Value;
 
-use super::glob::Glob;
 use super::source::{Source, resolve_type};
 use super::{AppType, Files, app_dir, read_text, under, walk_order, yaml};
 use crate::error::AppError;
+use crate::glob::Glob;
 
 /// The listed sizes of the manifest files of one app add up to at most this many bytes.
 pub const MAX_MANIFEST_BYTES: u64 = 10_000_000;
@@ -92,9 +92,10 @@ pub fn manifests(files: &(impl Files + ?Sized), path: &str, source: &Value) -> R
     Ok(out)
 }
 
-/// `None` for no pattern; `Some(None)` for one that does not compile (it matches nothing).
+/// `None` for no pattern; `Some(None)` for one that does not compile (it matches nothing, as
+/// upstream's `util/glob.Match` logs and answers no). No separators: `*` crosses `/`.
 fn pattern(text: &str) -> Option<Option<Glob>> {
-    (!text.is_empty()).then(|| Glob::new(text))
+    (!text.is_empty()).then(|| Glob::new(text, &[]).ok())
 }
 
 /// Upstream's manifest file pattern, `^.*\.(yaml|yml|json|jsonnet)$` on the base name.
@@ -357,8 +358,12 @@ mod tests {
         // Exclude wins over include; a broken include matches nothing.
         let src = json!({"directory": {"include": "*.yaml", "exclude": "a.yaml"}});
         assert_eq!(manifests(&repo(), "app", &src).map(|o| o.len()).ok(), Some(0));
-        let src = json!({"directory": {"include": "{a.yaml"}});
+        let src = json!({"directory": {"include": "[a.yaml"}});
         assert_eq!(manifests(&repo(), "app", &src).map(|o| o.len()).ok(), Some(0));
+        // An unclosed brace closes at the end, as gobwas/glob reads it.
+        let src = json!({"directory": {"include": "{a.yaml"}});
+        let out = manifests(&repo(), "app", &src).unwrap_or_default();
+        assert_eq!(kinds_and_names(&out), ["ConfigMap/a"]);
     }
 
     #[test]

@@ -18,7 +18,6 @@
 
 mod details;
 mod discover;
-mod glob;
 mod helm_index;
 mod helm_values;
 mod manifests;
