@@ -264,30 +264,7 @@ impl Registry {
                 Err(why) => tracing::warn!("{key} from Kubernetes is not served: {why}"),
             }
         }
-        for Applied {
-            key,
-            new,
-            event,
-            proto,
-        } in applied
-        {
-            state.kind_rv.insert(kind, at);
-            let slot = (key.namespace, key.name);
-            match new {
-                Some(doc) => {
-                    state.docs.entry(kind).or_default().insert(slot, doc);
-                }
-                None => {
-                    if let Some(map) = state.docs.get_mut(&kind) {
-                        map.remove(&slot);
-                    }
-                }
-            }
-            let (event, doc) = event;
-            if let Some(k) = state.kube.get_mut(&kind) {
-                k.history.push(at, event, doc, proto);
-            }
-        }
+        state.apply(applied, at);
         if let Some(k) = state.kube.get_mut(&kind) {
             k.rv = k.rv.max(at);
         }
@@ -366,6 +343,13 @@ impl State {
     /// The history watches of `kind` resume from.
     pub(super) fn history_of(&self, kind: Kind) -> &History {
         self.kube.get(&kind).map_or(&self.history, |k| &k.history)
+    }
+
+    pub(super) fn history_of_mut(&mut self, kind: Kind) -> &mut History {
+        match self.kube.get_mut(&kind) {
+            Some(k) => &mut k.history,
+            None => &mut self.history,
+        }
     }
 }
 

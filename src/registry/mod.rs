@@ -516,32 +516,7 @@ impl Registry {
     /// Makes committed writes visible: the view, the history and its watchers, and the
     /// revision reads wait for. `at` is the commit's store revision.
     fn publish(&self, state: &mut State, applied: Vec<Applied>, at: Revision, others_changed: bool) {
-        for Applied {
-            key,
-            new,
-            event,
-            proto,
-        } in applied
-        {
-            state.kind_rv.insert(key.kind, at);
-            let slot = (key.namespace, key.name);
-            match &new {
-                Some(doc) => {
-                    state
-                        .docs
-                        .entry(key.kind)
-                        .or_default()
-                        .insert(slot, Arc::clone(doc));
-                }
-                None => {
-                    if let Some(map) = state.docs.get_mut(&key.kind) {
-                        map.remove(&slot);
-                    }
-                }
-            }
-            let (kind, doc) = event;
-            state.history.push(at, kind, doc, proto);
-        }
+        state.apply(applied, at);
         if others_changed {
             state.others_at = Some(at);
         }
@@ -601,6 +576,36 @@ impl Registry {
             current,
             draft,
         })
+    }
+}
+
+impl State {
+    /// Puts changes committed at revision `at` into the view, and their events into the
+    /// history of their kind.
+    fn apply(&mut self, applied: Vec<Applied>, at: Revision) {
+        for Applied {
+            key,
+            new,
+            event,
+            proto,
+        } in applied
+        {
+            self.kind_rv.insert(key.kind, at);
+            let kind = key.kind;
+            let slot = (key.namespace, key.name);
+            match new {
+                Some(doc) => {
+                    self.docs.entry(kind).or_default().insert(slot, doc);
+                }
+                None => {
+                    if let Some(map) = self.docs.get_mut(&kind) {
+                        map.remove(&slot);
+                    }
+                }
+            }
+            let (event, doc) = event;
+            self.history_of_mut(kind).push(at, event, doc, proto);
+        }
     }
 }
 

@@ -31,7 +31,7 @@ from appkit import APPS, Api, app_body, open_watch, uniq
 from argocdkit import ArgoCli
 from authkit import ALICE_PW, HASHES, bearer, login_token, metrics_text, request, run_server_expecting_exit
 from conftest import start_server
-from test_upstream_chain import Repo, manifests
+from test_upstream_chain import Repo, manifests, wait_for
 
 NS = "argocd"
 WAIT = 120  # the controller reconciles every 10 s here (controlplane.RECONCILIATION)
@@ -52,17 +52,6 @@ def kube(controlplane, tmp_path_factory):
     token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
     yield SimpleNamespace(server=server, api=Api(server, token))
     server.stop()
-
-
-def wait_for(what, probe, timeout=WAIT, interval=0.5):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"{what} within {timeout} s; last: {json.dumps(last)[:3000] if last else last}")
 
 
 def cr(plane, kind, name):

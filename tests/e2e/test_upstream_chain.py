@@ -80,14 +80,15 @@ def upstream(controlplane, tmp_path_factory):
     return cli
 
 
-def wait_for(what, probe, timeout=WAIT):
+def wait_for(what, probe, timeout=WAIT, interval=1.0):
+    """probe()'s first truthy answer, polled every `interval` s; fails after `timeout` s with the last."""
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
         last = probe()
         if last:
             return last
-        time.sleep(1)
+        time.sleep(interval)
     pytest.fail(f"{what} within {timeout} s; last: {json.dumps(last)[:3000] if last else last}")
 
 
