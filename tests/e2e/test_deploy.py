@@ -989,7 +989,7 @@ def _drop_in_pod(plane, rendered, pods, root, pod_identity, params=None):
     wrapper, env, extra = pod_identity
     if params is None:
         params = plane.get_json("configmap", "argocd-cmd-params-cm", "-n", NAMESPACE).get("data") or {}
-    # The made-up repository of the applications below is not contacted (no network here).
+    # No repository is contacted (there is no network here).
     pod = pods(rendered[DROP_IN], root, objects=_installation_objects(plane),
                config_maps={"argocd-cmd-params-cm": params}, wrapper=wrapper,
                extra_env={**env, "HOME": str(root), "TIPHYS_REPO_ACCESS": "off"}, extra_args=extra)
@@ -1000,8 +1000,8 @@ def _drop_in_pod(plane, rendered, pods, root, pod_identity, params=None):
 def test_drop_in_args_run_as_the_pod(plane, rendered, pods, tmp_path, pod_identity):
     """The container's arguments, with only what the pod has: the ServiceAccount argocd-server
     (Argo CD's RBAC), the namespace, and the installation's argocd-cm, argocd-rbac-cm and
-    argocd-secret mounted as the config dir. Its admin password works, applications made with
-    kubectl are served, one made through tiphys is the custom resource, and the drain is clean."""
+    argocd-secret mounted as the config dir. Its admin password works, projects made with kubectl
+    are served, one made through tiphys is the custom resource, and the drain is clean."""
     pod = _drop_in_pod(plane, rendered, pods, tmp_path, pod_identity)
     if plane.state.get("in_cluster"):  # nothing but the in-cluster configuration to go by
         assert not any(a.startswith("--kubeconfig") for a in pod.args) and "KUBECONFIG" not in pod.env
@@ -1011,31 +1011,34 @@ def test_drop_in_args_run_as_the_pod(plane, rendered, pods, tmp_path, pod_identi
     token = _rest_login(url, plane.state["argocd"]["admin_password"], "-k").get("token")
     assert token, pod.log()
 
-    def app(name):
-        return {"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+    # Projects rather than applications: the controller reconciles neither, so the installation's
+    # other tests find it as it was.
+    status, apps = _rest("GET", f"{url}/api/v1/applications", token)
+    assert status == 200 and "items" in apps, apps
+
+    def project(name):
+        return {"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
                 "metadata": {"name": name, "namespace": NAMESPACE},
-                "spec": {"project": "default",
-                         "destination": {"server": "https://kubernetes.default.svc", "namespace": "default"},
-                         "source": {"repoURL": "https://git.example.com/drop-in.git", "path": "app",
-                                    "targetRevision": "HEAD"}}}
+                "spec": {"sourceRepos": ["https://git.example.com/drop-in.git"],
+                         "destinations": [{"server": "https://kubernetes.default.svc", "namespace": "drop-in"}]}}
 
     suffix = os.urandom(3).hex()
     by_kubectl, by_tiphys = f"drop-in-kubectl-{suffix}", f"drop-in-tiphys-{suffix}"
-    plane.apply([app(by_kubectl)])
-    _wait("the application made with kubectl served by tiphys",
-          lambda: _rest("GET", f"{url}/api/v1/applications/{by_kubectl}", token)[0] == 200)
-    body = app(by_tiphys)
+    plane.apply([project(by_kubectl)])
+    _wait("the project made with kubectl served by tiphys",
+          lambda: _rest("GET", f"{url}/api/v1/projects/{by_kubectl}", token)[0] == 200)
+    body = project(by_tiphys)
     del body["apiVersion"], body["kind"], body["metadata"]["namespace"]
-    status, made = _rest("POST", f"{url}/api/v1/applications", token, body)
+    status, made = _rest("POST", f"{url}/api/v1/projects", token, {"project": body})
     assert status == 200, (made, pod.log())
-    stored = plane.get_json("application", by_tiphys, "-n", NAMESPACE)
-    assert stored["spec"]["source"] == body["spec"]["source"], stored
+    stored = plane.get_json("appproject", by_tiphys, "-n", NAMESPACE)
+    assert stored["spec"] == body["spec"], stored
     assert stored["metadata"]["uid"] == made["metadata"]["uid"]
     for name in (by_kubectl, by_tiphys):
-        status, answer = _rest("DELETE", f"{url}/api/v1/applications/{name}?cascade=false", token)
+        status, answer = _rest("DELETE", f"{url}/api/v1/projects/{name}", token)
         assert status == 200, answer
-    _wait("both applications gone from the API server", lambda: plane.kubectl(
-        "get", "applications", by_kubectl, by_tiphys, "-n", NAMESPACE, "--ignore-not-found").strip() == "")
+    _wait("both projects gone from the API server", lambda: plane.kubectl(
+        "get", "appprojects", by_kubectl, by_tiphys, "-n", NAMESPACE, "--ignore-not-found").strip() == "")
     pod.drain()
 
 
@@ -1070,7 +1073,8 @@ def test_drop_in_takes_argocd_cmd_params_cm_as_upstream_writes_it(plane, rendere
     pod = _drop_in_pod(plane, rendered, pods, tmp_path / "insecure", pod_identity, params=values).start()
     assert pod.healthz() == ["ok", "200"], pod.log()
     res = subprocess.run(["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}",
-                          f"http://127.0.0.1:{pod.port}/argocd/api/version"], capture_output=True, text=True, timeout=30)
+                          f"http://127.0.0.1:{pod.port}/argocd/api/version"],
+                         capture_output=True, text=True, timeout=30)
     assert res.returncode == 0, res.stderr
     body, _, status = res.stdout.rpartition("\n")
     assert status == "200" and "Version" in json.loads(body), res.stdout
