@@ -10,7 +10,15 @@
 - every overlay's container arguments run on the real binary (paths mapped into a temp root, the
   listener moved to 127.0.0.1 and port 0, `ha` against a real etcd over TLS with client
   certificates): it must start, answer /healthz, drain as the probes expect, and exit 0;
-- the mode flags each Istio overlay adds are the ones test_proxies.py runs its proxies' backends with.
+- the mode flags each Istio overlay adds are the ones test_proxies.py runs its proxies' backends with;
+- `argocd-server`, tiphys in place of argocd-server in an Argo CD installation: its ServiceAccount,
+  Role, ClusterRole, bindings and Service equal those of Argo CD's install.yaml (the pinned release,
+  read from its Go module when Go is there), its Deployment keeps the name, labels, selector,
+  ServiceAccount, container name and ports that the installation's Services and NetworkPolicies
+  rely on, with a securityContext at least as strict; against the real kube-apiserver of
+  controlplane.py, `kubectl apply -k` over upstream's objects (client-side and server-side) leaves
+  exactly tiphys's container, and the container's arguments run as the pod would, with the
+  ServiceAccount argocd-server's token and nothing else, on the installation's own settings.
 """
 
 import base64
@@ -19,6 +27,7 @@ import hmac
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -34,6 +43,8 @@ from test_proxies import PASSTHROUGH_FLAGS, TERMINATE_FLAGS, make_cert
 
 DEPLOY = REPO / "deploy"
 OVERLAYS = ("base", "ha", "istio-passthrough", "istio-terminate")
+DROP_IN = "argocd-server"  # tiphys in place of Argo CD's argocd-server (its names, not tiphys's)
+ALL_OVERLAYS = (*OVERLAYS, DROP_IN)
 K8S_VERSION = "1.30"  # the oldest Kubernetes the manifests are written for (policy/v1, appProtocol)
 ISTIO_VALIDATOR = REPO / "tests" / "istio" / "validate.mjs"
 ISTIO_GROUP = "networking.istio.io/"
@@ -185,7 +196,7 @@ def validate(objs):
 def rendered():
     """overlay -> its validated objects, rendered once per module."""
     out = {}
-    for overlay in OVERLAYS:
+    for overlay in ALL_OVERLAYS:
         objs = render(DEPLOY / overlay)
         validate(objs)
         out[overlay] = objs
@@ -279,7 +290,7 @@ def test_bad_istio_object_is_named(rendered):
 
 # ---- what every overlay's pod must be ---------------------------------------------------------
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", ALL_OVERLAYS)
 def test_pod_security_and_probes(overlay, rendered):
     objs = rendered[overlay]
     pod = only(objs, "Deployment")["spec"]["template"]["spec"]
@@ -306,7 +317,8 @@ def test_pod_security_and_probes(overlay, rendered):
     assert sc["readOnlyRootFilesystem"] is True
     assert sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"] == {"drop": ["ALL"]}
-    assert pod["automountServiceAccountToken"] is False
+    # A token only where the server talks to the API server (--kube).
+    assert pod["automountServiceAccountToken"] is ("--kube" in flags)
     assert pod["serviceAccountName"] == only(objs, "ServiceAccount")["metadata"]["name"]
 
     # BENCHMARKS.md: 155-162 MiB at the peak with 10,000 applications and 1,000 watchers.
@@ -316,7 +328,7 @@ def test_pod_security_and_probes(overlay, rendered):
     assert 0 < quantity(res["requests"]["cpu"]) <= quantity(res["limits"]["cpu"])
 
 
-@pytest.mark.parametrize("overlay", OVERLAYS)
+@pytest.mark.parametrize("overlay", ALL_OVERLAYS)
 def test_config_dir_mounts_argo_cd_objects(overlay, rendered):
     """--config-dir holds argocd-cm, argocd-rbac-cm and argocd-secret as Kubernetes mounts them
     (one file per key), from the objects of those names, optional so that none is created here."""
@@ -474,6 +486,137 @@ def test_mode_flags_match_the_proxy_tests(overlay, proven_by, rendered):
     assert added == {f.split("=", 1)[0] for f in proven_by}
 
 
+# ---- argocd-server: tiphys in place of Argo CD's argocd-server --------------------------------
+
+# argocd-server's objects in Argo CD's install.yaml that the overlay brings, equal to upstream's.
+UPSTREAM_SAME = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "Service")
+UPSTREAM_NAME = "argocd-server"
+
+
+def by_ident(objs):
+    return {(o["kind"], o["metadata"]["name"]): o for o in objs}
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    """The objects of Argo CD's manifests/install.yaml at the release tools/upstream pins, by
+    (kind, name), from its Go module (controlplane.argocd_module_dir: `go mod download`)."""
+    if not shutil.which("go"):
+        pytest.skip("Go is not installed: Argo CD's install.yaml is read from its Go module")
+    from controlplane import PartFailed, argocd_module_dir  # noqa: PLC0415
+    try:
+        install = argocd_module_dir() / "manifests" / "install.yaml"
+    except PartFailed as e:
+        pytest.fail(str(e))
+    return by_ident(doc for doc in yaml.safe_load_all(install.read_text()) if doc)
+
+
+def selects(selector, labels):
+    """Whether a label selector (matchLabels only; a matchExpressions fails the test) selects `labels`."""
+    assert not selector.get("matchExpressions"), f"a selector with matchExpressions: {selector}"
+    match = selector.get("matchLabels", selector)
+    return match.items() <= labels.items()
+
+
+def test_drop_in_objects(rendered):
+    """Only argocd-server's own objects, by Argo CD's names; no settings object of the user's."""
+    assert sorted(ident(o) for o in rendered[DROP_IN]) == sorted(
+        f"{kind}/{UPSTREAM_NAME}" for kind in (*UPSTREAM_SAME, "Deployment"))
+
+
+def test_drop_in_runs_kube_on_its_own_namespace(rendered):
+    objs = rendered[DROP_IN]
+    dep = only(objs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    c = container(objs)
+    flags = flag_values(c["args"])
+    assert c["args"][0] == "server" and flags.get("--kube") is True
+    # In the pod: the ServiceAccount's token and the pod's namespace, nothing else to give.
+    assert "--kubeconfig" not in flags and "--namespace" not in flags
+    assert not any(f.startswith("--etcd") for f in flags)
+    env = {e["name"]: e for e in c["env"]}
+    assert env["ARGOCD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    # argocd-cmd-params-cm is read as upstream's Deployment reads it, each key optional.
+    refs = [e["valueFrom"]["configMapKeyRef"] for e in c["env"] if "configMapKeyRef" in e.get("valueFrom", {})]
+    assert refs and all(r["name"] == "argocd-cmd-params-cm" and r["optional"] is True for r in refs), refs
+    assert env["TIPHYS_SERVER_INSECURE"]["valueFrom"]["configMapKeyRef"]["key"] == "server.insecure"
+    # The state is the API server's: the data dir is per pod, and pods roll one at a time.
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    data = next(m for m in c["volumeMounts"] if m["mountPath"] == flags["--data-dir"])
+    assert volumes[data["name"]] == {"name": data["name"], "emptyDir": {}}
+    assert dep["spec"]["replicas"] == 1, "one replica unless argocd-secret holds server.secretkey"
+    rolling = dep["spec"]["strategy"]["rollingUpdate"]
+    assert dep["spec"]["strategy"]["type"] == "RollingUpdate" and rolling["maxUnavailable"] == 0
+    assert not [o for o in objs if o["kind"] == "PersistentVolumeClaim"]
+    # Both of argocd-server's Service ports reach the one server port.
+    svc = only(objs, "Service")
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert sorted((p["name"], p["port"]) for p in svc["spec"]["ports"]) == [("http", 80), ("https", 443)]
+    assert {p["targetPort"] for p in svc["spec"]["ports"]} == {ports["server"]}
+    assert selects(svc["spec"]["selector"], dep["spec"]["template"]["metadata"]["labels"])
+    assert dep["spec"]["selector"]["matchLabels"].items() <= dep["spec"]["template"]["metadata"]["labels"].items()
+    # The ClusterRoleBinding names the ServiceAccount in the namespace Argo CD installs into.
+    crb = only(objs, "ClusterRoleBinding")
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": pod["serviceAccountName"], "namespace": NAMESPACE}]
+
+
+def test_drop_in_equals_upstream(rendered, upstream):
+    """The ServiceAccount, Role, ClusterRole, bindings and Service are Argo CD's, field for field,
+    so an installation's RBAC and Service apply to tiphys unchanged (and applying them changes
+    nothing there)."""
+    ours = by_ident(rendered[DROP_IN])
+    for kind in UPSTREAM_SAME:
+        mine, theirs = ours[(kind, UPSTREAM_NAME)], upstream[(kind, UPSTREAM_NAME)]
+        assert mine["apiVersion"] == theirs["apiVersion"], kind
+        assert mine["metadata"] == theirs["metadata"], kind
+        fields = set(mine) | set(theirs)
+        for field in sorted(fields - {"apiVersion", "kind", "metadata"}):
+            assert mine.get(field) == theirs.get(field), f"{kind}/{UPSTREAM_NAME}: {field} differs from Argo CD's"
+
+
+def test_drop_in_deployment_keeps_what_the_installation_relies_on(rendered, upstream):
+    ours = only(rendered[DROP_IN], "Deployment")
+    theirs = upstream[("Deployment", UPSTREAM_NAME)]
+    assert ours["metadata"]["labels"] == theirs["metadata"]["labels"]
+    assert ours["spec"]["selector"] == theirs["spec"]["selector"], "a Deployment's selector cannot change"
+    labels = ours["spec"]["template"]["metadata"]["labels"]
+    assert theirs["spec"]["template"]["metadata"]["labels"].items() <= labels.items()
+    pod, their_pod = ours["spec"]["template"]["spec"], theirs["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == their_pod["serviceAccountName"]
+    [c] = pod["containers"]
+    [their_c] = their_pod["containers"]
+    assert c["name"] == their_c["name"], "an apply over the installation must replace upstream's container"
+    ports = {p["containerPort"] for p in c["ports"]}
+    assert {p["containerPort"] for p in their_c["ports"]} <= ports
+    # At least as strict as upstream's container.
+    for key, value in their_c["securityContext"].items():
+        assert c["securityContext"].get(key) == value, f"securityContext.{key}"
+    assert pod["nodeSelector"] == their_pod["nodeSelector"]
+
+    # Every Service of the installation that selects upstream's pods selects tiphys's, on a port it has.
+    their_labels = theirs["spec"]["template"]["metadata"]["labels"]
+    services = [o for o in upstream.values() if o["kind"] == "Service" and o["spec"].get("selector")
+                and selects(o["spec"]["selector"], their_labels)]
+    assert {s["metadata"]["name"] for s in services} >= {"argocd-server", "argocd-server-metrics"}
+    for svc in services:
+        assert selects(svc["spec"]["selector"], labels), ident(svc)
+        for port in svc["spec"]["ports"]:
+            assert port["targetPort"] in ports, f"{ident(svc)} port {port['name']}: {port['targetPort']}"
+    # ... and so does every NetworkPolicy: the ones of the server itself, and those that let
+    # argocd-server's pods in (Redis, the repo-server, Dex).
+    seen = 0
+    for policy in (o for o in upstream.values() if o["kind"] == "NetworkPolicy"):
+        if selects(policy["spec"]["podSelector"], their_labels):
+            assert selects(policy["spec"]["podSelector"], labels), ident(policy)
+            seen += 1
+        for rule in policy["spec"].get("ingress") or []:
+            for peer in rule.get("from") or []:
+                if "podSelector" in peer and selects(peer["podSelector"], their_labels):
+                    assert selects(peer["podSelector"], labels), f"{ident(policy)}: {peer}"
+                    seen += 1
+    assert seen >= 2, "no NetworkPolicy of install.yaml names argocd-server's pods any more"
+
+
 # ---- the overlays' arguments on the real binary ----------------------------------------------
 
 OVERRIDES = {"--address": "127.0.0.1", "--port": "0", "--metrics-address": "127.0.0.1", "--metrics-port": "0"}
@@ -496,7 +639,7 @@ class Pod:
     """The Deployment's one container started as `TIPHYS_BIN` with its args and env, its volumes
     under a temp root (`objects`: ConfigMap/Secret name -> {key: bytes}; others empty)."""
 
-    def __init__(self, objs, root, objects=None, config_maps=None):
+    def __init__(self, objs, root, objects=None, config_maps=None, wrapper=(), extra_env=None, extra_args=()):
         dep = only(objs, "Deployment")
         c = container(objs)
         pod = dep["spec"]["template"]["spec"]
@@ -518,6 +661,9 @@ class Pod:
                 env[item["name"]] = NAMESPACE
             else:
                 ref = item["valueFrom"]["configMapKeyRef"]
+                value = (config_maps or {}).get(ref["name"], {}).get(ref["key"])
+                if value is None and ref.get("optional"):
+                    continue  # the kubelet leaves the variable unset
                 env[item["name"]] = (config_maps or {})[ref["name"]][ref["key"]]
         args = [re.sub(r"\$\((\w+)\)", lambda m: env[m.group(1)], a) for a in c["args"]]
         assert args[0] == "server", args
@@ -528,8 +674,10 @@ class Pod:
                 continue
             out.append(f"{name}={self.path(value)}" if eq and value.startswith("/") else arg)
         self.ready = root / "ready.json"
-        self.args = ["server", *out, *(f"{k}={v}" for k, v in OVERRIDES.items()), f"--ready-file={self.ready}"]
-        self.env = clean_env(NO_COLOR="1", **env)
+        self.args = ["server", *out, *extra_args, *(f"{k}={v}" for k, v in OVERRIDES.items()),
+                     f"--ready-file={self.ready}"]
+        self.env = clean_env(NO_COLOR="1", **{**env, **(extra_env or {})})
+        self.wrapper = list(wrapper)
         self.data_dir = Path(self.path(flag_values(c["args"])["--data-dir"]))
         self.proc = None
 
@@ -539,7 +687,7 @@ class Pod:
     def start(self):
         log = self.root / "server.log"
         with open(log, "wb") as out:
-            self.proc = subprocess.Popen([TIPHYS_BIN, *self.args], stdout=out, stderr=subprocess.STDOUT,
+            self.proc = subprocess.Popen([*self.wrapper, TIPHYS_BIN, *self.args], stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=self.env)
         deadline = time.monotonic() + READY_TIMEOUT
         while time.monotonic() < deadline:
@@ -696,7 +844,240 @@ def test_unknown_flag_fails(rendered, pods, tmp_path):
 
 def test_every_istio_overlay_is_linked_from_the_readme():
     readme = (REPO / "README.md").read_text()
-    for overlay in OVERLAYS:
+    for overlay in ALL_OVERLAYS:
         assert f"deploy/{overlay}" in readme, overlay
     assert "tests/e2e/test_proxies.py" in readme
 
+
+
+# ---- argocd-server on a real API server (controlplane.py; run under tools/upstream/isolated) ---
+
+def _as_list(objs):
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)})
+
+
+def _rest(method, url, token, body=None):
+    """(status, JSON body or None) of a REST call with a bearer token (TLS unverified: the pod's
+    generated certificate)."""
+    args = ["curl", "-sS", "-k", "--max-time", "10", "-X", method, "-H", f"Authorization: Bearer {token}",
+            "-w", "\n%{http_code}"]
+    if body is not None:
+        args += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    res = subprocess.run([*args, url], capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    text, _, status = res.stdout.rpartition("\n")
+    return int(status), (json.loads(text) if text.strip() else None)
+
+
+def _wait(what, probe, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if probe():
+            return
+        time.sleep(0.1)
+    pytest.fail(f"{what} within {timeout} s")
+
+
+@pytest.mark.parametrize("mode", ["client-side", "server-side", "created"])
+def test_drop_in_applies_over_an_installation(plane, upstream, rendered, mode):
+    """`kubectl apply -k deploy/argocd-server` over argocd-server's objects of Argo CD's
+    install.yaml, applied the same way before (client-side, as Argo CD's getting started does, or
+    --server-side): the Deployment is tiphys's alone, none of upstream's container, environment,
+    volumes or probes left, and the selector is what it was. Over a Deployment made without a
+    record of what was applied ("created": kubectl create, as other tools make it), the one
+    container is still replaced in place, since it has upstream's name; upstream's variables and
+    volumes stay beside tiphys's, unused."""
+    side = ["--server-side"] if mode == "server-side" else []
+    ours = only(rendered[DROP_IN], "Deployment")
+    theirs = [json.loads(json.dumps(upstream[(kind, UPSTREAM_NAME)])) for kind in (*UPSTREAM_SAME, "Deployment")]
+    plane.kubectl("delete", "deployment", UPSTREAM_NAME, "-n", NAMESPACE, "--ignore-not-found", "--wait=true")
+    try:
+        if mode == "created":
+            plane.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=_as_list(theirs[:-1]), part="upstream's objects")
+            plane.kubectl("create", "-n", NAMESPACE, "-f", "-", input=_as_list(theirs[-1:]), part="upstream's objects")
+        else:
+            plane.kubectl("apply", "-n", NAMESPACE, *side, "-f", "-", input=_as_list(theirs), part="upstream's objects")
+        before = plane.get_json("deployment", UPSTREAM_NAME, "-n", NAMESPACE)
+        assert before["spec"]["template"]["spec"]["containers"][0]["args"] == ["/usr/local/bin/argocd-server"]
+
+        plane.kubectl("apply", "-n", NAMESPACE, *side, "-k", str(DEPLOY / DROP_IN), part="kubectl apply -k")
+        live = plane.get_json("deployment", UPSTREAM_NAME, "-n", NAMESPACE)
+        assert live["spec"]["selector"] == before["spec"]["selector"] == ours["spec"]["selector"]
+        assert live["metadata"]["generation"] > before["metadata"]["generation"]
+        tpl, want = live["spec"]["template"], ours["spec"]["template"]
+        pod, want_pod = tpl["spec"], want["spec"]
+        [c] = pod["containers"]
+        [want_c] = want_pod["containers"]
+        assert (c["name"], c["image"], c["args"]) == (want_c["name"], want_c["image"], want_c["args"])
+        assert pod["serviceAccountName"] == UPSTREAM_NAME
+        assert pod["automountServiceAccountToken"] is True
+        assert c["securityContext"] == want_c["securityContext"]
+        env = [e["name"] for e in c["env"]]
+        mounts = [(m["name"], m["mountPath"]) for m in c["volumeMounts"]]
+        want_env = [e["name"] for e in want_c["env"]]
+        want_mounts = [(m["name"], m["mountPath"]) for m in want_c["volumeMounts"]]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert c[probe]["httpGet"]["path"] == "/healthz", probe
+            assert c[probe]["periodSeconds"] == want_c[probe]["periodSeconds"], probe
+        if mode == "created":
+            assert set(want_env) <= set(env) and set(want_mounts) <= set(mounts)
+            return
+        assert tpl["metadata"]["labels"] == want["metadata"]["labels"]
+        assert pod["affinity"] == want_pod["affinity"], "upstream's second affinity term is left"
+        assert sorted(v["name"] for v in pod["volumes"]) == sorted(v["name"] for v in want_pod["volumes"])
+        assert env == want_env, "upstream's environment is left"
+        assert mounts == want_mounts
+        assert [(p.get("name"), p["containerPort"]) for p in c["ports"]] == \
+            [(p["name"], p["containerPort"]) for p in want_c["ports"]]
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert "initialDelaySeconds" not in c[probe], f"{probe}: upstream's initialDelaySeconds is left"
+        for kind in ("Role", "ClusterRole"):
+            got = plane.get_json(kind.lower(), UPSTREAM_NAME, *(["-n", NAMESPACE] if kind == "Role" else []))
+            assert got["rules"] == upstream[(kind, UPSTREAM_NAME)]["rules"], kind
+        svc = plane.get_json("service", UPSTREAM_NAME, "-n", NAMESPACE)["spec"]
+        assert [(p["name"], p["port"], p["targetPort"]) for p in svc["ports"]] == \
+            [("http", 80, 8080), ("https", 443, 8080)]
+    finally:
+        # No kubelet runs the pods here; the objects of the ServiceAccount stay for the tests below.
+        plane.kubectl("delete", "deployment", UPSTREAM_NAME, "-n", NAMESPACE, "--ignore-not-found")
+
+
+@pytest.fixture(scope="module")
+def pod_identity(controlplane, rendered, tmp_path_factory):
+    """What a pod of the Deployment gets from the kubelet, made on the real API server: the
+    ServiceAccount argocd-server with the overlay's Role and ClusterRole (Argo CD's), a token of
+    it, and the in-cluster configuration kube-rs reads (KUBERNETES_SERVICE_HOST/PORT and the files
+    of /var/run/secrets/kubernetes.io/serviceaccount, here in a mount namespace of the process's
+    own, as controlplane.py gives Argo CD's processes). Where no mount namespace can be made, a
+    kubeconfig of the same token. Returns (wrapper, env, extra args)."""
+    plane = controlplane
+    objs = [o for o in rendered[DROP_IN] if o["kind"] != "Deployment"]
+    plane.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=_as_list(objs), part="argocd-server's RBAC")
+    token = plane.kubectl("create", "token", UPSTREAM_NAME, "-n", NAMESPACE, "--duration", "2h").strip()
+    d = tmp_path_factory.mktemp("serviceaccount")
+    host, port = "127.0.0.1", str(plane.state["apiserver"]["port"])
+    if plane.state.get("in_cluster"):
+        (d / "token").write_text(token)
+        (d / "namespace").write_text(NAMESPACE)
+        shutil.copy(plane.state["pki"]["ca"], d / "ca.crt")
+        script = ("set -e; mount -t tmpfs -o mode=0755 tmpfs /run; "
+                  "s=/run/secrets/kubernetes.io/serviceaccount; mkdir -p $s; "
+                  f"cp {d}/token {d}/ca.crt {d}/namespace $s/; exec \"$@\"")
+        wrapper = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "in-cluster"]
+        return wrapper, {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}, []
+    kubeconfig = d / "kubeconfig"
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "pod",
+        "clusters": [{"name": "c", "cluster": {"server": f"https://{host}:{port}",
+                                               "certificate-authority": plane.state["pki"]["ca"]}}],
+        "users": [{"name": "argocd-server", "user": {"token": token}}],
+        "contexts": [{"name": "pod", "context": {"cluster": "c", "user": "argocd-server", "namespace": NAMESPACE}}]}))
+    return [], {}, [f"--kubeconfig={kubeconfig}"]
+
+
+def _installation_objects(plane):
+    """argocd-cm, argocd-rbac-cm and argocd-secret of the installation, key -> bytes, as the
+    kubelet mounts them."""
+    out = {}
+    for kind, name in (("configmap", "argocd-cm"), ("configmap", "argocd-rbac-cm"), ("secret", "argocd-secret")):
+        data = plane.get_json(kind, name, "-n", NAMESPACE).get("data") or {}
+        out[name] = {k: base64.b64decode(v) if kind == "secret" else v.encode() for k, v in data.items()}
+    return out
+
+
+def _drop_in_pod(plane, rendered, pods, root, pod_identity, params=None):
+    wrapper, env, extra = pod_identity
+    if params is None:
+        params = plane.get_json("configmap", "argocd-cmd-params-cm", "-n", NAMESPACE).get("data") or {}
+    # No repository is contacted (there is no network here).
+    pod = pods(rendered[DROP_IN], root, objects=_installation_objects(plane),
+               config_maps={"argocd-cmd-params-cm": params}, wrapper=wrapper,
+               extra_env={**env, "HOME": str(root), "TIPHYS_REPO_ACCESS": "off"}, extra_args=extra)
+    pod.env.pop("KUBECONFIG", None)  # kube-rs would prefer it to the in-cluster configuration
+    return pod
+
+
+def test_drop_in_args_run_as_the_pod(plane, rendered, pods, tmp_path, pod_identity):
+    """The container's arguments, with only what the pod has: the ServiceAccount argocd-server
+    (Argo CD's RBAC), the namespace, and the installation's argocd-cm, argocd-rbac-cm and
+    argocd-secret mounted as the config dir. Its admin password works, projects made with kubectl
+    are served, one made through tiphys is the custom resource, and the drain is clean."""
+    pod = _drop_in_pod(plane, rendered, pods, tmp_path, pod_identity)
+    if plane.state.get("in_cluster"):  # nothing but the in-cluster configuration to go by
+        assert not any(a.startswith("--kubeconfig") for a in pod.args) and "KUBECONFIG" not in pod.env
+    pod.start()
+    assert pod.healthz() == ["ok", "200"], pod.log()
+    url = f"https://127.0.0.1:{pod.port}"
+    token = _rest_login(url, plane.state["argocd"]["admin_password"], "-k").get("token")
+    assert token, pod.log()
+
+    # Projects rather than applications: the controller reconciles neither, so the installation's
+    # other tests find it as it was.
+    status, apps = _rest("GET", f"{url}/api/v1/applications", token)
+    assert status == 200 and "items" in apps, apps
+
+    def project(name):
+        return {"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
+                "metadata": {"name": name, "namespace": NAMESPACE},
+                "spec": {"sourceRepos": ["https://git.example.com/drop-in.git"],
+                         "destinations": [{"server": "https://kubernetes.default.svc", "namespace": "drop-in"}]}}
+
+    suffix = os.urandom(3).hex()
+    by_kubectl, by_tiphys = f"drop-in-kubectl-{suffix}", f"drop-in-tiphys-{suffix}"
+    plane.apply([project(by_kubectl)])
+    _wait("the project made with kubectl served by tiphys",
+          lambda: _rest("GET", f"{url}/api/v1/projects/{by_kubectl}", token)[0] == 200)
+    body = project(by_tiphys)
+    del body["apiVersion"], body["kind"], body["metadata"]["namespace"]
+    status, made = _rest("POST", f"{url}/api/v1/projects", token, {"project": body})
+    assert status == 200, (made, pod.log())
+    stored = plane.get_json("appproject", by_tiphys, "-n", NAMESPACE)
+    assert stored["spec"] == body["spec"], stored
+    assert stored["metadata"]["uid"] == made["metadata"]["uid"]
+    for name in (by_kubectl, by_tiphys):
+        status, answer = _rest("DELETE", f"{url}/api/v1/projects/{name}", token)
+        assert status == 200, answer
+    _wait("both projects gone from the API server", lambda: plane.kubectl(
+        "get", "appprojects", by_kubectl, by_tiphys, "-n", NAMESPACE, "--ignore-not-found").strip() == "")
+    pod.drain()
+
+
+# The keys of argocd-cmd-params-cm the Deployment maps (upstream's names and values).
+PARAM_KEYS = ("server.insecure", "server.basehref", "server.rootpath", "server.log.format", "server.log.level",
+              "server.x.frame.options", "server.content.security.policy", "server.tls.minversion",
+              "server.tls.maxversion", "server.tls.ciphers")
+
+
+def test_drop_in_takes_argocd_cmd_params_cm_as_upstream_writes_it(plane, rendered, pods, tmp_path, pod_identity):
+    """argocd-cmd-params-cm with the values of Argo CD's own example of it (its
+    docs/operator-manual/argocd-cmd-params-cm.yaml) starts tiphys; with server.insecure and
+    server.rootpath set it serves plaintext under the root path, /healthz (the probes) at the root."""
+    c = container(rendered[DROP_IN])
+    mapped = sorted(e["valueFrom"]["configMapKeyRef"]["key"] for e in c["env"]
+                    if "configMapKeyRef" in e.get("valueFrom", {}))
+    assert mapped == sorted(PARAM_KEYS)
+    from controlplane import argocd_module_dir  # noqa: PLC0415
+    example = yaml.safe_load((argocd_module_dir() / "docs" / "operator-manual" / "argocd-cmd-params-cm.yaml")
+                             .read_text())["data"]
+    values = {k: str(example[k]) for k in PARAM_KEYS if k in example}
+    assert {"server.insecure", "server.rootpath", "server.log.format", "server.tls.ciphers"} <= set(values), values
+    pod = _drop_in_pod(plane, rendered, pods, tmp_path / "example", pod_identity, params=values).start()
+    assert pod.healthz() == ["ok", "200"], pod.log()
+    assert values["server.insecure"] == "false"
+    res = subprocess.run(["curl", "-sS", "-k", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code}",
+                          f"https://127.0.0.1:{pod.port}/api/version"], capture_output=True, text=True, timeout=30)
+    assert (res.returncode, res.stdout) == (0, "200"), (res.stderr, pod.log())  # TLS, as upstream with "false"
+    pod.drain()
+
+    values = {**values, "server.insecure": "true", "server.rootpath": "/argocd", "server.log.format": "json"}
+    pod = _drop_in_pod(plane, rendered, pods, tmp_path / "insecure", pod_identity, params=values).start()
+    assert pod.healthz() == ["ok", "200"], pod.log()
+    res = subprocess.run(["curl", "-sS", "--max-time", "10", "-w", "\n%{http_code}",
+                          f"http://127.0.0.1:{pod.port}/argocd/api/version"],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 0, res.stderr
+    body, _, status = res.stdout.rpartition("\n")
+    assert status == "200" and "Version" in json.loads(body), res.stdout
+    first = (pod.root / "server.log").read_text().splitlines()[0]
+    assert json.loads(first), first  # server.log.format: json
+    pod.drain()
