@@ -129,7 +129,10 @@ impl App {
         };
         // On an installation its own ConfigMaps and Secret, unless a config dir is given.
         let config = match (&connection, &options.config_dir) {
-            (Some(connection), None) => ConfigWatch::from_kube(connection, &options.namespace).await?,
+            (Some(connection), None) => {
+                let now = crate::schema::time::now_string();
+                ConfigWatch::from_kube(connection, &options.namespace, &now).await?
+            }
             _ => ConfigWatch::new(options.config_dir.clone())?,
         };
         let store: Arc<dyn Store> = options.store.open().await?;

@@ -33,7 +33,11 @@ impl ConfigWatch {
     /// The settings of the installation `connection` reaches, in `namespace`. A missing object
     /// means its defaults, as upstream; a bad one, or one this server may not read, stops the
     /// start with a message that names it.
-    pub async fn from_kube(connection: &Connection, namespace: &str) -> anyhow::Result<Arc<Self>> {
+    ///
+    /// First, what upstream's first start writes is written when missing (`kube_init.rs`):
+    /// `server.secretkey` and the initial admin password, stamped with `now` (RFC 3339).
+    pub async fn from_kube(connection: &Connection, namespace: &str, now: &str) -> anyhow::Result<Arc<Self>> {
+        super::kube_init::initialize(connection, namespace, now).await?;
         let kube = KubeSettings {
             connection: connection.clone(),
             namespace: namespace.to_owned(),

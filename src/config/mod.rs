@@ -5,6 +5,7 @@
 pub mod duration;
 pub mod http_url;
 mod kube;
+mod kube_init;
 pub mod oidc;
 pub mod settings;
 pub mod source;

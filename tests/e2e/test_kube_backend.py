@@ -13,6 +13,7 @@ kube-apiserver holds and what the real controller did:
 Runs under tools/upstream/isolated (see controlplane.py); .ci/test-all runs it there.
 """
 
+import base64
 import json
 import re
 import socket
@@ -591,3 +592,31 @@ def test_upstream_cli_runs_an_application_through_tiphys(plane, kube, gitservers
     assert plane.kubectl("get", "application", name, "-n", NS, "--ignore-not-found").strip() == ""
     wait_for("the objects deleted with the application",
              lambda: plane.kubectl("get", "configmap", "chain-1", "-n", ns, "--ignore-not-found").strip() == "")
+
+
+def test_a_fresh_installation_gets_its_key_and_admin_password_as_upstream_writes_them(plane, tmp_path):
+    ns = plane.new_namespace("fresh")
+    server = start_server(tmp_path, "--insecure", "--kube", "--kubeconfig", plane.state["kubeconfig"],
+                          "--namespace", ns)
+    try:
+        secret = plane.get_json("secret", "argocd-secret", "-n", ns)
+        data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+        assert len(base64.b64decode(data["server.secretkey"])) == 32, data.keys()
+        assert data["admin.password"].startswith("$2"), "a bcrypt hash"
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", data["admin.passwordMtime"]), data
+        assert secret["metadata"]["labels"]["app.kubernetes.io/part-of"] == "argocd"
+        initial = plane.get_json("secret", "argocd-initial-admin-secret", "-n", ns)
+        password = base64.b64decode(initial["data"]["password"]).decode()
+        assert re.fullmatch(r"[0-9A-Za-z-]{16}", password), password
+        token = login_token(server, "admin", password)
+    finally:
+        server.stop()
+    # Another start (another replica, or the pod after a restart) keeps both.
+    again = start_server(tmp_path, "--insecure", "--kube", "--kubeconfig", plane.state["kubeconfig"],
+                         "--namespace", ns)
+    try:
+        assert plane.get_json("secret", "argocd-secret", "-n", ns)["data"] == secret["data"]
+        assert Api(again, token).get("/api/v1/projects").status == 200, "the token signed before the restart"
+        login_token(again, "admin", password)
+    finally:
+        again.stop()
