@@ -328,7 +328,7 @@ def test_pod_security_and_probes(overlay, rendered):
     assert 0 < quantity(res["requests"]["cpu"]) <= quantity(res["limits"]["cpu"])
 
 
-@pytest.mark.parametrize("overlay", ALL_OVERLAYS)
+@pytest.mark.parametrize("overlay", OVERLAYS)
 def test_config_dir_mounts_argo_cd_objects(overlay, rendered):
     """--config-dir holds argocd-cm, argocd-rbac-cm and argocd-secret as Kubernetes mounts them
     (one file per key), from the objects of those names, optional so that none is created here."""
@@ -533,6 +533,10 @@ def test_drop_in_runs_kube_on_its_own_namespace(rendered):
     assert c["args"][0] == "server" and flags.get("--kube") is True
     # In the pod: the ServiceAccount's token and the pod's namespace, nothing else to give.
     assert "--kubeconfig" not in flags and "--namespace" not in flags
+    # Settings are the installation's argocd-cm, argocd-rbac-cm and argocd-secret, read and
+    # followed through the API server (an edit applies at once): no config dir, no mounts.
+    assert "--config-dir" not in flags
+    assert {m["mountPath"] for m in c["volumeMounts"]} == {flags["--data-dir"]}, c["volumeMounts"]
     assert not any(f.startswith("--etcd") for f in flags)
     env = {e["name"]: e for e in c["env"]}
     assert env["ARGOCD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
@@ -975,23 +979,12 @@ def pod_identity(controlplane, rendered, tmp_path_factory):
     return [], {}, [f"--kubeconfig={kubeconfig}"]
 
 
-def _installation_objects(plane):
-    """argocd-cm, argocd-rbac-cm and argocd-secret of the installation, key -> bytes, as the
-    kubelet mounts them."""
-    out = {}
-    for kind, name in (("configmap", "argocd-cm"), ("configmap", "argocd-rbac-cm"), ("secret", "argocd-secret")):
-        data = plane.get_json(kind, name, "-n", NAMESPACE).get("data") or {}
-        out[name] = {k: base64.b64decode(v) if kind == "secret" else v.encode() for k, v in data.items()}
-    return out
-
-
 def _drop_in_pod(plane, rendered, pods, root, pod_identity, params=None):
     wrapper, env, extra = pod_identity
     if params is None:
         params = plane.get_json("configmap", "argocd-cmd-params-cm", "-n", NAMESPACE).get("data") or {}
     # No repository is contacted (there is no network here).
-    pod = pods(rendered[DROP_IN], root, objects=_installation_objects(plane),
-               config_maps={"argocd-cmd-params-cm": params}, wrapper=wrapper,
+    pod = pods(rendered[DROP_IN], root, config_maps={"argocd-cmd-params-cm": params}, wrapper=wrapper,
                extra_env={**env, "HOME": str(root), "TIPHYS_REPO_ACCESS": "off"}, extra_args=extra)
     pod.env.pop("KUBECONFIG", None)  # kube-rs would prefer it to the in-cluster configuration
     return pod
@@ -999,8 +992,8 @@ def _drop_in_pod(plane, rendered, pods, root, pod_identity, params=None):
 
 def test_drop_in_args_run_as_the_pod(plane, rendered, pods, tmp_path, pod_identity):
     """The container's arguments, with only what the pod has: the ServiceAccount argocd-server
-    (Argo CD's RBAC), the namespace, and the installation's argocd-cm, argocd-rbac-cm and
-    argocd-secret mounted as the config dir. Its admin password works, projects made with kubectl
+    (Argo CD's RBAC) and the namespace; the installation's argocd-cm, argocd-rbac-cm and
+    argocd-secret come from the API server. Its admin password works, projects made with kubectl
     are served, one made through tiphys is the custom resource, and the drain is clean."""
     pod = _drop_in_pod(plane, rendered, pods, tmp_path, pod_identity)
     if plane.state.get("in_cluster"):  # nothing but the in-cluster configuration to go by
