@@ -108,22 +108,49 @@ describe("dashboard as admin", () => {
     await page.getByRole("button", { name: "Tiles" }).click();
   });
 
-  it("syncs and shows the recorded operation, the YAML and the history", async () => {
+  it("syncs from the panel (prune, dry run, revision) and shows the recorded operation, the YAML and the history", async () => {
     await page.locator('[data-app="guestbook"]').getByRole("link", { name: "guestbook" }).click();
     await page.waitForURL(/applications\/argocd\/guestbook$/);
     await page.getByTestId("sync").click();
+    const panel = page.getByRole("dialog");
+    // A file-backed server has no controller: no resources reported, the whole app is synced.
+    await panel.getByText("has not reported any resources").waitFor();
+    const before = await api(server, adminToken, "GET", "api/v1/applications/guestbook");
+    assert.equal(await page.getByTestId("sync-revision").inputValue(), before.spec.source.targetRevision || "HEAD", "starts at the target revision");
+    await page.getByTestId("sync-revision").fill("main");
+    await page.getByTestId("sync-prune").check();
+    await page.getByTestId("sync-dry-run").check();
+    await shot(page, "07a-sync-panel");
+    const sent = page.waitForRequest((r) => r.method() === "POST" && r.url().endsWith("api/v1/applications/guestbook/sync"));
     await page.getByTestId("confirm-sync").click();
-    await page.getByTestId("operation").getByText("Requested operation").waitFor();
-    // The YAML is rendered once the (lazily loaded) formatter has run: wait for it.
+    const body = JSON.parse((await sent).postData());
+    assert.deepEqual(body, { name: "guestbook", appNamespace: "argocd", revision: "main", prune: true, dryRun: true });
+    await page.getByTestId("operation-requested").getByText("Requested operation: admin asked for a sync of main").waitFor();
+    assert.equal(await page.getByRole("dialog").count(), 0, "the panel closes once the request is accepted");
+    const app = await api(server, adminToken, "GET", "api/v1/applications/guestbook");
+    assert.equal(app.operation?.sync?.revision, "main", "the server recorded the sync operation");
+    assert.equal(app.operation.sync.prune, true);
+    assert.equal(app.operation.sync.dryRun, true);
+    assert.equal(app.operation.initiatedBy?.username, "admin");
+    // A second sync while the first is recorded: the panel stays open with the API's message.
+    await page.getByTestId("sync").click();
+    await page.getByTestId("confirm-sync").click();
+    await page.getByRole("dialog").getByRole("alert").filter({ hasText: "another operation is already in progress" }).waitFor();
+    await page.getByRole("dialog").getByRole("button", { name: "Cancel" }).click();
+    assert.equal(await page.getByRole("dialog").count(), 0);
+    // That refusal (400, FailedPrecondition) was expected: it is no console problem.
+    page.problems = page.problems.filter((p) => !/status of 400/.test(p));
+    // No operation runs (no controller), so there is nothing to terminate.
+    assert.equal(await page.getByTestId("terminate").count(), 0);
+    await page.getByTestId("operation-requested").getByText("The requested operation").click();
     const operationYaml = page.getByTestId("operation").getByTestId("yaml");
     await operationYaml.filter({ hasText: "sync:" }).waitFor();
-    assert.match(await operationYaml.innerText(), /sync:/);
-    const app = await api(server, adminToken, "GET", "api/v1/applications/guestbook");
-    assert.ok(app.operation?.sync, "the server recorded a sync operation");
     await shot(page, "07-details-synced");
     await page.getByRole("tab", { name: "YAML" }).click();
     await page.getByTestId("yaml").filter({ hasText: "kustomize-guestbook" }).waitFor();
     await shot(page, "08-details-yaml");
+    await page.getByRole("tab", { name: "Resources" }).click();
+    await page.getByText("has not reported any resources").waitFor();
     await page.getByRole("tab", { name: "History" }).click();
     await page.getByText(/No deployments yet|Revision/).first().waitFor();
   });
@@ -146,7 +173,15 @@ describe("dashboard as admin", () => {
   it("deletes an application", async () => {
     await page.goto(`${server.url}applications/argocd/from-yaml`);
     await page.getByTestId("delete").click();
-    await page.getByRole("dialog").getByRole("button", { name: "Delete" }).click();
+    const confirm = page.getByRole("dialog").getByRole("button", { name: "Delete" });
+    assert.equal(await confirm.isDisabled(), true, "deleting waits for the name to be typed");
+    await page.getByTestId("delete-name").fill("from-yaml");
+    await page.getByTestId("delete-non-cascading").check();
+    const sent = page.waitForRequest((r) => r.method() === "DELETE" && r.url().includes("api/v1/applications/from-yaml"));
+    await confirm.click();
+    const url = new URL((await sent).url());
+    assert.equal(url.searchParams.get("cascade"), "false");
+    assert.equal(url.searchParams.get("propagationPolicy"), null);
     await page.waitForURL(`${server.url}applications`);
     await page.getByTestId("app-count").filter({ hasText: "1 of 1" }).waitFor();
     await assert.rejects(api(server, adminToken, "GET", "api/v1/applications/from-yaml"), /404/);

@@ -1,6 +1,8 @@
 // Application API calls and the projection the list asks for.
 import { del, get, post, put, query, seg } from "./http";
 import type { Application, ListResponse } from "./types";
+import type { SyncRequest } from "../lib/sync";
+import { deleteParams, type PropagationPolicy } from "../lib/actions";
 
 /** What the list shows; the server drops paths outside its whitelist silently. */
 export const LIST_FIELDS = [
@@ -45,11 +47,17 @@ export const createApp = (app: Application) => post<Application>("api/v1/applica
 export const updateSpec = (namespace: string, name: string, spec: unknown) =>
   put<unknown>(`api/v1/applications/${seg(name)}/spec${ns(namespace)}`, spec);
 
-export const deleteApp = (namespace: string, name: string, cascade: boolean) =>
-  del<unknown>(`api/v1/applications/${seg(name)}${query({ appNamespace: namespace, cascade: String(cascade) })}`);
+export const deleteApp = (namespace: string, name: string, policy: PropagationPolicy) =>
+  del<unknown>(`api/v1/applications/${seg(name)}${query({ appNamespace: namespace, ...deleteParams(policy) })}`);
 
-export const syncApp = (namespace: string, name: string, opts: { revision?: string; prune?: boolean; dryRun?: boolean }) =>
-  post<Application>(`api/v1/applications/${seg(name)}/sync`, { name, appNamespace: namespace, ...opts });
+export const syncApp = (request: SyncRequest) => post<Application>(`api/v1/applications/${seg(request.name)}/sync`, request);
+
+export const rollbackApp = (namespace: string, name: string, opts: { id: number; prune: boolean; dryRun?: boolean }) =>
+  post<Application>(`api/v1/applications/${seg(name)}/rollback`, { name, appNamespace: namespace, ...opts });
+
+/** Answers once the controller has refreshed the application (the server waits up to 60 s). */
+export const refreshApp = (namespace: string, name: string, kind: "normal" | "hard") =>
+  get<Application>(`api/v1/applications/${seg(name)}${query({ appNamespace: namespace, refresh: kind })}`);
 
 export const terminateOp = (namespace: string, name: string) =>
   del<unknown>(`api/v1/applications/${seg(name)}/operation${ns(namespace)}`);

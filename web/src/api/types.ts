@@ -30,7 +30,7 @@ export interface ApplicationSpec {
   destination?: Destination;
   source?: ApplicationSource;
   sources?: ApplicationSource[];
-  syncPolicy?: { automated?: { prune?: boolean; selfHeal?: boolean }; syncOptions?: string[] } | null;
+  syncPolicy?: { automated?: { prune?: boolean; selfHeal?: boolean; enabled?: boolean } | null; syncOptions?: string[] } | null;
   [key: string]: unknown;
 }
 
@@ -40,19 +40,55 @@ export interface Condition {
   lastTransitionTime?: string;
 }
 
+export interface ResourceRef {
+  group?: string;
+  kind?: string;
+  namespace?: string;
+  name?: string;
+}
+
+/** One entry of `status.resources` (what the controller compared). */
+export interface ResourceStatus extends ResourceRef {
+  version?: string;
+  status?: string;
+  health?: { status?: string; message?: string };
+  hook?: boolean;
+  requiresPruning?: boolean;
+}
+
+/** One entry of `operationState.syncResult.resources`. */
+export interface ResourceResult extends ResourceRef {
+  version?: string;
+  status?: string;
+  message?: string;
+  hookType?: string;
+  hookPhase?: string;
+  syncPhase?: string;
+}
+
+export interface Operation {
+  sync?: { revision?: string; prune?: boolean; dryRun?: boolean; resources?: ResourceRef[]; [k: string]: unknown };
+  initiatedBy?: { username?: string; automated?: boolean };
+  [k: string]: unknown;
+}
+
 export interface OperationState {
   phase?: string;
   message?: string;
   startedAt?: string | null;
   finishedAt?: string | null;
-  operation?: unknown;
+  operation?: Operation;
+  syncResult?: { revision?: string; resources?: ResourceResult[] | null; [k: string]: unknown };
 }
 
 export interface HistoryEntry {
   id?: number;
   revision?: string;
   deployedAt?: string;
+  deployStartedAt?: string;
   source?: ApplicationSource;
+  sources?: ApplicationSource[];
+  initiatedBy?: { username?: string; automated?: boolean };
 }
 
 export interface ApplicationStatus {
@@ -63,14 +99,14 @@ export interface ApplicationStatus {
   operationState?: OperationState;
   history?: HistoryEntry[];
   reconciledAt?: string | null;
-  resources?: unknown[];
+  resources?: ResourceStatus[] | null;
 }
 
 export interface Application {
   metadata: ObjectMeta;
   spec?: ApplicationSpec;
   status?: ApplicationStatus;
-  operation?: { sync?: Record<string, unknown>; initiatedBy?: { username?: string }; [k: string]: unknown };
+  operation?: Operation | null;
 }
 
 export interface ListResponse<T> {

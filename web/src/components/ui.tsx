@@ -57,16 +57,16 @@ export function Time({ value }: { value?: string | number | null }) {
 
 /** A button that is disabled until `allowed` is true (can-i), saying why when it is not. */
 export function Action(
-  props: { allowed: boolean | undefined; children: ComponentChildren } & ButtonHTMLAttributes<HTMLButtonElement>,
+  props: { allowed: boolean | undefined; reason?: string; children: ComponentChildren } & ButtonHTMLAttributes<HTMLButtonElement>,
 ) {
-  const { allowed, children, ...rest } = props;
+  const { allowed, reason, children, ...rest } = props;
   const denied = allowed === false;
   return (
     <button
       type="button"
       {...rest}
       disabled={allowed !== true || Boolean(rest.disabled)}
-      title={denied ? "You are not permitted to do this" : (rest.title as string | undefined)}
+      title={denied ? reason || "You are not permitted to do this" : (rest.title as string | undefined)}
       data-permitted={allowed === undefined ? "pending" : String(allowed)}
     >
       {children}
@@ -96,15 +96,17 @@ export function Confirm(props: {
   confirmLabel: string;
   onConfirm: () => void;
   onCancel: () => void;
+  /** The confirm button stays disabled while false (e.g. until the name is typed). */
+  ready?: boolean;
 }) {
   return (
     <Modal title={props.title} onClose={props.onCancel}>
-      <p>{props.message}</p>
+      <div class="stack">{props.message}</div>
       <div class="row end">
         <button type="button" onClick={props.onCancel}>
           Cancel
         </button>
-        <button type="button" class="danger" onClick={props.onConfirm}>
+        <button type="button" class="danger" disabled={props.ready === false} onClick={props.onConfirm} data-testid="confirm">
           {props.confirmLabel}
         </button>
       </div>

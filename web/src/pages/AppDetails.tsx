@@ -1,29 +1,51 @@
-// One application: summary, the recorded operation, history, YAML, spec editing, sync and delete.
+// One application: what the controller reports (status, operation, resources, history), YAML,
+// spec editing, and the operations (sync, refresh, rollback, terminate, delete). Follows the
+// watch, so the controller's changes show without a reload.
 import { useEffect, useState } from "preact/hooks";
-import { appObject, deleteApp, getApp, syncApp, terminateOp, updateSpec } from "../api/apps";
+import { appObject, deleteApp, getApp, refreshApp, rollbackApp, syncApp, terminateOp, updateSpec } from "../api/apps";
 import { errorText } from "../api/http";
 import type { Application, ApplicationSource } from "../api/types";
 import { AppWatch } from "../api/watch";
+import { actionStates, isRefreshing } from "../lib/actions";
+import { isRunning } from "../lib/operation";
 import { pagePath } from "../lib/routes";
 import { parseDocument, toYaml } from "../lib/yaml";
 import { href, navigate } from "../router";
 import { useCan } from "../components/hooks";
-import { Action, Badge, Confirm, ErrorBox, ExternalUrl, KeyValues, Link, Loading, Modal, Time } from "../components/ui";
+import { Action, Badge, Confirm, ErrorBox, ExternalUrl, KeyValues, Link, Loading, Time } from "../components/ui";
 import { YamlView } from "../components/YamlView";
+import { AppHistory } from "../components/AppHistory";
+import { AppResources } from "../components/AppResources";
+import { DeleteAppDialog } from "../components/DeleteAppDialog";
+import { OperationState } from "../components/OperationState";
+import { SyncPanel } from "../components/SyncPanel";
 
 const TABS: Array<[string, string]> = [
   ["summary", "Summary"],
+  ["resources", "Resources"],
   ["history", "History"],
   ["yaml", "YAML"],
   ["edit", "Edit spec"],
 ];
 
+/** Re-renders every second while `on` (the running operation's duration). */
+function useTicker(on: boolean): number {
+  const [now, setNow] = useState(Date.now());
+  useEffect(() => {
+    if (!on) return;
+    const t = setInterval(() => setNow(Date.now()), 1000);
+    return () => clearInterval(t);
+  }, [on]);
+  return now;
+}
+
 export function AppDetails(props: { namespace: string; name: string; tab: string }) {
   const [app, setApp] = useState<Application>();
   const [error, setError] = useState<string>();
   const [gone, setGone] = useState(false);
-  const [dialog, setDialog] = useState<"sync" | "delete" | undefined>();
+  const [dialog, setDialog] = useState<"sync" | "delete" | "terminate" | undefined>();
   const [notice, setNotice] = useState<string>();
+  const [refreshing, setRefreshing] = useState<string>();
 
   useEffect(() => {
     let watch: AppWatch | undefined;
@@ -56,24 +78,41 @@ export function AppDetails(props: { namespace: string; name: string; tab: string
   }, [props.namespace, props.name]);
 
   const object = app ? appObject(app) : `-/${props.name}`;
+  const canGet = useCan("applications", "get", object);
   const canSync = useCan("applications", "sync", object);
   const canDelete = useCan("applications", "delete", object);
   const canUpdate = useCan("applications", "update", object);
+  const now = useTicker(isRunning(app?.status?.operationState));
   const base = `applications/${pagePath(props.namespace, props.name)}`;
 
-  if (error) return <section><h1>{props.name}</h1><ErrorBox error={error} /><Link to="applications">Back to applications</Link></section>;
-  if (!app) return <Loading />;
+  if (!app) {
+    if (error) return <section><h1>{props.name}</h1><ErrorBox error={error} /><Link to="applications">Back to applications</Link></section>;
+    return <Loading />;
+  }
 
+  const actions = actionStates(app, { get: canGet, sync: canSync, delete: canDelete }, gone);
   const run = async (what: () => Promise<unknown>, done: string) => {
     setError(undefined);
+    setNotice(undefined);
     try {
       await what();
       setNotice(done);
     } catch (err) {
-      setNotice(undefined);
       setError(errorText(err));
     }
   };
+  const refresh = (kind: "normal" | "hard") => {
+    setRefreshing(kind);
+    void run(async () => {
+      try {
+        const fresh = await refreshApp(props.namespace, props.name, kind);
+        setApp((old) => (old && Number(old.metadata.resourceVersion) > Number(fresh.metadata.resourceVersion) ? old : fresh));
+      } finally {
+        setRefreshing(undefined);
+      }
+    }, kind === "hard" ? "Hard refresh done." : "Refresh done.");
+  };
+  const refreshState = refreshing ? { allowed: false, reason: "A refresh is in progress" } : actions.refresh;
 
   return (
     <section class="details">
@@ -84,16 +123,24 @@ export function AppDetails(props: { namespace: string; name: string; tab: string
         <h1 data-testid="app-name">{app.metadata.name}</h1>
         <Badge kind="health" value={app.status?.health?.status} />
         <Badge kind="sync" value={app.status?.sync?.status} />
+        {app.status?.operationState && <Badge kind="phase" value={app.status.operationState.phase} />}
+        {(refreshing || isRefreshing(app)) && <span class="live" role="status">Refreshing…</span>}
         <span class="spacer" />
-        <Action allowed={canSync && !gone} class="primary" onClick={() => setDialog("sync")} data-testid="sync">
+        <Action allowed={actions.sync.allowed} reason={actions.sync.reason} class="primary" onClick={() => setDialog("sync")} data-testid="sync">
           Sync
         </Action>
-        {app.operation && (
-          <Action allowed={canSync && !gone} onClick={() => void run(() => terminateOp(props.namespace, props.name), "Operation terminated.")}>
-            Terminate operation
+        <Action allowed={refreshState.allowed} reason={refreshState.reason} onClick={() => refresh("normal")} data-testid="refresh">
+          Refresh
+        </Action>
+        <Action allowed={refreshState.allowed} reason={refreshState.reason} onClick={() => refresh("hard")} data-testid="hard-refresh">
+          Hard refresh
+        </Action>
+        {isRunning(app.status?.operationState) && (
+          <Action allowed={actions.terminate.allowed} reason={actions.terminate.reason} onClick={() => setDialog("terminate")} data-testid="terminate">
+            Terminate
           </Action>
         )}
-        <Action allowed={canDelete && !gone} class="danger" onClick={() => setDialog("delete")} data-testid="delete">
+        <Action allowed={actions.delete.allowed} reason={actions.delete.reason} class="danger" onClick={() => setDialog("delete")} data-testid="delete">
           Delete
         </Action>
       </div>
@@ -108,27 +155,50 @@ export function AppDetails(props: { namespace: string; name: string; tab: string
         ))}
       </div>
       <div role="tabpanel">
-        {props.tab === "summary" && <Summary app={app} />}
-        {props.tab === "history" && <History app={app} />}
+        {props.tab === "summary" && <Summary app={app} now={now} />}
+        {props.tab === "resources" && <AppResources app={app} />}
+        {props.tab === "history" && (
+          <AppHistory
+            app={app}
+            rollback={actions.rollback}
+            onRollback={(id, prune) => void run(() => rollbackApp(props.namespace, props.name, { id, prune }), `Rollback to deployment ${id} requested.`)}
+          />
+        )}
         {props.tab === "yaml" && <YamlView value={app} label="Application YAML" />}
         {props.tab === "edit" && <EditSpec app={app} allowed={canUpdate} onSave={(spec) => run(() => updateSpec(props.namespace, props.name, spec), "Spec saved.")} />}
       </div>
       {dialog === "sync" && (
-        <SyncDialog
+        <SyncPanel
+          app={app}
           onCancel={() => setDialog(undefined)}
-          onSync={(opts) => {
+          onSync={async (request) => {
+            // Errors stay in the panel (it shows the API's message); success closes it.
+            await syncApp(request);
             setDialog(undefined);
-            void run(() => syncApp(props.namespace, props.name, opts), "Sync requested: the operation is recorded below.");
+            setError(undefined);
+            setNotice(request.dryRun ? "Dry-run sync requested." : "Sync requested: the operation is shown below.");
+          }}
+        />
+      )}
+      {dialog === "terminate" && (
+        <Confirm
+          title="Terminate operation"
+          confirmLabel="Terminate"
+          message="Terminate the running operation? Resources already applied stay as they are."
+          onCancel={() => setDialog(undefined)}
+          onConfirm={() => {
+            setDialog(undefined);
+            void run(() => terminateOp(props.namespace, props.name), "Termination requested.");
           }}
         />
       )}
       {dialog === "delete" && (
-        <DeleteDialog
+        <DeleteAppDialog
           name={app.metadata.name}
           onCancel={() => setDialog(undefined)}
-          onDelete={(cascade) => {
+          onDelete={(policy) => {
             setDialog(undefined);
-            void deleteApp(props.namespace, props.name, cascade).then(
+            void deleteApp(props.namespace, props.name, policy).then(
               () => navigate("applications"),
               (err) => setError(errorText(err)),
             );
@@ -158,12 +228,11 @@ function Sources({ sources }: { sources: ApplicationSource[] }) {
   );
 }
 
-function Summary({ app }: { app: Application }) {
+function Summary({ app, now }: { app: Application; now: number }) {
   const spec = app.spec ?? {};
   const status = app.status ?? {};
   const sources = spec.sources?.length ? spec.sources : spec.source ? [spec.source] : [];
   const auto = spec.syncPolicy?.automated;
-  const op = status.operationState;
   const labels = Object.entries(app.metadata.labels ?? {});
   const annotations = Object.entries(app.metadata.annotations ?? {});
   return (
@@ -233,61 +302,8 @@ function Summary({ app }: { app: Application }) {
           <p class="muted">No conditions.</p>
         )}
       </section>
-      <section class="panel wide" data-testid="operation">
-        <h2>Operation</h2>
-        {app.operation ? (
-          <>
-            <p>
-              Requested operation{app.operation.initiatedBy?.username ? ` by ${app.operation.initiatedBy.username}` : ""}, waiting for a
-              controller:
-            </p>
-            <YamlView value={app.operation} label="Requested operation" />
-          </>
-        ) : (
-          <p class="muted">No operation requested.</p>
-        )}
-        <h3>Last operation state</h3>
-        {op ? (
-          <KeyValues
-            rows={[
-              ["Phase", <Badge kind="phase" value={op.phase} />],
-              ["Message", op.message || "–"],
-              ["Started", <Time value={op.startedAt} />],
-              ["Finished", <Time value={op.finishedAt} />],
-            ]}
-          />
-        ) : (
-          <p class="muted">No operation has run.</p>
-        )}
-      </section>
+      <OperationState app={app} now={now} />
     </div>
-  );
-}
-
-function History({ app }: { app: Application }) {
-  const history = app.status?.history ?? [];
-  if (history.length === 0) return <p class="muted">No deployments yet.</p>;
-  return (
-    <table class="table">
-      <thead>
-        <tr>
-          <th>ID</th>
-          <th>Revision</th>
-          <th>Deployed</th>
-          <th>Source</th>
-        </tr>
-      </thead>
-      <tbody>
-        {[...history].reverse().map((h) => (
-          <tr key={h.id}>
-            <td>{h.id}</td>
-            <td class="mono">{h.revision}</td>
-            <td><Time value={h.deployedAt} /></td>
-            <td class="mono">{h.source?.repoURL} {h.source?.path}</td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
   );
 }
 
@@ -322,62 +338,5 @@ function EditSpec({ app, allowed, onSave }: { app: Application; allowed: boolean
         </Action>
       </div>
     </form>
-  );
-}
-
-function SyncDialog(props: { onCancel: () => void; onSync: (o: { revision?: string; prune?: boolean; dryRun?: boolean }) => void }) {
-  const [revision, setRevision] = useState("");
-  const [prune, setPrune] = useState(false);
-  const [dryRun, setDryRun] = useState(false);
-  return (
-    <Modal title="Sync application" onClose={props.onCancel}>
-      <form
-        method="dialog"
-        class="stack"
-        onSubmit={(e) => {
-          e.preventDefault();
-          props.onSync({ revision: revision || undefined, prune, dryRun });
-        }}
-      >
-        <label class="field">
-          <span>Revision (empty: the target revision)</span>
-          <input value={revision} onInput={(e) => setRevision(e.currentTarget.value)} />
-        </label>
-        <label class="check">
-          <input type="checkbox" checked={prune} onChange={(e) => setPrune(e.currentTarget.checked)} /> Prune
-        </label>
-        <label class="check">
-          <input type="checkbox" checked={dryRun} onChange={(e) => setDryRun(e.currentTarget.checked)} /> Dry run
-        </label>
-        <div class="row end">
-          <button type="button" onClick={props.onCancel}>
-            Cancel
-          </button>
-          <button type="submit" class="primary" data-testid="confirm-sync">
-            Synchronize
-          </button>
-        </div>
-      </form>
-    </Modal>
-  );
-}
-
-function DeleteDialog(props: { name: string; onCancel: () => void; onDelete: (cascade: boolean) => void }) {
-  const [cascade, setCascade] = useState(true);
-  return (
-    <Confirm
-      title="Delete application"
-      confirmLabel="Delete"
-      onCancel={props.onCancel}
-      onConfirm={() => props.onDelete(cascade)}
-      message={
-        <>
-          Delete <strong>{props.name}</strong>?
-          <label class="check">
-            <input type="checkbox" checked={cascade} onChange={(e) => setCascade(e.currentTarget.checked)} /> Also delete its resources (cascade)
-          </label>
-        </>
-      }
-    />
   );
 }
