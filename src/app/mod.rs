@@ -26,6 +26,8 @@ pub struct Options {
     pub store: Backend,
     /// `--kube`: applications, projects and application sets live on this installation.
     pub kube: Option<crate::kubernetes::KubeOptions>,
+    /// `--redis`: Argo CD's Redis (`host:port`), where logouts are shared with argocd-server.
+    pub redis: Option<String>,
     /// Argo CD's ConfigMaps and Secret; `None`: defaults.
     pub config_dir: Option<PathBuf>,
     /// The namespace the server runs in.
@@ -50,6 +52,7 @@ impl Options {
         Self {
             store: Backend::File(data_dir.clone()),
             kube: None,
+            redis: None,
             config_dir: None,
             namespace: "argocd".to_owned(),
             url: None,
@@ -195,6 +198,7 @@ impl App {
                 projects: Arc::clone(&projects) as _,
                 oidc: Some(Arc::clone(&oidc)),
                 secrets: keys,
+                redis: options.redis.clone(),
             },
         )
         .await?;

@@ -25,6 +25,7 @@ pub mod mirror;
 pub mod password;
 pub mod project_tokens;
 pub mod revocations;
+pub mod shared_revocations;
 pub mod sso_sessions;
 pub mod throttle;
 pub mod tokens;
@@ -72,6 +73,8 @@ pub struct AuthOptions {
     pub oidc: Option<Arc<Oidc>>,
     /// The keys sealing credentials at rest (the generated admin password on a shared store).
     pub secrets: Arc<crate::registry::SecretsKeys>,
+    /// `--redis`: Argo CD's Redis, where logouts are shared with argocd-server.
+    pub redis: Option<String>,
 }
 
 impl Auth {
@@ -86,7 +89,12 @@ impl Auth {
         let accounts =
             Arc::new(accounts::Accounts::open(Arc::clone(&store), Arc::clone(&config), exclusive).await?);
         let revocations = Arc::new(
-            revocations::Revocations::open(Arc::clone(&store), Arc::clone(&config), exclusive).await?,
+            revocations::Revocations::open(Arc::clone(&store), Arc::clone(&config), exclusive)
+                .await?
+                .sharing(match &options.redis {
+                    Some(addr) => Some(shared_revocations::SharedRevocations::connect(addr).await?),
+                    None => None,
+                }),
         );
         let sso_sessions = Arc::new(
             sso_sessions::SsoSessions::open(

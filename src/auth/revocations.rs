@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde::{Deserialize, Serialize};
 
 use super::mirror::Mirror;
+use super::shared_revocations::SharedRevocations;
 use crate::clock::now_s;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
@@ -34,6 +35,8 @@ pub struct Revocations {
     held: AtomicUsize,
     /// Token id → when its revocation may be forgotten.
     mirror: Mirror<Option<i64>>,
+    /// Argo CD's Redis, where upstream's argocd-server keeps its revocations too.
+    shared: Option<Arc<SharedRevocations>>,
 }
 
 /// The store key of token id `jti`'s revocation.
@@ -60,6 +63,7 @@ impl Revocations {
             config,
             held: AtomicUsize::new(0),
             mirror: Mirror::off(),
+            shared: None,
         };
         revocations.purge().await?;
         // A record that does not read is still a revocation, never forgotten.
@@ -71,6 +75,19 @@ impl Revocations {
             .map(|e| (e.key[PREFIX.len()..].to_owned(), e.mod_revision, expiry(&e)));
         revocations.mirror = Mirror::load(exclusive, held);
         Ok(revocations)
+    }
+
+    /// These revocations, shared through `shared` (Argo CD's Redis) when given.
+    #[must_use]
+    pub fn sharing(mut self, shared: Option<Arc<SharedRevocations>>) -> Self {
+        self.shared = shared;
+        self
+    }
+
+    /// Whether token id `jti` was revoked by another server of the installation (upstream's
+    /// argocd-server, through Redis).
+    pub fn revoked_elsewhere(&self, jti: &str) -> bool {
+        self.shared.as_ref().is_some_and(|s| s.is_revoked(jti))
     }
 
     /// Whether token id `jti` is revoked, as the store says now.
@@ -105,6 +122,16 @@ impl Revocations {
         if jti.is_empty() {
             return Ok(());
         }
+        self.revoke_stored(jti, exp).await?;
+        if let Some(shared) = &self.shared {
+            let ttl = exp.map(|e| std::time::Duration::from_secs(u64::try_from(e - now_s()).unwrap_or(0)));
+            shared.revoke(jti, ttl).await?;
+        }
+        Ok(())
+    }
+
+    /// [`Revocations::revoke`] in the store.
+    async fn revoke_stored(&self, jti: &str, exp: Option<i64>) -> Result<(), AppError> {
         // A token renewed from this session right now would expire one session duration
         // from now: the revocation must outlive it.
         let duration = i64::try_from(self.config.peek().session_duration.as_secs()).unwrap_or(i64::MAX);

@@ -39,6 +39,7 @@ async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Ar
             projects,
             oidc: None,
             secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
+            redis: None,
         },
     )
     .await
@@ -316,6 +317,7 @@ async fn token_checks_read_the_store_only_when_it_is_shared() {
                 projects: Arc::<Listed>::default(),
                 oidc: None,
                 secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
+                redis: None,
             },
         )
         .await

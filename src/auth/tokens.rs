@@ -119,7 +119,7 @@ impl Tokens {
             }
         };
         check_account(config, &record, kind, &claims)?;
-        if revoked {
+        if revoked || self.revocations.revoked_elsewhere(&claims.jti) {
             return Err("token is revoked, please log in again".to_owned());
         }
         let principal = AccountPrincipal {

@@ -46,6 +46,10 @@ pub struct ServerArgs {
     pub store: super::store_args::StoreArgs,
     /// The namespace the server runs in (Argo CD's `--namespace`): applications and projects
     /// live here unless they name another.
+    /// Argo CD's Redis (`host:port`, argocd-server's `--redis`): logouts are shared with the
+    /// installation's argocd-server replicas, as its `revoked-token|<id>` keys.
+    #[arg(long, env = "TIPHYS_REDIS", value_name = "HOST:PORT")]
+    pub redis: Option<String>,
     /// [default: with --kube, the kubeconfig context's or the pod's namespace; else argocd]
     #[arg(long, env = "ARGOCD_NAMESPACE")]
     pub namespace: Option<String>,
@@ -204,6 +208,7 @@ pub struct ServerConfig {
     pub store: crate::store::Backend,
     /// `--kube`: the installation whose custom resources are the applications and projects.
     pub kube: Option<crate::kubernetes::KubeOptions>,
+    pub redis: Option<String>,
     pub namespace: String,
     pub url: Option<url_host::ExternalUrl>,
     pub limits: Limits,
@@ -229,6 +234,7 @@ impl ServerConfig {
             data_dir: self.data_dir.clone(),
             store: self.store.clone(),
             kube: self.kube.clone(),
+            redis: self.redis.clone(),
             config_dir: self.config_dir.clone(),
             namespace: self.namespace.clone(),
             url: self.url.as_ref().map(|u| u.raw.clone()),
@@ -329,6 +335,7 @@ impl ServerArgs {
                 kubeconfig: self.store.kubeconfig.clone(),
                 namespace_of_context: self.namespace.is_none(),
             }),
+            redis: self.redis.clone(),
             namespace: self.namespace.clone().unwrap_or_else(|| "argocd".to_owned()),
             url,
             limits: Limits {

@@ -49,7 +49,7 @@ def start_kube_server(workdir, kubeconfig, *extra):
 def kube(controlplane, tmp_path_factory):
     """tiphys --kube on the session's installation, and admin's REST client of it."""
     d = tmp_path_factory.mktemp("kube")
-    server = start_kube_server(d, controlplane.state["kubeconfig"])
+    server = start_kube_server(d, controlplane.state["kubeconfig"], "--redis", controlplane.state["redis"]["address"])
     token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
     yield SimpleNamespace(server=server, api=Api(server, token))
     server.stop()
@@ -620,3 +620,29 @@ def test_a_fresh_installation_gets_its_key_and_admin_password_as_upstream_writes
         login_token(again, "admin", password)
     finally:
         again.stop()
+
+
+def test_a_logout_on_either_server_revokes_the_token_on_both(plane, kube):
+    """Through Argo CD's Redis (`--redis`), as upstream's argocd-server keeps revocations."""
+    password = plane.state["argocd"]["admin_password"]
+    status, body = upstream_call(plane, "POST", "/api/v1/session", body={"username": "admin", "password": password})
+    assert status == 200, body
+    upstream_token = body["token"]
+    assert Api(kube.server, upstream_token).get("/api/v1/projects").status == 200
+    r = Api(kube.server, upstream_token).call("DELETE", "/api/v1/session")
+    assert r.status == 200, r
+    assert Api(kube.server, upstream_token).get("/api/v1/projects").status == 401
+    status, body = upstream_call(plane, "GET", "/api/v1/projects", upstream_token)
+    assert status == 401, (status, body)
+
+    tiphys_token = login_token(kube.server, "admin", password)
+    assert upstream_call(plane, "GET", "/api/v1/projects", tiphys_token)[0] == 200
+    # Upstream's logout is /auth/logout with the session cookie (server/logout/logout.go; its
+    # DELETE /api/v1/session revokes nothing).
+    server = plane.start_argocd_server()
+    req = urllib.request.Request(server["url"] + "/auth/logout", headers={"Cookie": f"argocd.token={tiphys_token}"})
+    with urllib.request.urlopen(req, timeout=30, context=ssl.create_default_context(
+            cafile=plane.state["pki"]["ca"])) as resp:
+        assert resp.status in (200, 303), resp.status
+    wait_for("tiphys refusing the token argocd-server logged out",
+             lambda: Api(kube.server, tiphys_token).get("/api/v1/projects").status == 401, timeout=2, interval=0.05)
