@@ -35,9 +35,14 @@ use crate::app::App;
 use crate::service::{Ctx, Reply, StreamItem};
 
 const RESOURCE: &str = "applications";
-/// Attempts of a write whose application another write changed between check and commit: ten,
-/// as upstream's `updateApp` in server/application/application.go.
-const ATTEMPTS: u32 = 10;
+/// How long a write whose application other writes keep changing between its check and its
+/// commit goes on trying, and how many attempts it makes at most. Upstream's `updateApp`
+/// (server/application/application.go) tries ten times against the API server; a writer here
+/// can lose more often in a row (a busy writer's commits are grouped), so the bound is in time.
+const RECHECK_FOR: std::time::Duration = std::time::Duration::from_secs(10);
+const MAX_ATTEMPTS: u32 = 1000;
+/// The longest pause between attempts.
+const MAX_PAUSE_MS: u64 = 8;
 
 /// Runs `attempt` (read the application, authorize against what it read, write on the
 /// condition that it is still that version) again when another write came in between, so the
@@ -47,14 +52,16 @@ pub(crate) async fn rechecked<T, Fut>(mut attempt: impl FnMut() -> Fut) -> Resul
 where
     Fut: Future<Output = Result<T, AppError>>,
 {
+    let deadline = tokio::time::Instant::now() + RECHECK_FOR;
     let mut tried = 0;
     loop {
         tried += 1;
         match attempt().await {
-            // A short, growing pause (1, 2, ... 9 ms) lets a writer that keeps winning the race
-            // finish its turn, so the loser's next read is not already stale.
-            Err(AppError::Aborted(_)) if tried < ATTEMPTS => {
-                tokio::time::sleep(std::time::Duration::from_millis(u64::from(tried))).await;
+            // A short random pause lets a writer that keeps winning the race finish its turn,
+            // so the loser's next read is not already stale.
+            Err(AppError::Aborted(_)) if tried < MAX_ATTEMPTS && tokio::time::Instant::now() < deadline => {
+                let jitter = u64::from(crate::random::bytes(1)[0]) % MAX_PAUSE_MS + 1;
+                tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
             }
             done => return done,
         }
