@@ -25,7 +25,9 @@
 //! Every ratio is tiphys / argocd-server, taken within a round; the tables show medians over
 //! rounds. Knobs (environment): PEER_ROUNDS (5), PEER_SLOW_ROUNDS (3, the 10,000 lists and the
 //! fan-out), PEER_STARTS (3), PEER_DURATION (4 s of h2load after 1 s of warm-up),
-//! PEER_WATCHERS (1000), PEER_CONNS (1000), PEER_TIMEOUT (120 s per request).
+//! PEER_WATCHERS (1000), PEER_CONNS (1000), PEER_TIMEOUT (120 s per request), PEER_TIPHYS_KUBE
+//! (0; 1: tiphys runs `--kube` on the plane's own Applications, and the fan-out's write is the
+//! same API server patch for both).
 //!
 //! Every process started here is stopped by its PID (the control plane's by its process group).
 
@@ -232,6 +234,9 @@ struct Tiphys {
     work: PathBuf,
     pki: controlplane::Pki,
     serving: (PathBuf, PathBuf),
+    /// PEER_TIPHYS_KUBE=1: tiphys serves the plane's own Applications (`--kube` with this
+    /// kubeconfig) instead of a copy of them in its embedded store.
+    kube: Option<PathBuf>,
 }
 
 impl Tiphys {
@@ -252,6 +257,15 @@ impl Tiphys {
             .arg(&self.serving.0)
             .arg("--tls-key")
             .arg(&self.serving.1)
+            .args(self.kube.iter().flat_map(|kubeconfig| {
+                [
+                    "--kube".into(),
+                    "--namespace".into(),
+                    NAMESPACE.into(),
+                    "--kubeconfig".into(),
+                    kubeconfig.clone().into_os_string(),
+                ]
+            }))
             // Every watcher is the one `bench` account; by default a caller may hold 100 watches.
             .env("TIPHYS_MAX_WATCHES_PER_CALLER", "5000")
             .env("RUST_LOG", "warn")
@@ -821,7 +835,12 @@ fn write_k8s_apps(file: &Path, range: std::ops::Range<usize>) -> anyhow::Result<
 
 /// Seeds `range` into both: the API server (server-side apply in batches) and tiphys's store
 /// (which must not be open).
-async fn seed(plane: &ControlPlane, work: &Path, range: std::ops::Range<usize>) -> anyhow::Result<()> {
+async fn seed(
+    plane: &ControlPlane,
+    work: &Path,
+    range: std::ops::Range<usize>,
+    on_kube: bool,
+) -> anyhow::Result<()> {
     let started = Instant::now();
     let file = work.join("apps.json");
     write_k8s_apps(&file, range.clone())?;
@@ -829,6 +848,15 @@ async fn seed(plane: &ControlPlane, work: &Path, range: std::ops::Range<usize>) 
         .apply(&file, Duration::from_secs(900))
         .map_err(anyhow::Error::msg)?;
     let k8s = started.elapsed();
+    if on_kube {
+        println!(
+            "seeded applications {}..{} in the API server in {:.1} s (tiphys --kube serves them)",
+            range.start,
+            range.end,
+            k8s.as_secs_f64()
+        );
+        return Ok(());
+    }
     let store: Arc<dyn tiphys::store::Store> = Arc::new(FileStore::open(&work.join("data"))?);
     let started = Instant::now();
     let size = support::seed(store, 500, range.clone()).await?;
@@ -941,8 +969,18 @@ async fn main() -> anyhow::Result<()> {
         work: work.clone(),
         pki: pki.clone(),
         serving: (serving_dir.join("serving.crt"), serving_dir.join("serving.key")),
+        kube: (knob("PEER_TIPHYS_KUBE", 0) == 1).then(|| plane.state.kubeconfig.clone()),
     };
-    seed(&plane, &work, 0..1000).await?;
+    let on_kube = tiphys.kube.is_some();
+    println!(
+        "tiphys's applications: {}",
+        if on_kube {
+            "the API server's (--kube)"
+        } else {
+            "a copy in its embedded store"
+        }
+    );
+    seed(&plane, &work, 0..1000, on_kube).await?;
 
     let mut table = Table::default();
 
@@ -1067,7 +1105,7 @@ async fn main() -> anyhow::Result<()> {
     for (apps, rounds, calls) in [(1000, knobs.rounds, 5), (10_000, knobs.slow_rounds, 3)] {
         if apps == 10_000 {
             drop(tiphys_server);
-            seed(&plane, &work, 1000..10_000).await?;
+            seed(&plane, &work, 1000..10_000, on_kube).await?;
             let (server, dial, ready) = tiphys.start().await?;
             println!(
                 "  tiphys restarted on 10,000 applications: /healthz after {:.0} ms",
@@ -1113,7 +1151,8 @@ async fn main() -> anyhow::Result<()> {
         let order = alternate(round, [&tiphys_target, &argo]);
         for target in order {
             let annotate = |marker: String| json!({"metadata": {"annotations": {"note": marker}}});
-            let done = if target.name == "tiphys" {
+            // On --kube both see the same write to the API server come through their watches.
+            let done = if target.name == "tiphys" && !on_kube {
                 let token = target.bench.clone();
                 let dial = target.dial.clone();
                 fan_out(&mut table, target, knobs.watchers, round, move |marker| async move {

@@ -7,7 +7,7 @@
 # Needs the upstream parts built (bash tools/upstream/build.sh; TIPHYS_UPSTREAM_BIN overrides),
 # Debian's etcd-server, redis-server and kubernetes-client (kubectl), h2load (nghttp2-client), and
 # root for the mount namespace that gives argocd-server its in-cluster files (controlplane.py).
-# Knobs: PEER_ROUNDS, PEER_SLOW_ROUNDS, PEER_STARTS, PEER_DURATION, PEER_WATCHERS, PEER_CONNS,
+# Knobs: PEER_ROUNDS, PEER_SLOW_ROUNDS, PEER_STARTS, PEER_DURATION, PEER_WATCHERS, PEER_CONNS, PEER_TIPHYS_KUBE,
 # PEER_TIMEOUT (benches/argocd_peer.rs); BENCH_SKIP_BUILD=1 with TIPHYS_BIN and PEER_BIN uses
 # binaries already built. Only loopback is used; the processes it starts are stopped by PID.
 set -euo pipefail
