@@ -26,6 +26,11 @@ impl Registry {
     /// stored in an older layout) is made from the document's JSON instead, so the bytes always
     /// match the document, and its `proto_len`.
     pub async fn protos(&self, docs: &[DocRef]) -> Result<Vec<Bytes>, RegistryError> {
+        // What Kubernetes holds has no stored encoding (and the store's numbers are not its
+        // resourceVersions): each is made from its JSON.
+        if self.kube.is_some() && docs.iter().all(|d| super::kube_view::KubeSide::holds(d.key.kind)) {
+            return docs.iter().map(|doc| self.proto(doc)).collect();
+        }
         let keys = docs.iter().map(|d| d.key.proto_store_key()).collect();
         let entries = self.store.get_many(keys).await?;
         docs.iter()
