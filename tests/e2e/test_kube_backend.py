@@ -578,6 +578,9 @@ def test_upstream_cli_runs_an_application_through_tiphys(plane, kube, gitservers
     cli("app", "wait", name, "--sync", "--health", "--timeout", str(WAIT), timeout=WAIT + 30)
     got = cli.json("app", "get", name)
     assert got["status"]["sync"]["status"] == "Synced" and got["status"]["health"]["status"] == "Healthy", got["status"]
+    listed = {a["metadata"]["name"]: a for a in cli.json("app", "list")}  # gRPC List
+    assert listed[name]["metadata"]["resourceVersion"] == cr(plane, "application", name)["metadata"]["resourceVersion"] \
+        or listed[name]["status"]["sync"]["status"] == "Synced", listed[name]["metadata"]
     second = repo.commit(manifests("two"), "second")
     cli("app", "sync", name, "--timeout", str(WAIT), timeout=WAIT + 30)
     cli("app", "wait", name, "--sync", "--health", "--timeout", str(WAIT), timeout=WAIT + 30)
