@@ -126,6 +126,8 @@ impl App {
                 if kube.namespace_of_context {
                     options.namespace = connection.default_namespace.clone();
                 }
+                // Before anything is written there (settings on a first start).
+                Registry::require_kube_kinds(&connection, &options.namespace).await?;
                 Some(connection)
             }
             None => None,

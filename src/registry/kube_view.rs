@@ -145,8 +145,7 @@ impl Registry {
         connection: Connection,
         namespace: &str,
     ) -> anyhow::Result<Arc<Self>> {
-        let resources: Vec<Resource> = KINDS.iter().map(|(_, r)| *r).collect();
-        check_crds(&connection, namespace, &resources).await?;
+        Self::require_kube_kinds(&connection, namespace).await?;
         let side = KubeSide {
             connection,
             namespace: namespace.to_owned(),
@@ -170,6 +169,13 @@ impl Registry {
             }
         }
         Ok(registry)
+    }
+
+    /// Fails, naming every missing one, unless the API server serves the custom resources
+    /// the registry holds there: the first thing a start on an installation checks.
+    pub async fn require_kube_kinds(connection: &Connection, namespace: &str) -> anyhow::Result<()> {
+        let resources: Vec<Resource> = KINDS.iter().map(|(_, r)| *r).collect();
+        check_crds(connection, namespace, &resources).await
     }
 
     /// Writes one planned change of a kind Kubernetes holds, on the condition that the object
