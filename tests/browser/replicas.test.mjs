@@ -88,7 +88,7 @@ describe("the dashboard through haproxy in round robin over replicas on etcd", (
     for (let i = 0; i < REPLICAS; i++) assert.equal((await on(i, "GET", "api/v1/applications/made-in-ui")).spec.source.path, "guestbook", `replica ${i}`);
     await page.getByTestId("sync").click();
     await page.getByTestId("confirm-sync").click();
-    await page.getByTestId("operation").getByText("Requested operation").waitFor();
+    await page.getByTestId("operation-requested").getByText(/^Requested operation: admin asked for a sync/).waitFor();
     for (let i = 0; i < REPLICAS; i++) assert.ok((await on(i, "GET", "api/v1/applications/made-in-ui")).operation?.sync, `replica ${i} sees the sync`);
     await shot(page, "52-replicas-synced");
     // Back to the list, which shows the new application among the others.
