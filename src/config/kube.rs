@@ -52,12 +52,7 @@ impl ConfigWatch {
                 .map_err(|_| anyhow::anyhow!("three objects read"))?,
         );
         let settings = build(&inputs, None)?;
-        let watch = Self::new(None)?;
-        let mut watch = Arc::into_inner(watch).ok_or_else(|| anyhow::anyhow!("a new watch is not shared"))?;
-        watch.kube = Some(kube);
-        watch.current = arc_swap::ArcSwap::from_pointee(settings);
-        watch.last_seen = std::sync::Mutex::new(Ok(inputs));
-        Ok(Arc::new(watch))
+        Ok(Arc::new(Self::assemble(None, Some(kube), settings, Ok(inputs))))
     }
 }
 
@@ -165,7 +160,6 @@ pub(super) async fn follow<F, Fut>(
     }
     let mut events = futures_util::stream::select_all(streams);
     let mut listed: [Option<Input>; 3] = [None, None, None];
-    let mut relisting = [false; 3];
     loop {
         let event = tokio::select! {
             () = cancel.cancelled() => return,
@@ -175,7 +169,6 @@ pub(super) async fn follow<F, Fut>(
         let news = match event {
             Some(Step::Now(news)) => news,
             Some(Step::Relist(index)) => {
-                relisting[index] = true;
                 listed[index] = None;
                 continue;
             }
@@ -183,13 +176,10 @@ pub(super) async fn follow<F, Fut>(
                 listed[index] = Some(input);
                 continue;
             }
-            Some(Step::ListDone(index)) => {
-                relisting[index] = false;
-                News {
-                    index,
-                    input: listed[index].take().unwrap_or(Input::Absent),
-                }
-            }
+            Some(Step::ListDone(index)) => News {
+                index,
+                input: listed[index].take().unwrap_or(Input::Absent),
+            },
             None => continue,
         };
         let next = {

@@ -131,15 +131,25 @@ impl ConfigWatch {
                 Ok(Inputs([Input::Absent, Input::Absent, Input::Absent])),
             ),
         };
-        Ok(Arc::new(Self {
+        Ok(Arc::new(Self::assemble(dir, None, settings, seen)))
+    }
+
+    /// A watch of `dir` or `kube` whose settings in force are `settings`, built from `seen`.
+    fn assemble(
+        dir: Option<PathBuf>,
+        kube: Option<kube::KubeSettings>,
+        settings: Settings,
+        seen: Result<Inputs, ConfigError>,
+    ) -> Self {
+        Self {
             dir,
-            kube: None,
+            kube,
             current: ArcSwap::from_pointee(settings),
             generation: watch::Sender::new(0),
             reload_errors: AtomicU64::new(0),
             policy_errors: AtomicU64::new(0),
             last_seen: Mutex::new(seen),
-        }))
+        }
     }
 
     /// The config dir, when one was given: objects read at each use (such as

@@ -18,7 +18,7 @@
 //! exists) are checked on the view before the write, not compared at the commit: Kubernetes has
 //! no multi-object transaction, and upstream's argocd-server checks them the same way.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -283,28 +283,22 @@ impl Registry {
     /// Replaces what the view has of `kind` with a fresh list (the watch started or had to list
     /// again): what changed, appeared or went away becomes events at the list's revision.
     fn relisted(&self, kind: Kind, docs: Vec<DocRef>) {
-        let at = docs.iter().map(|d| d.rv).max().unwrap_or(0);
-        let mut fresh: BTreeMap<(String, String), DocRef> = docs
-            .into_iter()
-            .map(|d| ((d.key.namespace.clone(), d.key.name.clone()), d))
-            .collect();
-        let mut changes = Vec::new();
-        {
+        let listed: HashSet<&Key> = docs.iter().map(|d| &d.key).collect();
+        let (gone, at) = {
             let state = self.read();
-            if let Some(current) = state.docs.get(&kind) {
-                for (slot, doc) in current {
-                    if !fresh.contains_key(slot) {
-                        changes.push((doc.key.clone(), None));
-                    }
-                }
-            }
-        }
-        changes.extend(
-            std::mem::take(&mut fresh)
-                .into_values()
-                .map(|doc| (doc.key.clone(), Some(doc))),
-        );
-        let at = at.max(self.read().kube.get(&kind).map_or(0, |k| k.rv));
+            let gone: Vec<_> = state
+                .docs
+                .get(&kind)
+                .into_iter()
+                .flat_map(BTreeMap::values)
+                .filter(|doc| !listed.contains(&doc.key))
+                .map(|doc| (doc.key.clone(), None))
+                .collect();
+            let listed_at = docs.iter().map(|d| d.rv).max().unwrap_or(0);
+            (gone, listed_at.max(state.kube.get(&kind).map_or(0, |k| k.rv)))
+        };
+        let mut changes = gone;
+        changes.extend(docs.into_iter().map(|doc| (doc.key.clone(), Some(doc))));
         self.publish_kube(kind, changes, at);
     }
 }
