@@ -171,7 +171,7 @@ fn classify(object: &Value) -> Result<Target, String> {
             // The server keeps the name, so that the object round-trips as this Secret and a
             // changed URL moves it instead of adding another.
             let name = match manifest::name_of(object) {
-                "" => secrets::secret_name(kind, url),
+                "" => secrets::secret_name(kind, url, str_at(&read.object, "/project")),
                 name => {
                     if let Some(map) = read.object.as_object_mut() {
                         map.insert(secrets::SECRET_NAME.to_owned(), Value::from(name));

@@ -30,7 +30,7 @@ mod prompt;
 mod rbac;
 mod repo;
 mod rotate;
-mod secrets;
+use crate::registry::argocd_secrets as secrets;
 pub mod sso;
 pub(crate) mod validate;
 mod version;

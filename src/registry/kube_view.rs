@@ -1,7 +1,8 @@
 //! The kinds an Argo CD installation keeps in Kubernetes (`--kube`): Applications, AppProjects
 //! and ApplicationSets, as the argoproj.io/v1alpha1 custom resources that upstream's
 //! application-controller reads and writes too (upstream: pkg/apis/application/v1alpha1,
-//! server/application/application.go, server/project/project.go).
+//! server/application/application.go, server/project/project.go); clusters, repositories and
+//! credential templates as labelled Secrets (`kube_secrets.rs`).
 //!
 //! The view holds them as it holds every kind, fed by one watch per kind (kube-rs's watcher:
 //! a list, then a watch that resumes from the last resourceVersion and lists again when the
@@ -28,8 +29,10 @@ use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
 use serde_json::Value;
 
+use super::argocd_secrets::SecretType;
 use super::doc::{Doc, DocRef, Draft};
 use super::kind::{Key, Kind};
+use super::kube_secrets::{self, SECRET_KINDS, SecretFailure, SecretWrite};
 use super::watch::{EventType, History};
 use super::{Applied, Planned, Registry, RegistryError, State};
 use crate::kubernetes::{Connection, Resource, Verb, check_crds, store_error};
@@ -46,15 +49,56 @@ const WRITE_ANSWER: Duration = Duration::from_secs(10);
 /// How long a write that lost a conflict waits for the view to move before planning again.
 const CATCH_UP_WAIT: Duration = Duration::from_millis(500);
 
-/// The kinds Kubernetes holds, and their resources.
-const KINDS: [(Kind, Resource); 3] = [
+/// The custom resources Kubernetes holds, and their kinds.
+const CUSTOM_KINDS: [(Kind, Resource); 3] = [
     (Kind::Application, Resource::APPLICATION),
     (Kind::AppProject, Resource::APP_PROJECT),
     (Kind::ApplicationSet, Resource::APPLICATION_SET),
 ];
 
-fn resource_of(kind: Kind) -> Option<Resource> {
-    KINDS.iter().find(|(k, _)| *k == kind).map(|(_, r)| *r)
+/// Where Kubernetes keeps the objects of one kind.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    Custom(Resource),
+    /// Secrets of the control namespace with this `argocd.argoproj.io/secret-type`.
+    Secrets(SecretType),
+}
+
+impl Source {
+    /// What messages call the objects.
+    fn describe(self) -> String {
+        match self {
+            Source::Custom(resource) => resource.crd_name(),
+            Source::Secrets(t) => format!("Secrets labelled {}", kube_secrets::selector(t)),
+        }
+    }
+
+    /// The resource as RBAC names it.
+    fn plural(self) -> &'static str {
+        match self {
+            Source::Custom(resource) => resource.plural,
+            Source::Secrets(_) => "secrets",
+        }
+    }
+
+    fn watch_config(self) -> watcher::Config {
+        match self {
+            Source::Custom(_) => watcher::Config::default(),
+            Source::Secrets(t) => watcher::Config::default().labels(&kube_secrets::selector(t)),
+        }
+    }
+}
+
+/// Every kind Kubernetes holds, and where.
+fn sources() -> impl Iterator<Item = (Kind, Source)> {
+    CUSTOM_KINDS
+        .into_iter()
+        .map(|(k, r)| (k, Source::Custom(r)))
+        .chain(SECRET_KINDS.into_iter().map(|(k, t)| (k, Source::Secrets(t))))
+}
+
+fn source_of(kind: Kind) -> Option<Source> {
+    sources().find(|(k, _)| *k == kind).map(|(_, s)| s)
 }
 
 /// How the registry reaches the kinds Kubernetes holds.
@@ -75,21 +119,29 @@ pub(super) struct KubeKind {
 
 impl KubeSide {
     pub(super) fn holds(kind: Kind) -> bool {
-        resource_of(kind).is_some()
+        source_of(kind).is_some()
     }
 
-    fn api(&self, resource: Resource) -> Api<DynamicObject> {
-        resource.api(&self.connection, &self.namespace)
+    fn api(&self, source: Source) -> Api<DynamicObject> {
+        match source {
+            Source::Custom(resource) => resource.api(&self.connection, &self.namespace),
+            Source::Secrets(_) => Api::namespaced_with(
+                self.connection.client.clone(),
+                &self.namespace,
+                &kube_secrets::secret_resource(),
+            ),
+        }
     }
 
-    fn error(&self, err: kube::Error, verb: Verb, resource: Resource) -> StoreError {
-        store_error(err, &self.connection, verb, resource.plural, &self.namespace)
+    fn error(&self, err: kube::Error, verb: Verb, source: Source) -> StoreError {
+        store_error(err, &self.connection, verb, source.plural(), &self.namespace)
     }
 
     /// Sends one planned change; the object as the API server wrote it (`None`: deleted, or
     /// being deleted once its finalizers are done).
     async fn write(&self, resource: Resource, plan: Planned) -> Result<Option<DynamicObject>, RegistryError> {
-        let api = self.api(resource);
+        let source = Source::Custom(resource);
+        let api = self.api(source);
         let name = plan.key.name.clone();
         Ok(match (&plan.draft, &plan.current) {
             (Some(draft), None) => {
@@ -98,7 +150,7 @@ impl KubeSide {
                     Err(kube::Error::Api(status)) if status.code == 409 => {
                         return Err(RegistryError::AlreadyExists(plan.key));
                     }
-                    other => Some(other.map_err(|e| self.error(e, Verb::Create, resource))?),
+                    other => Some(other.map_err(|e| self.error(e, Verb::Create, source))?),
                 }
             }
             (Some(draft), Some(current)) => {
@@ -107,7 +159,7 @@ impl KubeSide {
                     Err(kube::Error::Api(status)) if status.code == 404 => {
                         return Err(RegistryError::NotFound(plan.key));
                     }
-                    other => Some(other.map_err(|e| self.error(e, Verb::Update, resource))?),
+                    other => Some(other.map_err(|e| self.error(e, Verb::Update, source))?),
                 }
             }
             (None, Some(current)) => {
@@ -125,13 +177,28 @@ impl KubeSide {
                     // A deletion that finalizers hold back goes on in the background: the
                     // object stays, with a deletionTimestamp, until the controller is done.
                     other => {
-                        other.map_err(|e| self.error(e, Verb::Delete, resource))?;
+                        other.map_err(|e| self.error(e, Verb::Delete, source))?;
                         None
                     }
                 }
             }
             (None, None) => return Err(RegistryError::NotFound(plan.key)),
         })
+    }
+
+    /// Sends the planned change of a kind kept in Secrets.
+    async fn write_secret(
+        &self,
+        source: Source,
+        planned: Vec<Planned>,
+    ) -> Result<Option<DynamicObject>, RegistryError> {
+        let write = SecretWrite::of(planned).map_err(|why| invalid_write(&why))?;
+        kube_secrets::write_secret(&self.api(source), write)
+            .await
+            .map_err(|failure| match failure {
+                SecretFailure::Api(e, verb) => self.error(e, verb, source).into(),
+                SecretFailure::Registry(e) => e,
+            })
     }
 }
 
@@ -153,18 +220,18 @@ impl Registry {
         };
         let registry = Self::open_with(store, keys, Some(side)).await?;
         let mut ready = Vec::new();
-        for (kind, resource) in KINDS {
+        for (kind, source) in sources() {
             let (tx, rx) = tokio::sync::oneshot::channel();
-            let task = tokio::spawn(run_watch(Arc::downgrade(&registry), kind, resource, tx));
+            let task = tokio::spawn(run_watch(Arc::downgrade(&registry), kind, source, tx));
             registry.adopt(task.abort_handle());
-            ready.push((resource, rx));
+            ready.push((source, rx));
         }
-        for (resource, rx) in ready {
+        for (source, rx) in ready {
             match tokio::time::timeout(FIRST_LIST, rx).await {
                 Ok(Ok(())) => {}
                 _ => anyhow::bail!(
                     "the first list of {} from the Kubernetes API server did not arrive within {FIRST_LIST:?}",
-                    resource.crd_name()
+                    source.describe()
                 ),
             }
         }
@@ -172,10 +239,23 @@ impl Registry {
     }
 
     /// Fails, naming every missing one, unless the API server serves the custom resources
-    /// the registry holds there: the first thing a start on an installation checks.
+    /// the registry holds there, and naming the verb, unless this server may list its Secrets:
+    /// the first thing a start on an installation checks.
     pub async fn require_kube_kinds(connection: &Connection, namespace: &str) -> anyhow::Result<()> {
-        let resources: Vec<Resource> = KINDS.iter().map(|(_, r)| *r).collect();
-        check_crds(connection, namespace, &resources).await
+        let resources: Vec<Resource> = CUSTOM_KINDS.iter().map(|(_, r)| *r).collect();
+        check_crds(connection, namespace, &resources).await?;
+        let secrets: Api<DynamicObject> = Api::namespaced_with(
+            connection.client.clone(),
+            namespace,
+            &kube_secrets::secret_resource(),
+        );
+        let params = kube::api::ListParams::default()
+            .labels(&kube_secrets::selector(SecretType::Cluster))
+            .limit(1);
+        secrets.list_metadata(&params).await.map_err(|e| {
+            anyhow::anyhow!("{}", store_error(e, connection, Verb::List, "secrets", namespace))
+        })?;
+        Ok(())
     }
 
     /// Writes one planned change of a kind Kubernetes holds, on the condition that the object
@@ -188,26 +268,58 @@ impl Registry {
             .kube
             .as_ref()
             .ok_or_else(|| invalid_write("no Kubernetes connection"))?;
-        let [plan] = <[Planned; 1]>::try_from(planned)
-            .map_err(|_| invalid_write("a write to Kubernetes changes one object at a time"))?;
-        let kind = plan.key.kind;
-        let resource = resource_of(kind).ok_or_else(|| invalid_write("not a Kubernetes kind"))?;
-        let key = plan.key.clone();
-        let written = tokio::time::timeout(WRITE_ANSWER, side.write(resource, plan))
-            .await
-            .map_err(|_| {
-                StoreError::Unavailable(format!(
-                    "the Kubernetes API server at {} did not answer within {WRITE_ANSWER:?} (the write of \
-                     {key} may still take effect)",
-                    side.connection.url
-                ))
-            })??;
-        let Some(object) = written else {
-            return Ok(vec![None]);
+        let kind = planned
+            .first()
+            .map(|p| p.key.kind)
+            .ok_or_else(|| invalid_write("nothing to write"))?;
+        let source = source_of(kind).ok_or_else(|| invalid_write("not a Kubernetes kind"))?;
+        let key = planned
+            .iter()
+            .find(|p| p.draft.is_some())
+            .unwrap_or(&planned[0])
+            .key
+            .clone();
+        // Which answers are the new state: a move (a deletion and a creation under one Secret)
+        // answers `None` for the URL it left.
+        let shape: Vec<bool> = planned.iter().map(|p| p.draft.is_some()).collect();
+        let leaving: Vec<(Key, u64)> = planned
+            .iter()
+            .filter(|p| p.draft.is_none())
+            .filter_map(|p| p.current.as_ref().map(|c| (p.key.clone(), c.rv)))
+            .collect();
+        let write = async {
+            match source {
+                Source::Custom(resource) => {
+                    let [plan] = <[Planned; 1]>::try_from(planned)
+                        .map_err(|_| invalid_write("a write to Kubernetes changes one object at a time"))?;
+                    side.write(resource, plan).await
+                }
+                Source::Secrets(_) => side.write_secret(source, planned).await,
+            }
         };
-        let doc = doc_of(kind, object).map_err(|err| RegistryError::Invalid { key, err })?;
-        self.wait_for_kube(kind, doc.rv).await;
-        Ok(vec![Some(doc)])
+        let written = tokio::time::timeout(WRITE_ANSWER, write).await.map_err(|_| {
+            StoreError::Unavailable(format!(
+                "the Kubernetes API server at {} did not answer within {WRITE_ANSWER:?} (the write of \
+                     {key} may still take effect)",
+                side.connection.url
+            ))
+        })??;
+        let doc = match written {
+            Some(object) if shape.contains(&true) => {
+                let doc = doc_of(kind, object).map_err(|err| RegistryError::Invalid { key, err })?;
+                self.wait_for_kube(kind, doc.rv).await;
+                Some(doc)
+            }
+            // Deleted, or a Secret no longer labelled: gone once the watch says so.
+            _ => None,
+        };
+        for (key, rv) in leaving {
+            self.wait_for_kube_leave(&key, rv).await;
+        }
+        Ok(shape
+            .into_iter()
+            .map(|new| if new { doc.clone() } else { None })
+            .collect())
     }
 
     /// After a lost conflict: waits (briefly) for a watch to change the view.
@@ -235,6 +347,27 @@ impl Registry {
             tracing::warn!(
                 "the watch of {kind} has not brought this server's own write at resourceVersion {rv} \
                  within {OWN_WRITE_WAIT:?}"
+            );
+        }
+    }
+
+    /// Waits (bounded) until the view no longer has `key` at revision `rv`: deleted, moved,
+    /// or marked for deletion while finalizers hold it.
+    async fn wait_for_kube_leave(&self, key: &Key, rv: u64) {
+        let Some(side) = &self.kube else {
+            return;
+        };
+        let mut moved = side.moved.subscribe();
+        let left = async {
+            while self.get(key).is_some_and(|doc| doc.rv == rv) {
+                if moved.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        if tokio::time::timeout(OWN_WRITE_WAIT, left).await.is_err() {
+            tracing::warn!(
+                "the watch has not brought this server's own deletion of {key} within {OWN_WRITE_WAIT:?}"
             );
         }
     }
@@ -303,11 +436,47 @@ impl Registry {
     }
 }
 
+impl Registry {
+    /// The key of the object a deleted Kubernetes object was: a custom resource's name, or the
+    /// URL of the object a Secret declared (found by the Secret's name when what it held last no
+    /// longer decodes).
+    fn key_of_deleted(&self, kind: Kind, source: Source, object: &DynamicObject) -> Option<Key> {
+        let name = object.metadata.name.as_deref().unwrap_or_default();
+        match source {
+            Source::Custom(_) => Some(Key::new(
+                kind,
+                object.metadata.namespace.as_deref().unwrap_or_default(),
+                name,
+            )),
+            Source::Secrets(_) => {
+                kube_secrets::key_of_secret(kind, object).or_else(|| self.declared_by(kind, name))
+            }
+        }
+    }
+
+    /// The key of the object of `kind` the view has from Secret `name`. Secrets are few and
+    /// change rarely, so a scan is enough.
+    fn declared_by(&self, kind: Kind, name: &str) -> Option<Key> {
+        let state = self.read();
+        state
+            .docs
+            .get(&kind)?
+            .values()
+            .find(|doc| {
+                doc.value()
+                    .get(super::argocd_secrets::SECRET_NAME)
+                    .and_then(Value::as_str)
+                    == Some(name)
+            })
+            .map(|doc| doc.key.clone())
+    }
+}
+
 impl State {
     /// Makes the kinds Kubernetes holds start empty (their watches fill them): whatever the
     /// store holds of them is not served.
     pub(super) fn hand_to_kube(&mut self) {
-        for (kind, _) in KINDS {
+        for (kind, _) in sources() {
             if let Some(stale) = self.docs.remove(&kind).filter(|m| !m.is_empty()) {
                 tracing::warn!(
                     "{} {kind} in the data dir are not served: with --kube, Kubernetes holds them",
@@ -361,7 +530,7 @@ fn invalid_write(why: &str) -> RegistryError {
 async fn run_watch(
     registry: Weak<Registry>,
     kind: Kind,
-    resource: Resource,
+    source: Source,
     ready: tokio::sync::oneshot::Sender<()>,
 ) {
     let api = {
@@ -371,11 +540,11 @@ async fn run_watch(
         let Some(side) = &view.kube else {
             return;
         };
-        side.api(resource)
+        side.api(source)
     };
     let mut ready = Some(ready);
     let mut listing: Option<Vec<DocRef>> = None;
-    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut events = watcher(api, source.watch_config()).default_backoff().boxed();
     while let Some(event) = events.next().await {
         let Some(view) = registry.upgrade() else {
             return;
@@ -395,17 +564,24 @@ async fn run_watch(
                 }
             }
             Ok(watcher::Event::Apply(object)) => {
+                let name = object.metadata.name.clone().unwrap_or_default();
                 if let Some(doc) = decoded(kind, object) {
                     let at = doc.rv;
-                    view.publish_kube(kind, vec![(doc.key.clone(), Some(doc))], at);
+                    let mut changes = Vec::with_capacity(2);
+                    // A Secret that now declares another URL: the object moved.
+                    if let Source::Secrets(_) = source
+                        && let Some(old) = view.declared_by(kind, &name).filter(|old| *old != doc.key)
+                    {
+                        changes.push((old, None));
+                    }
+                    changes.push((doc.key.clone(), Some(doc)));
+                    view.publish_kube(kind, changes, at);
                 }
             }
             Ok(watcher::Event::Delete(object)) => {
-                let key = Key::new(
-                    kind,
-                    object.metadata.namespace.as_deref().unwrap_or_default(),
-                    object.metadata.name.as_deref().unwrap_or_default(),
-                );
+                let Some(key) = view.key_of_deleted(kind, source, &object) else {
+                    continue;
+                };
                 let at = object
                     .metadata
                     .resource_version
@@ -418,7 +594,7 @@ async fn run_watch(
                 view.set_kube_following(false);
                 tracing::warn!(
                     "the watch of {} on the Kubernetes API server failed (it resumes by itself): {e}",
-                    resource.crd_name()
+                    source.describe()
                 );
             }
         }
@@ -442,10 +618,18 @@ fn decoded(kind: Kind, object: DynamicObject) -> Option<DocRef> {
     }
 }
 
+/// The view's document of an object from Kubernetes (a Secret's: `kube_secrets.rs`).
+pub(super) fn doc_of(kind: Kind, object: DynamicObject) -> Result<DocRef, SchemaError> {
+    match source_of(kind) {
+        Some(Source::Secrets(_)) => kube_secrets::doc_of_secret(kind, object),
+        _ => custom_doc(kind, object),
+    }
+}
+
 /// The view's document of a custom resource: its JSON in the schema's canonical form (what
 /// tiphys's own store holds), at its `resourceVersion`. `managedFields` are left out: they are
 /// the API server's bookkeeping, and a replace without them keeps them.
-pub(super) fn doc_of(kind: Kind, object: DynamicObject) -> Result<DocRef, SchemaError> {
+fn custom_doc(kind: Kind, object: DynamicObject) -> Result<DocRef, SchemaError> {
     let key = Key::new(
         kind,
         object.metadata.namespace.as_deref().unwrap_or_default(),

@@ -18,11 +18,13 @@
 //! changes (`follow.rs`), as the Kubernetes watch cache does, and a read first waits for the view
 //! to reach the registry's latest revision (read your writes on every replica).
 
+pub mod argocd_secrets;
 mod combine;
 mod doc;
 mod fence;
 mod follow;
 mod kind;
+mod kube_secrets;
 mod kube_view;
 mod load;
 pub mod projects;

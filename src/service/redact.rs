@@ -10,15 +10,7 @@
 use serde_json::{Map, Value};
 
 /// Secret fields of a Repository and of a RepoCreds (the same names in both messages).
-pub const REPOSITORY_SECRETS: &[&str] = &[
-    "password",
-    "sshPrivateKey",
-    "tlsClientCertKey",
-    "githubAppPrivateKey",
-    "gcpServiceAccountKey",
-    "bearerToken",
-    "azureServicePrincipalClientSecret",
-];
+pub use crate::registry::argocd_secrets::REPO_SECRET_KEYS as REPOSITORY_SECRETS;
 
 /// Secret fields of a Cluster's `config`.
 const CLUSTER_CONFIG_SECRETS: &[&str] = &["password", "bearerToken"];

@@ -549,11 +549,16 @@ class ControlPlane:
 
     def _repo_server(self) -> None:
         port, metrics = free_ports(2)
+        argocd = _bin(self.bins, "argocd")
+        # git asks `argocd` (GIT_ASKPASS) for a repository's credentials, found on PATH as in
+        # Argo CD's image.
+        env = self.argocd_env("argocd-repo-server")
+        env["PATH"] = f"{Path(argocd).parent}:{env.get('PATH', '')}"
         part = self._start("argocd-repo-server", [
-            _bin(self.bins, "argocd"), "--address", "127.0.0.1", "--port", str(port),
+            argocd, "--address", "127.0.0.1", "--port", str(port),
             "--metrics-address", "127.0.0.1", "--metrics-port", str(metrics),
             "--redis", self.state["redis"]["address"], "--disable-tls", "--loglevel", "info"],
-            env=self.argocd_env("argocd-repo-server"))
+            env=env)
         part.wait_ready(lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics}/healthz", timeout=2).status
                         == 200, what="healthy (/healthz)")
         self.state["repo_server"] = {"address": f"127.0.0.1:{port}", "metrics_port": metrics}

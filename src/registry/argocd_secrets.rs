@@ -10,7 +10,7 @@ use base64::Engine as _;
 use prost_reflect::Kind as FieldKind;
 use serde_json::{Map, Value, json};
 
-use crate::registry::Kind;
+use super::Kind;
 use crate::schema::Schema;
 
 pub const SECRET_TYPE_LABEL: &str = "argocd.argoproj.io/secret-type";
@@ -23,9 +23,17 @@ pub const CREDENTIALS_OMITTED: &str = "tiphys.io/credentials-omitted";
 /// declared in (`crate::service::secret_name`).
 pub const SECRET_NAME: &str = "secretName";
 
-/// Credential keys of a repository or credential template Secret: the fields the server
-/// never shows.
-pub use crate::service::redact::REPOSITORY_SECRETS as REPO_SECRET_KEYS;
+/// Credential keys of a repository or credential template Secret: the fields of a Repository
+/// and of a RepoCreds (the same names in both messages) that the server never shows.
+pub const REPO_SECRET_KEYS: &[&str] = &[
+    "password",
+    "sshPrivateKey",
+    "tlsClientCertKey",
+    "githubAppPrivateKey",
+    "gcpServiceAccountKey",
+    "bearerToken",
+    "azureServicePrincipalClientSecret",
+];
 
 /// Credential fields of a cluster's `config`, as JSON pointers (what the server never shows:
 /// an exec plugin's environment and arguments carry secrets as often as not).
@@ -333,12 +341,14 @@ fn fnv32a(text: &str) -> u32 {
     })
 }
 
-/// A Secret name for `url` (upstream's `repo-<hash>`, `cluster-<host>-<hash>`, `creds-<hash>`).
-pub fn secret_name(kind: SecretType, url: &str) -> String {
-    let hash = fnv32a(url);
+/// A Secret name for `url` (upstream's `repo-<hash>`, `cluster-<host>-<hash>`, `creds-<hash>`:
+/// util/db/secrets.go URIToSecretName for clusters, util/db/repository.go RepoURLToSecretName
+/// for the others, whose hash covers the URL and then the project).
+pub fn secret_name(kind: SecretType, url: &str, project: &str) -> String {
     if kind != SecretType::Cluster {
-        return format!("{}-{hash}", kind.prefix());
+        return format!("{}-{}", kind.prefix(), fnv32a(&format!("{url}{project}")));
     }
+    let hash = fnv32a(url);
     // The host as upstream takes it: no user info or port, an IPv6 address with `-` for `:`.
     let host = match url::Url::parse(url)
         .ok()
@@ -354,19 +364,18 @@ pub fn secret_name(kind: SecretType, url: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
         .take(200)
         .collect();
-    let host = host.trim_matches(['-', '.']);
-    if host.is_empty() {
-        format!("cluster-{hash}")
-    } else {
-        format!("cluster-{host}-{hash}")
-    }
+    // An address without a host still gets both dashes, as upstream's.
+    format!("cluster-{}-{hash}", host.trim_matches(['-', '.']))
 }
 
 /// The name of `object`'s Secret: the one it was declared in, else upstream's for its URL.
-fn name_for(kind: SecretType, object: &Value, url: &str) -> String {
+pub fn name_for(kind: SecretType, object: &Value, url: &str) -> String {
     match object.get(SECRET_NAME).and_then(Value::as_str) {
         Some(name) if !name.is_empty() => name.to_owned(),
-        _ => secret_name(kind, url),
+        _ => {
+            let project = object.get("project").and_then(Value::as_str).unwrap_or_default();
+            secret_name(kind, url, project)
+        }
     }
 }
 
@@ -401,7 +410,7 @@ pub fn cluster_to_secret(cluster: &Value, include_credentials: bool) -> ToSecret
             data.insert(key.to_owned(), Value::from(v));
         }
     }
-    let namespaces = super::view::strings(cluster, "/namespaces");
+    let namespaces = strings(cluster, "/namespaces");
     if !namespaces.is_empty() {
         data.insert("namespaces".to_owned(), Value::from(namespaces.join(",")));
     }
@@ -426,6 +435,19 @@ pub fn cluster_to_secret(cluster: &Value, include_credentials: bool) -> ToSecret
         secret: secret(SecretType::Cluster, name, cluster, data),
         dropped,
     }
+}
+
+/// The strings of the list at `pointer` (others as their JSON text).
+fn strings(value: &Value, pointer: &str) -> Vec<String> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn remove_pointer(value: &mut Value, pointer: &str) -> bool {

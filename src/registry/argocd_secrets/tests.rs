@@ -67,14 +67,46 @@ fn clusters_round_trip_through_secrets() {
     assert!(full.dropped.is_empty());
     assert_eq!(
         full.secret.pointer("/metadata/name").and_then(Value::as_str),
-        Some(secret_name(SecretType::Cluster, "https://k8s.example:6443").as_str())
+        Some(secret_name(SecretType::Cluster, "https://k8s.example:6443", "").as_str())
     );
-    assert!(secret_name(SecretType::Cluster, "https://k8s.example:6443").starts_with("cluster-k8s.example-"));
-    let name = |url: &str| secret_name(SecretType::Cluster, url);
+    assert!(
+        secret_name(SecretType::Cluster, "https://k8s.example:6443", "").starts_with("cluster-k8s.example-")
+    );
+    let name = |url: &str| secret_name(SecretType::Cluster, url, "");
     assert!(name("https://admin@K8S.example:6443/x").starts_with("cluster-k8s.example-"));
     assert!(name("https://[2001:db8::1]:6443").starts_with("cluster-2001-db8--1-"));
     assert!(name("https://10.0.0.1:6443").starts_with("cluster-10.0.0.1-"));
-    assert_eq!(name("not a url"), format!("cluster-{}", fnv32a("not a url")));
+    assert_eq!(name("not a url"), format!("cluster--{}", fnv32a("not a url")));
+    // Upstream's own expectations (util/db/cluster_test.go, util/db/repository_test.go).
+    assert_eq!(name("http://foo"), "cluster-foo-752281925");
+    assert_eq!(
+        name("http://thelongestdomainnameintheworld.argocd-project.com:3000"),
+        "cluster-thelongestdomainnameintheworld.argocd-project.com-2721640553"
+    );
+    assert_eq!(
+        name("http://[fe80::1ff:fe23:4567:890a]:8000"),
+        "cluster-fe80--1ff-fe23-4567-890a-664858999"
+    );
+    assert_eq!(
+        name("http://[FE80::1FF:FE23:4567:890A]:8000"),
+        "cluster-fe80--1ff-fe23-4567-890a-682802007"
+    );
+    for (url, project, expected) in [
+        ("git://git@github.com:argoproj/ARGO-cd.git", "", "repo-83273445"),
+        (
+            "git://git@github.com:argoproj/ARGO-cd.git",
+            "foobar",
+            "repo-2733415816",
+        ),
+        ("https://github.com/argoproj/ARGO-cd", "foobar", "repo-4161185408"),
+        ("https://github.com/argoproj/argo-cd", "", "repo-42374749"),
+    ] {
+        assert_eq!(
+            secret_name(SecretType::Repository, url, project),
+            expected,
+            "{url} {project}"
+        );
+    }
     let back = cluster_from_secret(&full.secret).unwrap();
     assert_eq!(back.object, cluster);
     assert!(back.warnings.is_empty());
