@@ -5,13 +5,14 @@
 //! volume gives (one entry per key), so that parsing, validation and "a bad change keeps the
 //! last good one" are the config dir's, unchanged.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures_util::StreamExt as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::WatchStreamExt as _;
 use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
@@ -58,7 +59,7 @@ impl ConfigWatch {
 
 impl KubeSettings {
     /// Object `name` as it is now.
-    async fn read(&self, name: &str, secret: bool) -> anyhow::Result<Input> {
+    pub(super) async fn read(&self, name: &str, secret: bool) -> anyhow::Result<Input> {
         let failed = |e: kube::Error| {
             let resource = if secret { "secrets" } else { "configmaps" };
             anyhow::anyhow!(
@@ -80,6 +81,33 @@ impl KubeSettings {
                 .map_err(failed)?
                 .map_or(Input::Absent, |c| self.of_config_map(name, &c))
         })
+    }
+
+    /// Sets keys of `argocd-secret` (`None`: removes the key), as upstream's settings manager
+    /// saves an account there (util/settings/accounts.go saveAccount). A merge patch touches
+    /// only these keys, so a concurrent change of others is not lost.
+    pub(super) async fn patch_secret(&self, keys: &BTreeMap<String, Option<String>>) -> anyhow::Result<()> {
+        use base64::Engine as _;
+        let data: serde_json::Map<String, serde_json::Value> = keys
+            .iter()
+            .map(|(k, v)| {
+                let v = v.as_ref().map_or(serde_json::Value::Null, |v| {
+                    serde_json::Value::from(base64::engine::general_purpose::STANDARD.encode(v))
+                });
+                (k.clone(), v)
+            })
+            .collect();
+        let api: Api<Secret> = Api::namespaced(self.connection.client.clone(), &self.namespace);
+        let patch = serde_json::json!({ "data": data });
+        api.patch(ARGOCD_SECRET, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot write {ARGOCD_SECRET}: {}",
+                    store_error(e, &self.connection, Verb::Update, "secrets", &self.namespace)
+                )
+            })?;
+        Ok(())
     }
 
     /// Where messages say a key of object `name` is.

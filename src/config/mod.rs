@@ -158,6 +158,38 @@ impl ConfigWatch {
         self.dir.as_deref()
     }
 
+    /// ConfigMap `name` as it is now, for objects read at each use (such as
+    /// `argocd-notifications-cm`): from the config dir, else from the installation; `None`
+    /// when there is neither.
+    pub async fn read_object(&self, name: &'static str) -> Option<Result<RawObject, String>> {
+        if let Some(dir) = self.dir() {
+            return Some(source::read_object(dir, name).map_err(|e| e.to_string()));
+        }
+        let kube = self.kube.as_ref()?;
+        Some(match kube.read(name, false).await {
+            Ok(input) => source::parse_input(name, &input).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        })
+    }
+
+    /// Whether the settings are the installation's (`--kube` without `--config-dir`): then what
+    /// upstream keeps in `argocd-secret` is written there ([`Self::save_secret_keys`]).
+    pub fn on_installation(&self) -> bool {
+        self.dir.is_none() && self.kube.is_some()
+    }
+
+    /// Writes `keys` into the installation's `argocd-secret` (`None` removes a key); nothing
+    /// when the settings are not the installation's.
+    pub async fn save_secret_keys(
+        &self,
+        keys: &std::collections::BTreeMap<String, Option<String>>,
+    ) -> anyhow::Result<()> {
+        match &self.kube {
+            Some(kube) if self.dir.is_none() => kube.patch_secret(keys).await,
+            _ => Ok(()),
+        }
+    }
+
     pub fn current(&self) -> Arc<Settings> {
         self.current.load_full()
     }

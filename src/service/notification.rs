@@ -2,19 +2,18 @@
 //! `argocd-notifications-cm`, by name, as upstream's UI offers them for subscriptions. tiphys
 //! sends no notifications; it lists what a notifications controller beside it would use.
 //!
-//! The ConfigMap is read from `--config-dir` at each call (it is small, and the calls are rare),
-//! so an edit shows at once. Keys are read as upstream's notifications engine reads them
+//! The ConfigMap is read at each call, from `--config-dir` or from the installation (`--kube`;
+//! it is small, and the calls are rare), so an edit shows at once. Keys are read as upstream's notifications engine reads them
 //! (`trigger.<name>`, `template.<name>`, `service.<type>` or `service.<type>.<name>`); a
 //! template or trigger that is not YAML, or a service key with more parts, is an error naming
 //! the key and its line, where upstream's engine fails the whole list with its own message.
 
 use std::collections::BTreeSet;
-use std::path::Path;
 
 use serde::Serialize;
 
 use super::{Ctx, Empty, Reply};
-use crate::config::source::{self, RawObject};
+use crate::config::source::RawObject;
 use crate::error::AppError;
 
 /// The ConfigMap's name, as upstream's.
@@ -45,32 +44,26 @@ fn list(names: BTreeSet<String>) -> Result<Reply, AppError> {
 
 /// `ListTriggers` (`GET /api/v1/notifications/triggers`): any logged-in caller, as upstream.
 pub async fn list_triggers(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
-    list(read(&ctx)?.triggers)
+    list(read(&ctx).await?.triggers)
 }
 
 /// `ListServices` (`GET /api/v1/notifications/services`).
 pub async fn list_services(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
-    list(read(&ctx)?.services)
+    list(read(&ctx).await?.services)
 }
 
 /// `ListTemplates` (`GET /api/v1/notifications/templates`).
 pub async fn list_templates(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
-    list(read(&ctx)?.templates)
+    list(read(&ctx).await?.templates)
 }
 
-fn read(ctx: &Ctx) -> Result<Names, AppError> {
+async fn read(ctx: &Ctx) -> Result<Names, AppError> {
     ctx.caller.require()?;
-    let Some(dir) = ctx.app.config.dir() else {
-        return Ok(Names::default());
-    };
-    load(dir)
-}
-
-/// The names in `dir`'s `argocd-notifications-cm` (none when it is absent).
-pub fn load(dir: &Path) -> Result<Names, AppError> {
-    let cm = source::read_object(dir, NOTIFICATIONS_CM)
-        .map_err(|e| AppError::FailedPrecondition(format!("{NOTIFICATIONS_CM}: {e}")))?;
-    names(&cm).map_err(AppError::FailedPrecondition)
+    match ctx.app.config.read_object(NOTIFICATIONS_CM).await {
+        None => Ok(Names::default()),
+        Some(Ok(cm)) => names(&cm).map_err(AppError::FailedPrecondition),
+        Some(Err(e)) => Err(AppError::FailedPrecondition(format!("{NOTIFICATIONS_CM}: {e}"))),
+    }
 }
 
 /// Reads the names as the notifications engine does; the first bad key is the error.
