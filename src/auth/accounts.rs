@@ -380,6 +380,9 @@ impl Accounts {
             }
             let written = record != before;
             if written {
+                self.save_to_installation(name, &before, &mut record).await?;
+            }
+            if written {
                 ops.push(store::put_json(&key, &record, expect(rev)).map_err(internal)?);
             }
             match self.store.commit(ops).await {
@@ -399,9 +402,126 @@ impl Accounts {
     }
 }
 
+impl Accounts {
+    /// On an installation (`--kube`), writes what upstream keeps of the account in
+    /// `argocd-secret` (its password, the password's date and its API keys: util/settings/
+    /// accounts.go saveAccount) before the record is committed, so that argocd-server and every
+    /// other replica see the change; the record then notes the password as seen there, so that
+    /// reading it back is not taken for an operator's edit.
+    async fn save_to_installation(
+        &self,
+        name: &str,
+        before: &AccountRecord,
+        record: &mut AccountRecord,
+    ) -> Result<(), AppError> {
+        if !self.config.on_installation() {
+            return Ok(());
+        }
+        let settings = self.config.current();
+        let Some(config) = settings.accounts.get(name) else {
+            return Ok(());
+        };
+        let keys = installation_keys(name, &merge(config, record));
+        if keys == installation_keys(name, &merge(config, before)) {
+            return Ok(());
+        }
+        self.config.save_secret_keys(&keys).await.map_err(|e| {
+            AppError::Unavailable(format!("the change of account {name} was not saved: {e:#}"))
+        })?;
+        if record.password_hash != before.password_hash {
+            record.secret_seen = record.password_hash.clone();
+        }
+        Ok(())
+    }
+}
+
+/// The keys of `argocd-secret` that hold `account`, as upstream names and formats them:
+/// `admin.password`, `admin.passwordMtime` and `admin.tokens` for admin,
+/// `accounts.<name>.password` and so on for the others; the password's date in RFC 3339 (to
+/// the second), the keys as a JSON list of `{id, iat, exp}` (`exp` left out when they never
+/// expire). A key upstream would leave empty (no password, no keys) is removed.
+pub fn installation_keys(name: &str, account: &Account) -> BTreeMap<String, Option<String>> {
+    let prefix = if name == "admin" {
+        "admin".to_owned()
+    } else {
+        format!("accounts.{name}")
+    };
+    let mtime = account
+        .password_mtime_ms
+        .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+    let mut tokens: Vec<&TokenRecord> = account.tokens.values().collect();
+    tokens.sort_by(|a, b| (a.iat, &a.id).cmp(&(b.iat, &b.id)));
+    let listed: Vec<serde_json::Value> = tokens
+        .iter()
+        .map(|t| {
+            let mut entry = serde_json::json!({"id": t.id, "iat": t.iat});
+            if t.exp != 0 {
+                entry["exp"] = serde_json::Value::from(t.exp);
+            }
+            entry
+        })
+        .collect();
+    BTreeMap::from([
+        (
+            format!("{prefix}.password"),
+            account.password_hash.as_deref().map(str::to_owned),
+        ),
+        (format!("{prefix}.passwordMtime"), mtime),
+        (
+            format!("{prefix}.tokens"),
+            (!listed.is_empty()).then(|| serde_json::Value::Array(listed).to_string()),
+        ),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn installation_keys_are_upstreams() {
+        let mut config = config(None, None);
+        config.name = "ci".into();
+        let record = AccountRecord {
+            password_hash: Some("$2a$10$hash".into()),
+            password_mtime_ms: Some(1_700_000_000_123),
+            tokens: vec![
+                TokenRecord {
+                    id: "b".into(),
+                    iat: 20,
+                    exp: 0,
+                },
+                TokenRecord {
+                    id: "a".into(),
+                    iat: 10,
+                    exp: 99,
+                },
+            ],
+            ..AccountRecord::default()
+        };
+        let keys = installation_keys("ci", &merge(&config, &record));
+        assert_eq!(keys["accounts.ci.password"].as_deref(), Some("$2a$10$hash"));
+        assert_eq!(
+            keys["accounts.ci.passwordMtime"].as_deref(),
+            Some("2023-11-14T22:13:20Z")
+        );
+        let tokens: serde_json::Value =
+            serde_json::from_str(keys["accounts.ci.tokens"].as_deref().unwrap()).unwrap();
+        assert_eq!(
+            tokens,
+            serde_json::json!([{"id": "a", "iat": 10, "exp": 99}, {"id": "b", "iat": 20}])
+        );
+        let empty = installation_keys("admin", &merge(&config, &AccountRecord::default()));
+        assert_eq!(
+            empty,
+            BTreeMap::from([
+                ("admin.password".to_owned(), None),
+                ("admin.passwordMtime".to_owned(), None),
+                ("admin.tokens".to_owned(), None),
+            ])
+        );
+    }
 
     fn config(hash: Option<&str>, mtime: Option<i64>) -> AccountConfig {
         AccountConfig {

@@ -22,6 +22,7 @@ import subprocess
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 from types import SimpleNamespace
@@ -703,3 +704,210 @@ def test_get_and_list_answer_as_argocd_server_does_field_by_field(plane, kube):
     theirs_by = {a["metadata"]["name"]: a for a in theirs["items"]}
     assert set(ours_by) == set(theirs_by)
     plane.kubectl("delete", "application", name, "-n", NS)
+
+
+# Clusters, repositories and credential templates as upstream keeps them: labelled Secrets in
+# the control namespace (util/db/cluster.go, util/db/repository_secrets.go, util/db/secrets.go).
+
+def secret_data(plane, name):
+    secret = plane.get_json("secret", name, "-n", NS)
+    data = {k: base64.b64decode(v).decode() for k, v in (secret.get("data") or {}).items()}
+    return secret, data
+
+
+def secrets_labelled(plane, secret_type):
+    listed = plane.get_json("secret", "-n", NS, "-l", f"argocd.argoproj.io/secret-type={secret_type}")
+    return {s["metadata"]["name"]: s for s in listed["items"]}
+
+
+def test_a_cluster_written_through_tiphys_is_the_secret_argocd_server_writes(plane, kube):
+    password = plane.state["argocd"]["admin_password"]
+    status, body = upstream_call(plane, "POST", "/api/v1/session", body={"username": "admin", "password": password})
+    assert status == 200, body
+    token = body["token"]
+
+    # argocd-server asks the cluster for its version before it registers it: its cluster is
+    # the plane's API server under a name of its own (the plane registers the address), with a
+    # real token; tiphys does not ask (the clusters issue), so its cluster need not answer.
+    port = plane.state["apiserver"]["port"]
+    sa_token = plane.kubectl("create", "token", "default", "-n", NS).strip()
+
+    def cluster(server):
+        return {"server": server, "name": uniq("edge"), "namespaces": ["a", "b"], "project": "default",
+                "labels": {"team": "blue"}, "annotations": {"owner": "ops"},
+                "config": {"bearerToken": sa_token, "tlsClientConfig": {"insecure": True}}}
+
+    ours_server, theirs_server = "https://10.9.0.1:6443", f"https://localhost:{port}"
+    r = kube.api.call("POST", "/api/v1/clusters", cluster(ours_server))
+    assert r.status == 200, r
+    status, theirs = upstream_call(plane, "POST", "/api/v1/clusters", token, cluster(theirs_server))
+    assert status == 200, theirs
+    by_server = {}
+    for name, secret in secrets_labelled(plane, "cluster").items():
+        _, data = secret_data(plane, name)
+        by_server[data.get("server")] = (secret, data)
+    assert ours_server in by_server and theirs_server in by_server, sorted(by_server)
+    (ours, ours_data), (upstream, upstream_data) = by_server[ours_server], by_server[theirs_server]
+    # upstream's name: cluster-<host>-<fnv32a of the server URL>.
+    assert ours["metadata"]["name"].startswith("cluster-10.9.0.1-"), ours["metadata"]["name"]
+    assert sorted(ours_data) == sorted(upstream_data), (sorted(ours_data), sorted(upstream_data))
+    for key in ("namespaces", "project"):
+        assert ours_data[key] == upstream_data[key], key
+    assert json.loads(ours_data["config"]) == json.loads(upstream_data["config"]), (ours_data["config"], upstream_data["config"])
+    for field in ("labels", "annotations"):
+        assert ours["metadata"][field] == upstream["metadata"][field], (field, ours["metadata"][field], upstream["metadata"][field])
+
+    # Each server reads the other's Secret as the cluster it declares.
+    status, seen = upstream_call(plane, "GET", f"/api/v1/clusters/{urllib.parse.quote(ours_server, safe='')}", token)
+    assert status == 200 and seen["name"].startswith("edge") and seen["namespaces"] == ["a", "b"], seen
+    r = kube.api.get(f"/api/v1/clusters/{urllib.parse.quote(theirs_server, safe='')}")
+    assert r.status == 200 and r.json()["labels"] == {"team": "blue"}, r
+    for server in (ours_server, theirs_server):
+        r = kube.api.call("DELETE", f"/api/v1/clusters/{urllib.parse.quote(server, safe='')}")
+        assert r.status == 200, r
+    wait_for("both cluster Secrets deleted (both were managed by Argo CD)",
+             lambda: not ({ours["metadata"]["name"], upstream["metadata"]["name"]} & set(secrets_labelled(plane, "cluster"))),
+             timeout=10)
+
+
+def declared_repository(plane, url):
+    """A repository Secret applied with kubectl (not made through an API: no managed-by)."""
+    name = uniq("declared")
+    plane.apply([{"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": name, "namespace": NS, "labels": {"argocd.argoproj.io/secret-type": "repository", "team": "a"}},
+        "stringData": {"url": url, "username": "bot", "password": "pw", "insecure": "true", "extra": "kept"}}])
+    return name
+
+
+def test_a_repository_secret_applied_with_kubectl_is_served_and_deleting_it_keeps_the_secret(plane, kube):
+    url = f"https://git.example/{uniq('declared')}.git"
+    name = declared_repository(plane, url)
+    applied = time.monotonic()
+    wait_for("kubectl's repository in tiphys's list",
+             lambda: url in [x["repo"] for x in kube.api.get("/api/v1/repositories").json()["items"]],
+             timeout=SEEN_WITHIN, interval=0.05)
+    assert time.monotonic() - applied < SEEN_WITHIN + 0.5
+    listed = {x["repo"]: x for x in kube.api.get("/api/v1/repositories").json()["items"]}[url]
+    assert listed["username"] == "bot" and listed["insecure"] is True, listed
+    assert "password" not in listed, listed  # never shown back
+
+    # Not made through the API (no managed-by): a deletion takes the label off and leaves it.
+    r = kube.api.call("DELETE", f"/api/v1/repositories/{urllib.parse.quote(url, safe='')}")
+    assert r.status == 200, r
+    assert url not in [x["repo"] for x in kube.api.get("/api/v1/repositories").json()["items"]]
+    secret, data = secret_data(plane, name)
+    assert secret["metadata"]["labels"] == {"team": "a"}, secret["metadata"]
+    assert data["url"] == url and data["password"] == "pw", sorted(data)
+    plane.kubectl("delete", "secret", name, "-n", NS)
+
+    # An update through tiphys keeps what tiphys has no field for and the Secret's other labels,
+    # and marks it as Argo CD's, as upstream's update does (so a later deletion deletes it).
+    url = f"https://git.example/{uniq('declared')}.git"
+    name = declared_repository(plane, url)
+    wait_for("the second repository in tiphys's list",
+             lambda: url in [x["repo"] for x in kube.api.get("/api/v1/repositories").json()["items"]], timeout=5)
+    r = kube.api.call("POST", "/api/v1/repositories?upsert=true",
+                      {"repo": url, "username": "bot2", "password": "pw2", "insecure": True})
+    assert r.status == 200, r
+    secret, data = secret_data(plane, name)
+    assert data["username"] == "bot2" and data["password"] == "pw2" and data["extra"] == "kept", data
+    assert secret["metadata"]["labels"] == {"argocd.argoproj.io/secret-type": "repository", "team": "a"}, secret["metadata"]
+    assert secret["metadata"]["annotations"]["managed-by"] == "argocd.argoproj.io", secret["metadata"]
+    r = kube.api.call("DELETE", f"/api/v1/repositories/{urllib.parse.quote(url, safe='')}")
+    assert r.status == 200, r
+    wait_for("the updated Secret deleted",
+             lambda: plane.kubectl("get", "secret", name, "-n", NS, "--ignore-not-found").strip() == "", timeout=10)
+
+
+def test_a_private_repository_added_through_tiphys_is_used_by_the_controller(plane, kube, gitservers, tmp_path):
+    from gitkit import BASIC_PASSWORD, BASIC_USER  # noqa: PLC0415
+    repo = Repo(gitservers, tmp_path, uniq("kube-private"))
+    repo.commit(manifests("private"), "first")
+    url = gitservers.url("basic", repo.bare.name)
+    r = kube.api.call("POST", "/api/v1/repositories",
+                      {"repo": url, "username": BASIC_USER, "password": BASIC_PASSWORD, "insecure": True})
+    assert r.status == 200, r
+    made = [s for s in secrets_labelled(plane, "repository").values()
+            if base64.b64decode(s["data"]["url"]).decode() == url]
+    assert len(made) == 1, made
+    secret, data = secret_data(plane, made[0]["metadata"]["name"])
+    assert re.fullmatch(r"repo-\d+", secret["metadata"]["name"]), secret["metadata"]["name"]
+    assert secret["metadata"]["annotations"]["managed-by"] == "argocd.argoproj.io", secret["metadata"]
+    assert data["username"] == BASIC_USER and data["password"] == BASIC_PASSWORD and data["insecure"] == "true", sorted(data)
+
+    ns = plane.new_namespace("kube-private")
+    name = uniq("private")
+    body = app_body(name, project="default", repo=url, path="manifests", dest_namespace=ns)
+    body["spec"]["source"]["targetRevision"] = "main"
+    kube.api.must_create(body)
+    r = kube.api.call("POST", f"{APPS}/{name}/sync", {"revision": "main"})
+    assert r.status == 200, r
+    wait_for("the controller synced from the private repository",
+             lambda: (s := status_of(kube.api, name)) and s.get("operationState", {}).get("phase") == "Succeeded")
+    assert plane.get_json("configmap", "chain-1", "-n", ns)["data"] == {"greeting": "private"}
+    r = kube.api.delete(name)
+    assert r.status == 200, r
+    wait_for("the application gone", lambda: name not in kube.api.names())
+    r = kube.api.call("DELETE", f"/api/v1/repositories/{urllib.parse.quote(url, safe='')}")
+    assert r.status == 200, r
+    wait_for("the repository Secret deleted",
+             lambda: plane.kubectl("get", "secret", made[0]["metadata"]["name"], "-n", NS, "--ignore-not-found").strip() == "",
+             timeout=10)
+
+
+def test_notifications_are_read_from_the_installation_at_each_call(plane, kube):
+    def apply_cm(data):
+        plane.apply([{"apiVersion": "v1", "kind": "ConfigMap",
+                      "metadata": {"name": "argocd-notifications-cm", "namespace": NS}, "data": data}])
+
+    apply_cm({"trigger.on-synced": "- when: app.status.sync.status == 'Synced'\n  send: [done]\n",
+              "template.done": "message: done\n", "service.slack": "token: x\n"})
+    r = kube.api.get("/api/v1/notifications/triggers")
+    assert r.status == 200 and r.json()["items"] == [{"name": "on-synced"}], r
+    r = kube.api.get("/api/v1/notifications/services")
+    assert r.status == 200 and r.json()["items"] == [{"name": "slack"}], r
+    apply_cm({"trigger.on-synced": "not: [a list"})
+    r = kube.api.get("/api/v1/notifications/triggers")
+    assert r.status == 400, r
+    assert "configmap argocd/argocd-notifications-cm" in r.json()["message"] and "on-synced" in r.json()["message"], r
+    plane.kubectl("delete", "configmap", "argocd-notifications-cm", "-n", NS)
+    r = kube.api.get("/api/v1/notifications/triggers")
+    assert r.status == 200 and r.json()["items"] == [], r
+
+
+def test_account_passwords_and_api_keys_live_in_argocd_secret_as_upstream_keeps_them(plane, kube):
+    """A password changed and an API key made through tiphys are argocd-secret's keys, so that
+    argocd-server takes them; a key deleted through tiphys is refused by argocd-server."""
+    name = uniq("ci").replace("-", "")
+    plane.kubectl("patch", "configmap", "argocd-cm", "-n", NS, "--type", "merge",
+                  "-p", json.dumps({"data": {f"accounts.{name}": "apiKey, login"}}))
+    admin_pw = plane.state["argocd"]["admin_password"]
+    wait_for("the new account in tiphys", lambda: kube.api.get(f"/api/v1/account/{name}").status == 200, timeout=10)
+
+    new_pw = "a-new-password-for-ci-1"
+    r = kube.api.call("PUT", "/api/v1/account/password",
+                      {"name": name, "currentPassword": admin_pw, "newPassword": new_pw})
+    assert r.status == 200, r
+    r = kube.api.call("POST", f"/api/v1/account/{name}/token", {"id": "pipeline", "expiresIn": 3600})
+    assert r.status == 200, r
+    key_token = r.json()["token"]
+
+    _, data = secret_data(plane, "argocd-secret")
+    assert data[f"accounts.{name}.password"].startswith("$2"), sorted(data)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", data[f"accounts.{name}.passwordMtime"]), data
+    tokens = json.loads(data[f"accounts.{name}.tokens"])
+    assert [t["id"] for t in tokens] == ["pipeline"] and tokens[0]["exp"] > tokens[0]["iat"], tokens
+
+    status, body = upstream_call(plane, "POST", "/api/v1/session", body={"username": name, "password": new_pw})
+    assert status == 200, body
+    status, body = upstream_call(plane, "GET", "/api/v1/session/userinfo", key_token)
+    assert status == 200 and body.get("loggedIn") is True, body
+
+    r = kube.api.call("DELETE", f"/api/v1/account/{name}/token/pipeline")
+    assert r.status == 200, r
+    _, data = secret_data(plane, "argocd-secret")
+    assert f"accounts.{name}.tokens" not in data, sorted(data)
+    wait_for("argocd-server refuses the deleted key",
+             lambda: upstream_call(plane, "GET", "/api/v1/projects", key_token)[0] in (401, 403), timeout=30)
+    plane.kubectl("patch", "configmap", "argocd-cm", "-n", NS, "--type", "json",
+                  "-p", json.dumps([{"op": "remove", "path": f"/data/accounts.{name}"}]))
