@@ -567,6 +567,11 @@ mod tests {
                 &[("x", ""), ("accounts.a.tokens", "{")],
                 "argocd-secret.yaml:11: accounts.a.tokens: expected a JSON list",
             ),
+            (
+                &[("url", "https://x"), ("tiphys.ratelimit.read.burst", "-3")],
+                &[],
+                "argocd-cm.yaml:11: tiphys.ratelimit.read.burst: -3 is negative",
+            ),
         ];
         for (cm, secret, want) in cases {
             let got = build_err(cm, secret);
