@@ -30,6 +30,10 @@ pub enum AppError {
     /// Too many attempts: retry after the given time.
     #[error("{0}")]
     Throttled(String, std::time::Duration),
+    /// The caller sent more requests than its rate limit (`tiphys.ratelimit.*`) lets through:
+    /// retry after the given time.
+    #[error("{0}")]
+    RateLimited(String, std::time::Duration),
     /// The caller holds too much of something at once (open watches).
     #[error("{0}")]
     Exhausted(String),
@@ -57,7 +61,7 @@ impl AppError {
             Self::FailedPrecondition(_) => (Code::FailedPrecondition, StatusCode::BAD_REQUEST),
             Self::AlreadyExists(_) => (Code::AlreadyExists, StatusCode::CONFLICT),
             Self::Aborted(_) => (Code::Aborted, StatusCode::CONFLICT),
-            Self::Throttled(..) | Self::Exhausted(_) => {
+            Self::Throttled(..) | Self::RateLimited(..) | Self::Exhausted(_) => {
                 (Code::ResourceExhausted, StatusCode::TOO_MANY_REQUESTS)
             }
             Self::UnsupportedMediaType(_) => (Code::InvalidArgument, StatusCode::UNSUPPORTED_MEDIA_TYPE),
@@ -70,7 +74,9 @@ impl AppError {
     /// Seconds a throttled caller should wait, rounded up.
     fn retry_after(&self) -> Option<u64> {
         match self {
-            Self::Throttled(_, wait) => Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0)),
+            Self::Throttled(_, wait) | Self::RateLimited(_, wait) => {
+                Some(wait.as_secs() + u64::from(wait.subsec_nanos() > 0))
+            }
             _ => None,
         }
     }
@@ -183,6 +189,17 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_limit_says_when_to_retry_on_both_transports() {
+        let wait = std::time::Duration::from_millis(1500);
+        let response = AppError::RateLimited("slow down".into(), wait).into_response();
+        assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(response.headers()[http::header::RETRY_AFTER], "2");
+        let status = tonic::Status::from(AppError::RateLimited("slow down".into(), wait));
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(status.metadata().get("retry-after").unwrap(), "2");
+    }
+
+    #[test]
     fn table_matches_grpc_gateway_statuses() {
         let cases = [
             (AppError::NotFound(String::new()), 404, tonic::Code::NotFound),
@@ -210,6 +227,11 @@ mod tests {
                 AppError::Unavailable(String::new()),
                 503,
                 tonic::Code::Unavailable,
+            ),
+            (
+                AppError::RateLimited(String::new(), std::time::Duration::from_millis(1)),
+                429,
+                tonic::Code::ResourceExhausted,
             ),
         ];
         for (err, http, grpc) in cases {

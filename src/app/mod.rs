@@ -43,6 +43,8 @@ pub struct Options {
     pub max_streams_per_caller: usize,
     /// How repositories are read.
     pub repos: crate::gitrepo::Limits,
+    /// What time-keeping parts of the state (rate limits) read; tests may pause it.
+    pub clock: crate::clock::Clock,
 }
 
 impl Options {
@@ -65,6 +67,7 @@ impl Options {
                 enabled: false,
                 ..crate::gitrepo::Limits::new(data_dir.join("repo-cache"))
             },
+            clock: crate::clock::Clock::system(),
             data_dir,
         }
     }
@@ -201,6 +204,7 @@ impl App {
                 oidc: Some(Arc::clone(&oidc)),
                 secrets: keys,
                 redis: options.redis.clone(),
+                clock: options.clock.clone(),
             },
         )
         .await?;

@@ -9,6 +9,8 @@
 //!   the first start's admin password, password changes;
 //! - [`api_keys`], [`project_tokens`], [`sso_sessions`]: the other kinds of local token;
 //! - [`revocations`]: logged-out token ids;
+//! - [`rate_limits`]: requests per caller and class ([`buckets`], and [`shared_buckets`] in
+//!   Redis for logins);
 //! - [`mirror`]: on a store this process alone writes, what it wrote, for checks without a read;
 //! - [`cookie`]: Argo CD's session cookie format.
 //!
@@ -17,6 +19,7 @@
 pub mod accounts;
 pub mod api_keys;
 pub mod authenticator;
+pub mod buckets;
 pub mod cookie;
 pub mod jwt;
 pub mod keys;
@@ -24,7 +27,9 @@ pub mod logins;
 pub mod mirror;
 pub mod password;
 pub mod project_tokens;
+pub mod rate_limits;
 pub mod revocations;
+pub mod shared_buckets;
 pub mod shared_revocations;
 pub mod sso_sessions;
 pub mod throttle;
@@ -54,6 +59,7 @@ pub struct Auth {
     pub logins: logins::Logins,
     pub api_keys: api_keys::ApiKeys,
     pub authenticator: Authenticator,
+    pub rate_limits: rate_limits::RateLimiter,
 }
 
 /// What [`Auth::open`] needs besides the store and the configuration.
@@ -73,8 +79,11 @@ pub struct AuthOptions {
     pub oidc: Option<Arc<Oidc>>,
     /// The keys sealing credentials at rest (the generated admin password on a shared store).
     pub secrets: Arc<crate::registry::SecretsKeys>,
-    /// `--redis`: Argo CD's Redis, where logouts are shared with argocd-server.
+    /// `--redis`: Argo CD's Redis, where logouts are shared with argocd-server (and login rate
+    /// limits between replicas).
     pub redis: Option<String>,
+    /// What the rate limits read time from.
+    pub clock: crate::clock::Clock,
 }
 
 impl Auth {
@@ -132,6 +141,11 @@ impl Auth {
         // The password may have changed while the server was down.
         logins.after_reload().await;
         let api_keys = api_keys::ApiKeys::new(Arc::clone(&keys), Arc::clone(&accounts));
+        let shared_buckets = match &options.redis {
+            Some(addr) => Some(shared_buckets::SharedBuckets::connect(addr).await?),
+            None => None,
+        };
+        let rate_limits = rate_limits::RateLimiter::new(Arc::clone(&config), options.clock, shared_buckets);
         let authenticator = Authenticator::new(Arc::clone(&tokens), config, options.oidc);
         Ok(Self {
             keys,
@@ -143,6 +157,7 @@ impl Auth {
             logins,
             api_keys,
             authenticator,
+            rate_limits,
         })
     }
 
@@ -175,6 +190,7 @@ impl Auth {
         self.sso_sessions.purge().await?;
         self.revocations.purge().await?;
         self.logins.purge().await?;
+        self.rate_limits.purge();
         Ok(())
     }
 

@@ -40,6 +40,7 @@ async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Ar
             oidc: None,
             secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
             redis: None,
+            clock: crate::clock::Clock::system(),
         },
     )
     .await
@@ -318,6 +319,7 @@ async fn token_checks_read_the_store_only_when_it_is_shared() {
                 oidc: None,
                 secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
                 redis: None,
+                clock: crate::clock::Clock::system(),
             },
         )
         .await

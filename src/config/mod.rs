@@ -7,6 +7,7 @@ pub mod http_url;
 mod kube;
 mod kube_init;
 pub mod oidc;
+pub mod rate_limits;
 pub mod settings;
 pub mod source;
 

@@ -46,6 +46,8 @@ pub struct Settings {
     pub oidc: Option<Arc<super::oidc::OidcConfig>>,
     /// `oidc.tls.insecure.skip.verify`: do not check the provider's certificate.
     pub oidc_tls_insecure_skip_verify: bool,
+    /// `tiphys.ratelimit.*`: requests per caller and class.
+    pub rate_limits: super::rate_limits::RateLimits,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -144,8 +146,11 @@ impl Settings {
                 super::oidc::parse(text, &secret.data).map_err(|why| err(cm, "oidc.config", why))?,
             )),
         };
+        let rate_limits =
+            super::rate_limits::RateLimits::parse(&cm.data).map_err(|(key, why)| err(cm, &key, why))?;
         Ok(Self {
             oidc,
+            rate_limits,
             oidc_tls_insecure_skip_verify: parse_bool(cm, "oidc.tls.insecure.skip.verify")?.unwrap_or(false),
             url: parse_url(cm)?,
             admin_enabled,
@@ -561,6 +566,11 @@ mod tests {
                 &[("accounts.a", "apiKey")],
                 &[("x", ""), ("accounts.a.tokens", "{")],
                 "argocd-secret.yaml:11: accounts.a.tokens: expected a JSON list",
+            ),
+            (
+                &[("url", "https://x"), ("tiphys.ratelimit.read.burst", "-3")],
+                &[],
+                "argocd-cm.yaml:11: tiphys.ratelimit.read.burst: -3 is negative",
             ),
         ];
         for (cm, secret, want) in cases {

@@ -51,11 +51,15 @@ pub fn audited(method: &'static str, mutates: bool, handler: Handler) -> Handler
             // A denial has its line already, from the one place that makes one (`Rbac::deny`
             // or `Rbac::refuse`, with what was checked or why): one line per denial.
             let denied = matches!(reply, Err(AppError::PermissionDenied(_)));
-            let refused = matches!(reply, Err(AppError::Unauthenticated(_) | AppError::Throttled(..)));
+            let refused = matches!(
+                reply,
+                Err(AppError::Unauthenticated(_) | AppError::Throttled(..) | AppError::RateLimited(..))
+            );
             if (mutates && !denied) || refused {
                 let (app, caller) = who;
                 let groups = app.rbac.policy().groups(caller.principal.claims()).join(",");
-                record(method, &caller, &groups, object.as_deref().unwrap_or(""), &reply);
+                let outcome = reply.as_ref().map(|_| ());
+                record(method, &caller, &groups, object.as_deref().unwrap_or(""), outcome);
             }
             reply
         })
@@ -63,7 +67,14 @@ pub fn audited(method: &'static str, mutates: bool, handler: Handler) -> Handler
     Handler::Call(call, read)
 }
 
-fn record<T>(method: &str, caller: &Caller, groups: &str, object: &str, reply: &Result<T, AppError>) {
+/// The line of a login refused before its request was read (a rate limit, decided from the
+/// headers by the server): the method, the caller and why, with no object (the body that
+/// would name the user is never read).
+pub fn refused_login(method: &str, caller: &Caller, err: &AppError) {
+    record(method, caller, "", "", Err(err));
+}
+
+fn record(method: &str, caller: &Caller, groups: &str, object: &str, reply: Result<(), &AppError>) {
     let (result, reason) = match reply {
         Ok(_) => ("ok".to_owned(), String::new()),
         Err(e) => {

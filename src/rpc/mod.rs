@@ -5,6 +5,7 @@
 //! own request type, and answer with a [`Reply`].
 
 mod audit;
+pub use audit::refused_login;
 mod table;
 
 use std::future::Future;

@@ -47,7 +47,8 @@ pub struct ServerArgs {
     /// The namespace the server runs in (Argo CD's `--namespace`): applications and projects
     /// live here unless they name another.
     /// Argo CD's Redis (`host:port`, argocd-server's `--redis`): logouts are shared with the
-    /// installation's argocd-server replicas, as its `revoked-token|<id>` keys.
+    /// installation's argocd-server replicas, as its `revoked-token|<id>` keys, and login rate
+    /// limits between tiphys replicas (`tiphys|ratelimit|login|<address>`).
     #[arg(long, env = "TIPHYS_REDIS", value_name = "HOST:PORT")]
     pub redis: Option<String>,
     /// [default: with --kube, the kubeconfig context's or the pod's namespace; else argocd]
@@ -243,6 +244,7 @@ impl ServerConfig {
             secrets_key_file: self.secrets_key_file.clone(),
             max_streams_per_caller: self.max_watches_per_caller,
             repos: self.repos.clone(),
+            clock: crate::clock::Clock::system(),
         }
     }
 }

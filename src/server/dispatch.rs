@@ -28,6 +28,7 @@ use super::loglimit::LogKind;
 use super::metrics::Metrics;
 use super::outcome::{self, Final};
 use super::protocol::{GRPC_MESSAGE, GRPC_STATUS, Protocol};
+use super::rate_limit::{LOGIN_METHOD, RateClasses};
 use super::redirect::RedirectHosts;
 use super::routes;
 use super::tls::CertResolver;
@@ -95,6 +96,8 @@ pub struct Dispatcher {
     /// Media types a state-changing REST call may carry (CSRF defence); empty: unchecked.
     api_content_types: Vec<String>,
     html_headers: HtmlHeaders,
+    /// Which rate limit each request is counted against.
+    rate_classes: RateClasses,
 }
 
 impl Dispatcher {
@@ -137,6 +140,7 @@ impl Dispatcher {
             },
             api_content_types: config.api_content_types.clone(),
             html_headers: config.html_headers.clone(),
+            rate_classes: RateClasses::new(&crate::rpc::table()),
         })
     }
 
@@ -238,22 +242,37 @@ impl Dispatcher {
         req.body_mut().set_limit(raw_limit, limit);
         context.body_limit = limit;
         req.extensions_mut().insert(context);
-        let mut response = match protocol {
-            Protocol::Grpc => {
+        let over_rate = match protocol {
+            // REST is counted after its refusals from the headers (CSRF, size): see `call_http`.
+            Protocol::Grpc | Protocol::GrpcWeb => {
+                self.over_rate(
+                    protocol,
+                    req.method(),
+                    req.uri().path(),
+                    req.headers(),
+                    req.extensions(),
+                )
+                .await
+            }
+            Protocol::Rest | Protocol::Ui => None,
+        };
+        let mut response = match (protocol, over_rate) {
+            (_, Some(refused)) => refused,
+            (Protocol::Grpc, None) => {
                 let response = self.grpc.call(req.map(tonic::body::Body::new)).await;
                 let mut response = response.map(Body::new);
                 fix_message_size_status(&mut response);
                 response
             }
-            Protocol::GrpcWeb => {
+            (Protocol::GrpcWeb, None) => {
                 normalize_grpc_web_content_type(&mut req);
                 let mut response = call(self.grpc_web.clone(), req).await;
                 fix_message_size_status(&mut response);
                 fix_bad_base64_status(&mut response);
                 response
             }
-            Protocol::Rest | Protocol::Ui => {
-                let mut response = self.call_http(req, verified_bearer, limit).await;
+            (Protocol::Rest | Protocol::Ui, None) => {
+                let mut response = self.call_http(req, protocol, verified_bearer, limit).await;
                 self.add_security_headers(&mut response, scheme);
                 response
             }
@@ -419,6 +438,7 @@ impl Dispatcher {
     async fn call_http<B: RequestBody>(
         &self,
         req: Request<Bounded<B>>,
+        protocol: Protocol,
         verified_bearer: bool,
         limit: BodyLimit,
     ) -> Response<Body> {
@@ -434,7 +454,52 @@ impl Dispatcher {
         if declared_length(req.headers()).is_some_and(|len| limit.exceeded_by(len)) {
             return axum::response::IntoResponse::into_response(limit.refusal());
         }
+        if let Some(refused) = self
+            .over_rate(
+                protocol,
+                req.method(),
+                req.uri().path(),
+                req.headers(),
+                req.extensions(),
+            )
+            .await
+        {
+            return refused;
+        }
         call(self.http.clone(), req.map(Body::new)).await
+    }
+
+    /// The refusal of a request over its caller's rate limit (429 / `RESOURCE_EXHAUSTED`, with
+    /// `Retry-After`), or `None` to serve it. A refused login is audited here: its use case,
+    /// which audits the others, never runs.
+    async fn over_rate(
+        &self,
+        protocol: Protocol,
+        method: &http::Method,
+        path: &str,
+        headers: &http::HeaderMap,
+        extensions: &http::Extensions,
+    ) -> Option<Response<Body>> {
+        // The parts, not the request: a future holding `&Request<B>` would need `B: Sync`.
+        let context = extensions.get::<RequestContext>()?;
+        let counted = self.rate_classes.of(protocol, method, path, &context.caller)?;
+        let err = self
+            .app
+            .auth
+            .rate_limits
+            .check(counted.class, counted.bucket)
+            .await
+            .err()?;
+        if let Some(method) = counted.login {
+            crate::rpc::refused_login(method, &context.caller, &err);
+            if method == LOGIN_METHOD {
+                let outcomes = &self.app.auth.logins.outcomes;
+                outcomes
+                    .throttled
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        Some(refusal(protocol, headers, err))
     }
 
     /// How much a request may send: the protocol's limit, or, for a caller without a valid
@@ -614,16 +679,14 @@ pub fn grpc_error(code: tonic::Code, message: &str) -> Response<Body> {
 }
 
 /// A request refused from its headers (its body is never read), in its protocol's form: for
-/// credentials that disagree, or a connection beyond `--max-connections`.
+/// credentials that disagree, a connection beyond `--max-connections`, or a rate limit (whose
+/// `Retry-After` the error table adds, as a header on every protocol).
 fn refusal(protocol: Protocol, headers: &http::HeaderMap, err: AppError) -> Response<Body> {
-    let (code, status) = err.codes();
-    let why = err.to_string();
-    let why = why.as_str();
     match protocol {
-        Protocol::Grpc => grpc_error(code, why),
+        Protocol::Grpc => tonic::Status::from(err).into_http::<Body>(),
         Protocol::GrpcWeb => {
             // A trailers-only answer, in the gRPC-Web media type the client sent.
-            let mut response = grpc_error(code, why);
+            let mut response = tonic::Status::from(err).into_http::<Body>();
             if let Some(media) = super::protocol::media_type(headers)
                 && let Ok(value) = HeaderValue::from_str(&media)
             {
@@ -631,7 +694,7 @@ fn refusal(protocol: Protocol, headers: &http::HeaderMap, err: AppError) -> Resp
             }
             response
         }
-        Protocol::Rest | Protocol::Ui => rest_error(code, status, why),
+        Protocol::Rest | Protocol::Ui => axum::response::IntoResponse::into_response(err),
     }
 }
 

@@ -339,6 +339,25 @@ impl Collector for AppNumbers {
                 .encode_family(&[("status", status)])?
                 .encode_counter::<NoLabelSet, _, u64>(&n.load(Ordering::Relaxed), None)?;
         }
+        {
+            let mut limited = encoder.encode_descriptor(
+                "tiphys_rate_limited",
+                "Requests refused by a rate limit (tiphys.ratelimit.*), by class.",
+                None,
+                MetricType::Counter,
+            )?;
+            for class in crate::config::rate_limits::Class::ALL {
+                limited
+                    .encode_family(&[("class", class.as_str())])?
+                    .encode_counter::<NoLabelSet, _, u64>(&auth.rate_limits.refused(class), None)?;
+            }
+        }
+        gauge(
+            &mut encoder,
+            "tiphys_rate_limit_buckets",
+            "Rate limit buckets held in this process (full ones are forgotten).",
+            auth.rate_limits.held() as u64,
+        )?;
         gauge(
             &mut encoder,
             "tiphys_revoked_tokens",

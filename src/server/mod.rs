@@ -14,6 +14,7 @@ pub mod loglimit;
 pub mod metrics;
 pub mod outcome;
 pub mod protocol;
+pub mod rate_limit;
 pub mod redirect;
 pub mod routes;
 pub mod shutdown;

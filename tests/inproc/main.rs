@@ -10,5 +10,6 @@ mod api;
 mod authz;
 mod denials;
 mod layers;
+mod rate_limits;
 mod refusals;
 mod support;
