@@ -936,7 +936,8 @@ async fn main() -> anyhow::Result<()> {
 
     // The same settings for both servers (the password's hash at `argocd account bcrypt`'s cost): argocd-cm, argocd-rbac-cm and argocd-secret.
     let bench_hash = bcrypt::hash(PASSWORD, 10)?;
-    let cm = json!({"accounts.bench": "login"});
+    // (upstream ignores tiphys's keys)
+    let cm = json!({"accounts.bench": "login", support::NO_RATE_LIMITS.0: support::NO_RATE_LIMITS.1});
     let rbac = json!({"policy.csv": support::group_policy(NOISE_LINES)});
     let secret = json!({"accounts.bench.password": bench_hash});
     let settings = work.join("settings.json");

@@ -158,12 +158,16 @@ impl Dial {
     }
 }
 
-/// A `--config-dir` with one local account `bench` (password `password`, bcrypt cost 4) and
-/// `policy` as `policy.csv`.
+/// Rate limits off in every benchmark's settings: they measure the server at full load (one
+/// caller, as fast as it goes), which the limits exist to refuse.
+pub const NO_RATE_LIMITS: (&str, &str) = ("tiphys.ratelimit.enabled", "false");
+
+/// A `--config-dir` with one local account `bench` (password `password`, bcrypt cost 4),
+/// `policy` as `policy.csv`, and no rate limits ([`NO_RATE_LIMITS`]).
 pub fn write_config(dir: &Path, password: &str, policy: &str) -> anyhow::Result<()> {
     write_settings(
         dir,
-        &json!({"accounts.bench": "login"}),
+        &json!({"accounts.bench": "login", NO_RATE_LIMITS.0: NO_RATE_LIMITS.1}),
         &json!({"policy.csv": policy}),
         &json!({"accounts.bench.password": bcrypt::hash(password, 4)?}),
     )

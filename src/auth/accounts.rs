@@ -421,7 +421,17 @@ impl Accounts {
         let Some(config) = settings.accounts.get(name) else {
             return Ok(());
         };
-        let keys = installation_keys(name, &merge(config, record));
+        // Only what the secret does not hold yet: a password adopted from it (a start, a
+        // reload) is not written back, so a start needs no right to change it.
+        let account = merge(config, record);
+        let secret_tokens: BTreeMap<&str, &TokenRecord> =
+            config.tokens.iter().map(|t| (t.id.as_str(), t)).collect();
+        let tokens: BTreeMap<&str, &TokenRecord> =
+            account.tokens.iter().map(|(id, t)| (id.as_str(), t)).collect();
+        if account.password_hash.as_deref() == config.password_hash.as_deref() && tokens == secret_tokens {
+            return Ok(());
+        }
+        let keys = installation_keys(name, &account);
         if keys == installation_keys(name, &merge(config, before)) {
             return Ok(());
         }

@@ -12,9 +12,6 @@ use serde_json::{Map, Value};
 /// Secret fields of a Repository and of a RepoCreds (the same names in both messages).
 pub use crate::registry::argocd_secrets::REPO_SECRET_KEYS as REPOSITORY_SECRETS;
 
-/// Secret fields of a Cluster's `config`.
-const CLUSTER_CONFIG_SECRETS: &[&str] = &["password", "bearerToken"];
-
 /// The annotation `kubectl apply` leaves on an object: a full copy of it, credentials
 /// included (SEC-16, GHSA-fwr2-64vr-xv9m).
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -42,10 +39,15 @@ pub fn repo_creds(value: &mut Value) {
     repository(value);
 }
 
-/// Removes every credential from a Cluster: the password and bearer token, the TLS client
-/// key, the environment and arguments of the exec provider (they carry secrets as often as
-/// not, so all of them go, names included), the `last-applied-configuration` annotation, and
-/// the password of any URL.
+/// What an answer shows of a Cluster's `config`, as upstream's `Cluster.Sanitized`
+/// (pkg/apis/application/v1alpha1/types.go) leaves it: the AWS settings, the proxy, compression
+/// and whether TLS is verified. Everything else goes, credentials and the material around them
+/// alike (username, CA and client certificates, the exec provider whole).
+const CLUSTER_CONFIG_SHOWN: &[&str] = &["awsAuthConfig", "proxyUrl", "disableCompression"];
+
+/// Removes every credential from a Cluster, as upstream sanitizes one: its `config` keeps only
+/// [`CLUSTER_CONFIG_SHOWN`] and `tlsClientConfig.insecure`; the `last-applied-configuration`
+/// annotation and the password of any URL go too.
 pub fn cluster(value: &mut Value) {
     let Some(object) = value.as_object_mut() else {
         return;
@@ -57,18 +59,17 @@ pub fn cluster(value: &mut Value) {
     let Some(config) = object.get_mut("config").and_then(Value::as_object_mut) else {
         return;
     };
+    let insecure = config
+        .get("tlsClientConfig")
+        .and_then(|t| t.get("insecure"))
+        .cloned()
+        .unwrap_or(Value::Bool(false));
+    config.retain(|k, _| CLUSTER_CONFIG_SHOWN.contains(&k.as_str()));
     mask_urls(config);
-    remove_all(config, CLUSTER_CONFIG_SECRETS);
-    if let Some(tls) = config.get_mut("tlsClientConfig").and_then(Value::as_object_mut) {
-        tls.remove("keyData");
-    }
-    if let Some(exec) = config
-        .get_mut("execProviderConfig")
-        .and_then(Value::as_object_mut)
-    {
-        exec.remove("env");
-        exec.remove("args");
-    }
+    config.insert(
+        "tlsClientConfig".to_owned(),
+        serde_json::json!({ "insecure": insecure }),
+    );
 }
 
 fn remove_all(object: &mut Map<String, Value>, fields: &[&str]) {
@@ -138,10 +139,11 @@ mod tests {
         let mut leaves = Vec::new();
         strings(&cluster_json, &mut leaves);
         assert!(leaves.iter().all(|s| !s.starts_with("SECRET")), "{cluster_json}");
-        assert_eq!(cluster_json["config"]["username"], "admin");
-        assert_eq!(cluster_json["config"]["tlsClientConfig"]["caData"], "CA");
-        assert_eq!(cluster_json["config"]["execProviderConfig"]["command"], "aws");
-        assert_eq!(cluster_json["config"]["awsAuthConfig"]["roleARN"], "arn:x");
+        // Upstream's Cluster.Sanitized: only the AWS settings and `insecure` are left.
+        assert_eq!(
+            cluster_json["config"],
+            json!({"tlsClientConfig": {"insecure": false}, "awsAuthConfig": {"clusterName": "c", "roleARN": "arn:x"}})
+        );
     }
 
     #[test]
