@@ -81,6 +81,7 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
             files = Some(call);
         }
         gix::url::Scheme::Https | gix::url::Scheme::Http => {
+            remote.warn_if_cleartext();
             http_options = Some(http_options_for(remote, timeout)?);
         }
         _ => {}
