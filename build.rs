@@ -4,7 +4,8 @@
 //!    (and the server stubs of the benchmarks' bare-tonic baseline);
 //! 2. build the UI in `web/` into `$OUT_DIR/web-dist`, which `src/ui` embeds, and copy Swagger UI
 //!    (npm's `swagger-ui-dist`) into `$OUT_DIR/swagger-ui`, which `src/api/swagger.rs` embeds;
-//! 3. ask the linker to lay out the server's running code side by side.
+//! 3. ask the linker to lay out the server's running code side by side;
+//! 4. stamp the build facts `GET /api/version` reports (`src/buildinfo.rs`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,8 +17,12 @@ fn main() -> BuildResult {
     compile_protos(&out_dir)?;
     build_web(&out_dir)?;
     order_text()?;
+    build_facts::stamp()?;
     Ok(())
 }
+
+#[path = "build/facts.rs"]
+mod build_facts;
 
 /// The functions listed in `benches/text-order.txt` (made by `benches/text-order.sh`: what a
 /// server runs to start and to serve common requests) are placed first, next to each other, so

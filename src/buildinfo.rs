@@ -30,6 +30,19 @@ fn go_arch() -> &'static str {
 /// The compiler, in the place Argo CD reports Go's.
 pub const COMPILER: &str = "rustc";
 
+/// When the binary was built (`2026-01-31T12:00:00Z`; `SOURCE_DATE_EPOCH` when set), Argo CD's
+/// `BuildDate`. `build/facts.rs` stamps this and the git facts below.
+pub const BUILD_DATE: &str = env!("TIPHYS_BUILD_DATE");
+
+/// The commit built (`git rev-parse HEAD`); empty when not built from a git checkout of tiphys.
+pub const GIT_COMMIT: &str = env!("TIPHYS_GIT_COMMIT");
+
+/// `clean` or `dirty` (uncommitted changes or untracked files when built); empty when unknown.
+pub const GIT_TREE_STATE: &str = env!("TIPHYS_GIT_TREE_STATE");
+
+/// The tag of the commit built, when the tree was clean and the commit is tagged.
+pub const GIT_TAG: &str = env!("TIPHYS_GIT_TAG");
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +61,27 @@ mod tests {
                 .split('.')
                 .all(|id| !id.is_empty() && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
         );
+    }
+
+    #[test]
+    fn the_build_facts_are_stamped_in_argo_cds_forms() {
+        // The date: always there, UTC to the second.
+        assert!(BUILD_DATE.parse::<jiff::Timestamp>().is_ok(), "{BUILD_DATE}");
+        assert!(
+            BUILD_DATE.len() == 20 && BUILD_DATE.ends_with('Z'),
+            "{BUILD_DATE}"
+        );
+        assert!(
+            matches!(GIT_TREE_STATE, "" | "clean" | "dirty"),
+            "{GIT_TREE_STATE}"
+        );
+        assert!(
+            GIT_COMMIT.is_empty()
+                || (matches!(GIT_COMMIT.len(), 40 | 64) && GIT_COMMIT.bytes().all(|b| b.is_ascii_hexdigit())),
+            "{GIT_COMMIT}"
+        );
+        // No commit, no tree state; no clean tree, no tag.
+        assert!(!GIT_COMMIT.is_empty() || GIT_TREE_STATE.is_empty());
+        assert!(GIT_TAG.is_empty() || GIT_TREE_STATE == "clean");
     }
 }

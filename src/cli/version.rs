@@ -50,6 +50,10 @@ struct Side {
     build_date: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     git_commit: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    git_tree_state: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    git_tag: String,
 }
 
 pub async fn run(args: VersionArgs, config_path: Option<&Path>, out: &mut dyn Write) -> anyhow::Result<()> {
@@ -58,8 +62,10 @@ pub async fn run(args: VersionArgs, config_path: Option<&Path>, out: &mut dyn Wr
         argocd_api: buildinfo::ARGOCD_API.to_owned(),
         platform: buildinfo::platform(),
         compiler: buildinfo::COMPILER.to_owned(),
-        build_date: String::new(),
-        git_commit: String::new(),
+        build_date: buildinfo::BUILD_DATE.to_owned(),
+        git_commit: buildinfo::GIT_COMMIT.to_owned(),
+        git_tree_state: buildinfo::GIT_TREE_STATE.to_owned(),
+        git_tag: buildinfo::GIT_TAG.to_owned(),
     };
     let server = if args.client {
         None
@@ -77,6 +83,8 @@ pub async fn run(args: VersionArgs, config_path: Option<&Path>, out: &mut dyn Wr
             compiler: reply.compiler,
             build_date: reply.build_date,
             git_commit: reply.git_commit,
+            git_tree_state: reply.git_tree_state,
+            git_tag: reply.git_tag,
         })
     };
     let versions = Versions { client, server };
@@ -113,6 +121,8 @@ fn print_side(out: &mut dyn Write, name: &str, side: &Side) -> std::io::Result<(
         ("ArgoCDAPI", &side.argocd_api),
         ("BuildDate", &side.build_date),
         ("GitCommit", &side.git_commit),
+        ("GitTreeState", &side.git_tree_state),
+        ("GitTag", &side.git_tag),
         ("Platform", &side.platform),
         ("Compiler", &side.compiler),
     ] {

@@ -44,6 +44,11 @@ pub enum GitError {
     NoRevision { host: String, revision: String },
     #[error("the repository URL is not supported: use https, http, ssh or git")]
     UnsupportedUrl,
+    #[error(
+        "SSH repositories need the OpenSSH client, and this server has no `ssh` on its PATH (or no /bin/sh): \
+         install openssh-client, or run the tiphys image with ssh (Containerfile.ssh)"
+    )]
+    NoSshProgram,
     #[error("reading the repository on {host} failed")]
     Failed { host: String },
     #[error("this server does not contact repositories (--repo-access off)")]

@@ -22,6 +22,7 @@ pub async fn fetch_index(remote: &Remote, limits: &super::Limits) -> Result<Vec<
         .redirect(reqwest::redirect::Policy::limited(5))
         .build()
         .map_err(|_| GitError::Failed { host: host.clone() })?;
+    remote.warn_if_cleartext();
     let mut request = client.get(format!("{base}/index.yaml"));
     if !remote.bearer_token.is_empty() {
         request = request.bearer_auth(&remote.bearer_token);

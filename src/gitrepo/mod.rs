@@ -91,6 +91,31 @@ impl Remote {
     pub fn host(&self) -> String {
         transport::host_of(&self.url)
     }
+
+    /// What to warn of when this repository's credentials go over plain `http://`: upstream
+    /// sends them there without a word, tiphys sends them too (a user who chose such a server
+    /// has no other way in) and says so, in the log and in the connection state.
+    pub fn cleartext_warning(&self) -> Option<String> {
+        let plain = self
+            .url
+            .get(..7)
+            .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+        let credentials =
+            !(self.username.is_empty() && self.password.is_empty() && self.bearer_token.is_empty());
+        (plain && credentials).then(|| {
+            format!(
+                "the credentials of this repository go to {} unencrypted (plain http://); use https",
+                self.host()
+            )
+        })
+    }
+
+    /// Logs [`Self::cleartext_warning`], if any, as a call is about to send the credentials.
+    pub fn warn_if_cleartext(&self) {
+        if let Some(warning) = self.cleartext_warning() {
+            tracing::warn!(url = %crate::urlmask::mask(&self.url), "{warning}");
+        }
+    }
 }
 
 /// Limits of the repository client (`--repo-*` flags).
@@ -242,6 +267,8 @@ pub struct Client {
 #[derive(Debug, Clone)]
 pub struct Checked {
     pub outcome: Result<(), GitError>,
+    /// Said beside a successful outcome: [`Remote::cleartext_warning`].
+    pub warning: Option<String>,
     /// Wall-clock time of the check (RFC 3339 in answers).
     pub at: jiff::Timestamp,
     checked: Instant,
@@ -348,9 +375,10 @@ impl Client {
         self.refs(remote, true).await.map(|_| ())
     }
 
-    /// Records the outcome of an access check under `key`.
-    pub fn record(&self, key: &str, outcome: Result<(), GitError>) -> Checked {
+    /// Records the outcome of an access check of `remote` under `key`.
+    pub fn record(&self, key: &str, remote: &Remote, outcome: Result<(), GitError>) -> Checked {
         let checked = Checked {
+            warning: outcome.is_ok().then(|| remote.cleartext_warning()).flatten(),
             outcome,
             at: jiff::Timestamp::now(),
             checked: Instant::now(),

@@ -157,6 +157,41 @@ fn a_remote_never_prints_its_secrets() {
 }
 
 #[test]
+fn credentials_over_plain_http_are_warned_of() {
+    let remote = |url: &str, username: &str, password: &str, bearer_token: &str| Remote {
+        url: url.to_owned(),
+        username: username.to_owned(),
+        password: password.to_owned(),
+        bearer_token: bearer_token.to_owned(),
+        ..Remote::default()
+    };
+    for plain in [
+        remote("http://h:8080/r.git", "u", "hunter2", ""),
+        remote("HTTP://h/r.git", "", "hunter2", ""),
+        remote("http://h/r.git", "", "", "tok-123"),
+    ] {
+        let warning = plain.cleartext_warning().expect("a warning");
+        assert!(
+            warning.contains("unencrypted") && warning.contains(&plain.host()),
+            "{warning}"
+        );
+        // The warning names the host, never the secret.
+        assert!(
+            !warning.contains("hunter2") && !warning.contains("tok-123"),
+            "{warning}"
+        );
+    }
+    for quiet in [
+        remote("https://h/r.git", "u", "hunter2", ""),
+        remote("http://h/r.git", "", "", ""),
+        remote("ssh://git@h/r.git", "", "", ""),
+        remote("git://h/r", "", "", ""),
+    ] {
+        assert_eq!(quiet.cleartext_warning(), None, "{quiet:?}");
+    }
+}
+
+#[test]
 fn the_commit_cache_keeps_the_most_recently_used() {
     let dir = std::env::temp_dir().join(format!("tiphys-lru-{}", crate::random::token(8)));
     let repo = gix::init_bare(&dir).unwrap();

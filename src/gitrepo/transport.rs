@@ -74,6 +74,7 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
     let mut http_options = None;
     match url.scheme {
         gix::url::Scheme::Ssh => {
+            ssh_program()?;
             let call =
                 CallFiles::write(scratch, remote).map_err(|_| GitError::Failed { host: host.clone() })?;
             ssh_options.command = Some(call.ssh_command(remote, timeout).into());
@@ -81,6 +82,7 @@ pub fn open(remote: &Remote, scratch: &Path, timeout: Duration) -> Result<Opened
             files = Some(call);
         }
         gix::url::Scheme::Https | gix::url::Scheme::Http => {
+            remote.warn_if_cleartext();
             http_options = Some(http_options_for(remote, timeout)?);
         }
         _ => {}
@@ -333,6 +335,23 @@ pub fn failure(error: &dyn std::fmt::Debug, files: Option<&CallFiles>, host: &st
 impl Drop for CallFiles {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// gix runs the `ssh` command line through `/bin/sh`, which finds `ssh` on `PATH`. Without
+/// either, the spawn fails with "no such file", which would read as a missing repository: say
+/// what is missing instead, before anything is written or run.
+fn ssh_program() -> Result<(), GitError> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |path: &Path| {
+        std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| runnable(&dir.join("ssh"))));
+    if runnable(Path::new("/bin/sh")) && on_path {
+        Ok(())
+    } else {
+        Err(GitError::NoSshProgram)
     }
 }
 

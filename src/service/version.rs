@@ -1,6 +1,8 @@
 //! `version.VersionService/Version` and `GET /api/version`: the Argo CD API level tiphys serves,
-//! with tiphys's version as build metadata (`crate::buildinfo::SERVER_VERSION`). Tools tiphys does
-//! not run (Kustomize, Helm, kubectl, Jsonnet) have no version, so those fields stay empty.
+//! with tiphys's version as build metadata (`crate::buildinfo::SERVER_VERSION`), and for a signed-in
+//! caller the build facts as upstream sends them (`BuildDate`, `GitCommit`, `GitTreeState`,
+//! `GitTag`; a fact not known is left out). Tools tiphys does not run (Kustomize, Helm, kubectl,
+//! Jsonnet) have no version, so those fields stay empty.
 
 use serde::Serialize;
 
@@ -46,8 +48,10 @@ pub fn info(principal: &Principal) -> VersionInfo {
         ..VersionInfo::default()
     };
     if principal.is_authenticated() {
-        info.build_date = option_env!("TIPHYS_BUILD_DATE").unwrap_or_default().to_owned();
-        info.git_commit = option_env!("TIPHYS_GIT_COMMIT").unwrap_or_default().to_owned();
+        info.build_date = buildinfo::BUILD_DATE.to_owned();
+        info.git_commit = buildinfo::GIT_COMMIT.to_owned();
+        info.git_tree_state = buildinfo::GIT_TREE_STATE.to_owned();
+        info.git_tag = buildinfo::GIT_TAG.to_owned();
         info.compiler = buildinfo::COMPILER.to_owned();
         info.platform = buildinfo::platform();
         info.extra_build_info = "tiphys".to_owned();
@@ -63,5 +67,30 @@ mod tests {
     fn anonymous_caller_gets_only_the_version() {
         let json = serde_json::to_value(info(&Principal::Anonymous)).unwrap();
         assert_eq!(json, serde_json::json!({ "Version": buildinfo::SERVER_VERSION }));
+    }
+
+    #[test]
+    fn a_signed_in_caller_gets_the_build_facts() {
+        let principal = Principal::Account(crate::principal::AccountPrincipal {
+            name: "admin".into(),
+            kind: crate::principal::TokenKind::Login,
+            jti: "j".into(),
+            issued_at_ms: 0,
+            expires_at: None,
+        });
+        let json = serde_json::to_value(info(&principal)).unwrap();
+        assert_eq!(json["BuildDate"], buildinfo::BUILD_DATE);
+        assert_eq!(json["Platform"], buildinfo::platform());
+        // An unknown fact is left out, never filled in.
+        for (field, value) in [
+            ("GitCommit", buildinfo::GIT_COMMIT),
+            ("GitTreeState", buildinfo::GIT_TREE_STATE),
+            ("GitTag", buildinfo::GIT_TAG),
+        ] {
+            match value {
+                "" => assert!(json.get(field).is_none(), "{json}"),
+                v => assert_eq!(json[field], v),
+            }
+        }
     }
 }

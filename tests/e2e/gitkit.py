@@ -31,7 +31,8 @@ process runs in a process group of its own, stopped by that id (its PID) at tear
       https chart URLs as `helm repo index --url` writes);
     - https with `ssl_verify_client on` (client CA `client_ca_file`; `client_cert_file` and
       `client_key_file` are the credential): `/open/` and `/charts/`;
-    - plain http: `/open/` and `/charts/`.
+    - plain http: `/open/`, `/basic/` (HTTP basic as above, credentials in clear text), `/charts/`
+      and `/charts-auth/` (basic auth).
   * `git daemon --export-all` (git:// URLs) over the same root.
   * OpenSSH `sshd` as the current user (root in CI: PermitRootLogin prohibit-password, and
     /run/sshd is created when missing), public key only: `ssh_private_key` (OpenSSH PEM text),
@@ -85,7 +86,7 @@ ATTEMPTS = 3  # a port picked free may be taken before a server binds it: start 
 BASIC_USER = "alice"
 BASIC_PASSWORD = "gitkit-alice-pw"
 BEARER_TOKEN = "gitkit-bearer-token-3f9c"
-KINDS = ("open", "basic", "bearer", "mtls", "http", "git", "ssh")
+KINDS = ("open", "basic", "bearer", "mtls", "http", "http-basic", "git", "ssh")
 
 # ---- repository contents ----------------------------------------------------------------------
 
@@ -785,7 +786,12 @@ http {{
   server {{
     listen 127.0.0.1:{http_port};
 {open}
+    location ~ ^/basic(?<gitpath>/.*)$ {{
+      auth_basic "gitkit"; auth_basic_user_file {htpasswd};
+{git}
+    }}
     location /charts/ {{ root {helm}; }}
+    location /charts-auth/ {{ root {helm}; auth_basic "gitkit charts"; auth_basic_user_file {htpasswd}; }}
   }}
 }}
 """
@@ -838,7 +844,8 @@ class GitServers:
     `wrong_ca_pem`/`wrong_ca_file`, `client_ca_file`, `client_cert_pem`/`client_cert_file`,
     `client_key_pem`/`client_key_file`, `basic_user`, `basic_password`, `bearer_token`, `ssh_user`,
     `ssh_private_key`/`ssh_key_file`, `ssh_known_hosts`, `ssh_wrong_known_hosts`), Helm repository
-    URLs (`helm_url`, `helm_auth_url`, `helm_mtls_url`, `helm_http_url`), and `logs()`."""
+    URLs (`helm_url`, `helm_auth_url`, `helm_mtls_url`, `helm_http_url`, `helm_http_auth_url`), and
+    `logs()`."""
 
     def __init__(self, workdir):
         for tool in ("git", "nginx", "openssl", "ssh-keygen"):
@@ -935,6 +942,7 @@ class GitServers:
             self.helm_auth_url = f"https://127.0.0.1:{self.https_port}/charts-auth/"
             self.helm_mtls_url = f"https://127.0.0.1:{self.mtls_port}/charts/"
             self.helm_http_url = f"http://127.0.0.1:{self.http_port}/charts/"
+            self.helm_http_auth_url = f"http://127.0.0.1:{self.http_port}/charts-auth/"
             helm_repo(helm / "charts")
             helm_repo(helm / "charts-auth", base_url=self.helm_auth_url)
             # Workers of a root master run as nobody unless told: they read the charts and htpasswd.
@@ -1005,6 +1013,7 @@ class GitServers:
             "bearer": f"https://127.0.0.1:{self.https_port}/bearer/{repo}",
             "mtls": f"https://127.0.0.1:{self.mtls_port}/open/{repo}",
             "http": f"http://127.0.0.1:{self.http_port}/open/{repo}",
+            "http-basic": f"http://127.0.0.1:{self.http_port}/basic/{repo}",
             "git": f"git://127.0.0.1:{self.daemon_port}/{repo}",
             "ssh": f"ssh://{self.ssh_user}@127.0.0.1:{self.ssh_port}{self.root / repo}",
         }[kind]

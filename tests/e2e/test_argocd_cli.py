@@ -558,6 +558,16 @@ def test_version(main, admin):
     assert re.search(r"^argocd: v3\.", out, re.M), out
     server = main.rest("GET", "/api/version", admin.token())[1]
     assert f"argocd-server: {server['Version']}" in out, out
+    # Upstream's CLI prints each build fact the server sent under argocd-server (and those it did
+    # not send not at all): tiphys sends the date always, the git facts when it was built from a
+    # checkout.
+    served = out.split("argocd-server:", 1)[1]
+    assert f"  BuildDate: {server['BuildDate']}\n" in served, out
+    for field in ("GitCommit", "GitTreeState"):
+        if field in server:
+            assert f"  {field}: {server[field]}\n" in served, out
+        else:
+            assert f"  {field}:" not in served, out
     short = admin("version", "--short").stdout
     assert f"argocd-server: {server['Version']}" in short, short
 

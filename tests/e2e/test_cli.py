@@ -4,11 +4,15 @@ path, output formats, extra headers, --client, and the errors users see when som
 
 import json
 import os
+import re
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from conftest import TIPHYS_BIN, VERSION_RE, clean_env, cli, free_port, rest_version
+from authkit import ADMIN_PW, bearer, login_token, request
+from conftest import REPO, TIPHYS_BIN, VERSION_RE, clean_env, cli, free_port, rest_version
 
 
 def server_version(res):
@@ -37,6 +41,30 @@ def test_untrusted_cert_names_the_options(tls_server):
     res = cli("version", "--server", tls_server.addr)
     assert res.returncode != 0
     assert "--insecure" in res.stderr or "--server-crt" in res.stderr, res.stderr
+
+
+def test_build_facts_of_a_signed_in_caller_are_the_binarys_own(servers, config_dir):
+    """Upstream sends BuildDate, GitCommit and GitTreeState to a signed-in caller; tiphys stamps
+    them at build time from git about its own checkout, and leaves out what it cannot know."""
+    server = servers.start("--insecure", config=config_dir())
+    anonymous = request(server, "GET", "/api/version").json()
+    assert set(anonymous) == {"Version"}, anonymous
+    facts = request(server, "GET", "/api/version", headers=bearer(login_token(server, "admin", ADMIN_PW))).json()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", facts["BuildDate"]), facts
+    client = json.loads(cli("version", "--client", "-o", "json").stdout)["client"]
+    for field in ("BuildDate", "GitCommit", "GitTreeState", "GitTag"):
+        assert facts.get(field) == client.get(field), (field, facts, client)
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=REPO, capture_output=True, text=True,
+                         timeout=30) if shutil.which("git") else None
+    if top is None or top.returncode != 0 or Path(top.stdout.strip()).resolve() != REPO.resolve():
+        # Built without git or outside a checkout: not known, so not sent.
+        assert "GitCommit" not in facts and "GitTreeState" not in facts, facts
+        return
+    assert re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", facts["GitCommit"]), facts
+    known = subprocess.run(["git", "cat-file", "-e", facts["GitCommit"] + "^{commit}"], cwd=REPO, timeout=30)
+    assert known.returncode == 0, f"GitCommit {facts['GitCommit']} is not a commit of this checkout"
+    assert facts["GitTreeState"] in ("clean", "dirty"), facts
+    assert "GitTag" not in facts or facts["GitTreeState"] == "clean", facts
 
 
 def test_plaintext_against_insecure_server(insecure_server):

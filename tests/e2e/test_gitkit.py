@@ -42,8 +42,9 @@ def client(gs, kind, *, ca=None, cert=True, token=None, password=None, known_hos
 
 def url_of(gs, kind, repo="apps.git", password=None):
     url = gs.url(kind, repo)
-    if kind == "basic":
-        url = url.replace("https://", f"https://{gs.basic_user}:{password or gs.basic_password}@")
+    if kind in ("basic", "http-basic"):
+        scheme = url.split("://", 1)[0]
+        url = url.replace(f"{scheme}://", f"{scheme}://{gs.basic_user}:{password or gs.basic_password}@", 1)
     return url
 
 
@@ -129,7 +130,7 @@ def test_many_refs_repo_is_fast_and_served(gitservers):
 # ---- smart HTTP over TLS ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kind", ["open", "basic", "bearer", "mtls", "http", "git", "ssh"])
+@pytest.mark.parametrize("kind", ["open", "basic", "bearer", "mtls", "http", "http-basic", "git", "ssh"])
 def test_ls_remote_with_the_right_credential(gitservers, kind):
     assert_apps_refs(gitservers, ls_remote(gitservers, kind))
 
@@ -161,6 +162,18 @@ def test_basic_auth_refuses_a_wrong_or_missing_password(gitservers):
     r = requests.get(gitservers.url("basic") + "/info/refs?service=git-upload-pack",
                      verify=str(gitservers.ca_file), timeout=10)
     assert r.status_code == 401 and r.headers["WWW-Authenticate"].startswith("Basic"), r.headers
+
+
+def test_plain_http_basic_auth_refuses_a_wrong_or_missing_password(gitservers):
+    wrong = ls_remote(gitservers, "http-basic", password="not-the-password")
+    assert wrong.returncode != 0 and "Authentication failed" in wrong.stderr, wrong.stderr
+    r = requests.get(gitservers.url("http-basic") + "/info/refs?service=git-upload-pack", timeout=10)
+    assert r.status_code == 401 and r.headers["WWW-Authenticate"].startswith("Basic"), r.headers
+    r = requests.get(gitservers.helm_http_auth_url + "index.yaml", timeout=10)
+    assert r.status_code == 401, r.status_code
+    r = requests.get(gitservers.helm_http_auth_url + "index.yaml", timeout=10,
+                     auth=(gitservers.basic_user, gitservers.basic_password))
+    assert r.status_code == 200 and b"entries:" in r.content, r.status_code
 
 
 def test_bearer_refuses_a_wrong_or_missing_token(gitservers):

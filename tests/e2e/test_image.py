@@ -7,8 +7,15 @@ configuration and content are checked, and it is run:
   version` against the container, the process's user, the initial password and an admin login;
 - and from its unpacked root filesystem (`buildah mount`), chrooted as the image's user, so that the
   content is tested even where no container can run.
+
+The variant with the OpenSSH client (`Containerfile.ssh`, its context made by
+`tools/image-ssh-context.sh` from this machine's openssh-client) is built on that image, its content
+checked, and run with podman against gitkit's sshd: an SSH repository is added and its refs listed.
+The image without ssh refuses the same repository, saying that ssh is missing.
 """
 
+import base64
+import contextlib
 import hashlib
 import json
 import os
@@ -18,12 +25,14 @@ import stat
 import subprocess
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 from conftest import REPO, TIPHYS_BIN, TIPHYS_RELEASE_BIN, VERSION_RE, clean_env, free_port, require_tool
 
 IMAGE = "localhost/tiphys-e2e:test"
+SSH_IMAGE = "localhost/tiphys-e2e:ssh"
 USER = "65532:65532"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")  # Debian's ca-certificates
 START_TIMEOUT = 30
@@ -195,13 +204,17 @@ def stop(proc, log):
         pytest.fail("the image's server did not stop within 30 s of SIGTERM")
 
 
+def ulimits():
+    """podman's default limits may exceed what this process may raise: pass its own."""
+    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 4096)
+    return ["--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}"]
+
+
 def test_image_runs_in_podman(image, tmp_path):
     name = f"tiphys-e2e-{os.getpid()}"
     port, metrics_port = free_port(), free_port()
-    nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    nproc = min(resource.getrlimit(resource.RLIMIT_NPROC)[1], 4096)
-    cmd = image.podman_cmd("run", "--rm", "--name", name, "--network", "host", "--read-only",
-                           "--ulimit", f"nofile={nofile}:{nofile}", "--ulimit", f"nproc={nproc}:{nproc}",
+    cmd = image.podman_cmd("run", "--rm", "--name", name, "--network", "host", "--read-only", *ulimits(),
                            IMAGE, *server_args(port, metrics_port))
     log = tmp_path / "podman.log"
     with open(log, "wb") as out:
@@ -255,3 +268,117 @@ def test_image_rootfs_runs_as_its_user(rootfs, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+# ---- the variant with the OpenSSH client ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ssh_context(image, tmp_path_factory):
+    ctx = tmp_path_factory.mktemp("image-ssh") / "ctx"
+    res = subprocess.run(["bash", str(REPO / "tools" / "image-ssh-context.sh"), str(ctx)], capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert res.returncode == 0, res.stderr
+    return ctx
+
+
+@pytest.fixture(scope="module")
+def ssh_image(image, ssh_context):
+    res = image.buildah("build", "--isolation", "chroot", "-f", str(REPO / "Containerfile.ssh"), "--build-arg",
+                        f"BASE={IMAGE}", "-t", SSH_IMAGE, str(ssh_context), check=False)
+    assert res.returncode == 0, f"buildah build (ssh) failed:\n{res.stdout[-3000:]}\n{res.stderr}"
+    return image
+
+
+def test_the_ssh_context_script_refuses_a_directory_that_exists(tmp_path):
+    res = subprocess.run(["bash", str(REPO / "tools" / "image-ssh-context.sh"), str(tmp_path)], capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert res.returncode == 2 and "already exists" in res.stderr, res
+
+
+def test_ssh_image_is_the_image_plus_ssh(ssh_image, ssh_context):
+    info = json.loads(ssh_image.buildah("inspect", "--type", "image", SSH_IMAGE).stdout)
+    config = info["OCIv1"]["config"]
+    assert config["User"] == USER and config["Entrypoint"] == ["/usr/local/bin/tiphys"], config
+    env = dict(e.split("=", 1) for e in config["Env"])
+    assert env["PATH"].split(":")[:2] == ["/usr/local/bin", "/usr/bin"], env
+    assert env["TIPHYS_DATA_DIR"] == "/var/lib/tiphys"
+    container = ssh_image.buildah("from", SSH_IMAGE).stdout.strip().splitlines()[-1]
+    try:
+        root = Path(ssh_image.buildah("mount", container).stdout.strip())
+        files = {str(p.relative_to(root)): p.lstat() for p in root.rglob("*")}
+        added = {str(p.relative_to(ssh_context / "root")) for p in (ssh_context / "root").rglob("*")}
+        assert {"usr/bin/ssh", "bin/sh", "etc/passwd"} <= added, added
+        base = {"etc", "etc/ssl", "etc/ssl/certs", "etc/ssl/certs/ca-certificates.crt", "usr", "usr/local",
+                "usr/local/bin", "usr/local/bin/tiphys", "var", "var/lib", "var/lib/tiphys"}
+        assert set(files) == base | added, set(files) ^ (base | added)
+        assert sha256(root / "usr/bin/ssh") == sha256(ssh_context / "root/usr/bin/ssh")
+        assert sha256(root / "usr/local/bin/tiphys") == sha256(TIPHYS_RELEASE_BIN)
+        # What was copied in belongs to root; the data dir still to the image's user.
+        assert all(files[p].st_uid == 0 for p in added), "copied files belong to root"
+        assert (files["var/lib/tiphys"].st_uid, files["var/lib/tiphys"].st_gid) == (65532, 65532)
+        assert "tiphys:x:65532:65532:" in (root / "etc/passwd").read_text()
+    finally:
+        ssh_image.buildah("umount", container, check=False)
+        ssh_image.buildah("rm", container, check=False)
+
+
+@contextlib.contextmanager
+def podman_server(storage, tag, tmp_path):
+    """`tag` serving with repository access on, in podman (host network, read-only root): yields
+    (port, admin token)."""
+    name = f"tiphys-e2e-{os.getpid()}-{tag.rsplit(':', 1)[1]}"
+    port, metrics_port = free_port(), free_port()
+    cmd = storage.podman_cmd("run", "--rm", "--name", name, "--network", "host", "--read-only", *ulimits(), tag,
+                             *server_args(port, metrics_port), "--repo-access", "on")
+    log = tmp_path / f"podman-{name}.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        assert wait_healthy(port, proc, log) == "ok"
+        res = storage.podman("exec", name, "tiphys", "admin", "initial-password")
+        assert res.returncode == 0, res.stderr
+        yield port, login(port, res.stdout.split()[0])
+        stop(proc, log)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        storage.podman("rm", "--force", "--ignore", name)
+
+
+def api(port, token, method, path, body=None):
+    args = ["-X", method, "-H", f"Authorization: Bearer {token}"]
+    if body is not None:
+        args += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+    rc, status, text = curl(f"https://127.0.0.1:{port}{path}", *args)
+    assert rc == 0, text
+    return int(status), json.loads(text or "{}")
+
+
+def trust_and_add_ssh_repository(port, token, gs):
+    host, kind, blob = gs.ssh_known_hosts.split()
+    item = {"serverName": host, "certType": "ssh", "certSubType": kind,
+            "certData": base64.b64encode(blob.encode()).decode()}
+    status, answer = api(port, token, "POST", "/api/v1/certificates", {"items": [item]})
+    assert status == 200, answer
+    return api(port, token, "POST", "/api/v1/repositories",
+               {"repo": gs.url("ssh"), "sshPrivateKey": gs.ssh_private_key})
+
+
+def test_ssh_repositories_work_in_the_ssh_image(ssh_image, gitservers, tmp_path):
+    with podman_server(ssh_image, SSH_IMAGE, tmp_path) as (port, token):
+        status, added = trust_and_add_ssh_repository(port, token, gitservers)
+        assert status == 200, added
+        assert added["connectionState"]["status"] == "Successful", added
+        url = gitservers.url("ssh")
+        status, refs = api(port, token, "GET", f"/api/v1/repositories/{quote(url, safe='')}/refs")
+        assert status == 200, refs
+        assert refs["branches"] == ["dev", "main"] and refs["tags"] == ["v1.0.0", "v1.1.0"], refs
+
+
+def test_the_image_without_ssh_says_so_for_an_ssh_repository(image, gitservers, tmp_path):
+    with podman_server(image, IMAGE, tmp_path) as (port, token):
+        status, refused = trust_and_add_ssh_repository(port, token, gitservers)
+        assert status == 400, refused
+        assert "OpenSSH client" in refused["message"] and "Containerfile.ssh" in refused["message"], refused

@@ -41,7 +41,7 @@ CREDS = "/api/v1/repocreds"
 CERTS = "/api/v1/certificates"
 CALL_TIMEOUT = 60  # seconds for one call to the server (a first fetch in a debug build included)
 PROMPT = 2.5  # seconds an unrelated call may take while a repository hangs
-GIT_KINDS = ("open", "basic", "bearer", "mtls", "http", "git", "ssh")
+GIT_KINDS = ("open", "basic", "bearer", "mtls", "http", "http-basic", "git", "ssh")
 MAIN_APPS = {("helm-app", "Helm"), ("kustomize-app", "Kustomize")}
 NOT_ACCESSIBLE = "repository not accessible"
 
@@ -138,7 +138,7 @@ class Env:
 def repo_body(gs, kind, repo="apps.git", **extra):
     """A Repository for `repo` on the server `kind`, with the credentials that server wants."""
     body = {"repo": gs.url(kind, repo)}
-    if kind == "basic":
+    if kind in ("basic", "http-basic"):
         body.update(username=gs.basic_user, password=gs.basic_password)
     elif kind == "bearer":
         body["bearerToken"] = gs.bearer_token
@@ -152,7 +152,7 @@ def repo_body(gs, kind, repo="apps.git", **extra):
 
 def helm_body(gs, url, name, **extra):
     body = {"repo": url, "type": "helm", "name": name}
-    if url == gs.helm_auth_url:
+    if url in (gs.helm_auth_url, gs.helm_http_auth_url):
         body.update(username=gs.basic_user, password=gs.basic_password)
     elif url == gs.helm_mtls_url:
         body.update(tlsClientCertData=gs.client_cert_pem, tlsClientCertKey=gs.client_key_pem)
@@ -162,7 +162,7 @@ def helm_body(gs, url, name, **extra):
 
 def port_of(gs, kind):
     return {"open": gs.https_port, "basic": gs.https_port, "bearer": gs.https_port, "mtls": gs.mtls_port,
-            "http": gs.http_port, "git": gs.daemon_port, "ssh": gs.ssh_port}[kind]
+            "http": gs.http_port, "http-basic": gs.http_port, "git": gs.daemon_port, "ssh": gs.ssh_port}[kind]
 
 
 def host_re(port):
@@ -323,6 +323,43 @@ def test_wrong_credentials_are_refused_with_a_fixed_message(env, case, tmp_path)
             for line in key_lines(secret):
                 assert line not in reply.body.decode(), reply
     assert kind in GIT_KINDS
+
+
+CLEARTEXT = "unencrypted"
+
+
+def test_credentials_over_plain_http_are_sent_as_upstream_sends_them_with_a_warning(fresh):
+    """gix refuses to send a password over http://; upstream sends it, so tiphys does too, and
+    says so in the connection state and the log. A wrong password still reads as one."""
+    env = fresh()
+    gs = env.gs
+    host = host_re(gs.http_port)
+    body = repo_body(gs, "http-basic", clone(gs))
+    assert ok(env.validate(body)) == {}
+    added = ok(env.add(body))
+    state = successful(added["connectionState"])
+    assert CLEARTEXT in state["message"] and re.search(host, state["message"]), state
+    assert refs_of(ok(env.refs(body["repo"]))) == expected_refs(gs)
+    state = successful(state_of(env, body["repo"], forceRefresh="true"))
+    assert CLEARTEXT in state["message"], state
+    # The same server without credentials is refused for them, and so is a wrong password: the
+    # message blames the credentials only when the server did.
+    for wrong in (repo_body(gs, "http-basic", clone(gs), username=None, password=None),
+                  repo_body(gs, "http-basic", clone(gs), password=f"wrong-{uuid.uuid4().hex}")):
+        msg = refused(env.add(wrong, upsert=False), "authentication", host)
+        assert CLEARTEXT not in msg and "clear text" not in msg, msg
+        assert env.get(wrong["repo"]).status == 404
+    # An open repository over http with no credentials: nothing to warn of.
+    plain = successful(ok(env.add(repo_body(gs, "http", clone(gs))))["connectionState"])
+    assert plain["message"] == "", plain
+    # A Helm repository over plain http with basic auth: the same warning.
+    helm = ok(env.add(helm_body(gs, gs.helm_http_auth_url, f"h-{uuid.uuid4().hex[:8]}")))
+    assert CLEARTEXT in successful(helm["connectionState"])["message"], helm
+    # The log warns, naming the host and never the password.
+    log = env.server.logs()
+    warned = [line for line in log.splitlines() if CLEARTEXT in line]
+    assert warned and all(re.search(host, line) for line in warned), log[-3000:]
+    assert gs.basic_password not in log
 
 
 def test_a_refused_repository_is_not_stored(env):

@@ -21,6 +21,19 @@ async fn version_tells_anonymous_callers_only_the_version_on_both_transports() {
     let admin = server.login("admin");
     let (_, known) = server.rest("GET", "/api/version", &admin, Value::Null).await;
     assert_eq!(known["ExtraBuildInfo"], "tiphys");
+    // The build facts upstream sends a signed-in caller (empty ones are left out).
+    assert_eq!(known["BuildDate"], tiphys::buildinfo::BUILD_DATE);
+    assert!(!tiphys::buildinfo::BUILD_DATE.is_empty());
+    for (field, fact) in [
+        ("GitCommit", tiphys::buildinfo::GIT_COMMIT),
+        ("GitTreeState", tiphys::buildinfo::GIT_TREE_STATE),
+    ] {
+        assert_eq!(
+            known.get(field).and_then(Value::as_str).unwrap_or(""),
+            fact,
+            "{known}"
+        );
+    }
 
     let (code, _, bytes) = server.grpc("/version.VersionService/Version", "", &[]).await;
     assert_eq!(code, "0");
@@ -30,6 +43,9 @@ async fn version_tells_anonymous_callers_only_the_version_on_both_transports() {
     let (_, _, bytes) = server.grpc("/version.VersionService/Version", &admin, &[]).await;
     let message = tiphys::pb::version::VersionMessage::decode(bytes.as_slice()).unwrap();
     assert_eq!(message.extra_build_info, "tiphys");
+    assert_eq!(message.build_date, tiphys::buildinfo::BUILD_DATE);
+    assert_eq!(message.git_commit, tiphys::buildinfo::GIT_COMMIT);
+    assert_eq!(message.git_tree_state, tiphys::buildinfo::GIT_TREE_STATE);
 }
 
 #[tokio::test]

@@ -67,12 +67,18 @@ pub async fn check_stored(app: &App, f: Flavor, value: &Value) -> Checked {
     let view = RepoView::read(value);
     let remote = remote_of(app, f, value);
     let outcome = check(app, is_helm(value), &remote).await;
-    record(app, &view.project, &view.repo, outcome)
+    record(app, &view.project, &view.repo, &remote, outcome)
 }
 
-/// Records the outcome of a check of repository `url` in `project`.
-pub fn record(app: &App, project: &str, url: &str, outcome: Result<(), GitError>) -> Checked {
-    app.repos.record(&state_key(project, url), outcome)
+/// Records the outcome of a check of repository `url` in `project`, reached as `remote`.
+pub fn record(
+    app: &App,
+    project: &str,
+    url: &str,
+    remote: &Remote,
+    outcome: Result<(), GitError>,
+) -> Checked {
+    app.repos.record(&state_key(project, url), remote, outcome)
 }
 
 /// The last recorded state of repository `url` in `project`, if it was checked.
@@ -124,7 +130,11 @@ pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: b
 fn state_json(checked: &Checked) -> Value {
     let at = checked.at.to_string();
     match &checked.outcome {
-        Ok(()) => json!({"status": "Successful", "message": "", "attemptedAt": at}),
+        Ok(()) => json!({
+            "status": "Successful",
+            "message": checked.warning.as_ref().map(|w| format!("warning: {w}")).unwrap_or_default(),
+            "attemptedAt": at,
+        }),
         Err(err) => json!({
             "status": "Failed",
             "message": format!("Unable to connect to repository: {err}"),

@@ -355,7 +355,7 @@ async fn create_in(f: Flavor, ctx: Ctx, req: CreateRequest) -> Result<Reply, App
         if let Err(err) = &outcome {
             return Err(browse::not_accessible(err));
         }
-        browse::record(&ctx.app, &view.project, &view.repo, outcome);
+        browse::record(&ctx.app, &view.project, &view.repo, &remote, outcome);
     }
     let key = Key::new(f.repos, "", &view.repo);
     let existing = ctx.app.registry.get(&key);
