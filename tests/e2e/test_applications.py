@@ -983,7 +983,8 @@ def test_acknowledged_creates_survive_kill_9(servers, config_dir, monkeypatch):
     if not os.path.isfile(TIPHYS_RELEASE_BIN):
         pytest.fail(f"release binary {TIPHYS_RELEASE_BIN} does not exist: run `cargo build --release`")
     monkeypatch.setattr(conftest, "TIPHYS_BIN", TIPHYS_RELEASE_BIN)
-    cfg = config_dir()
+    # One caller creating as fast as it can: what the write rate limit exists to refuse.
+    cfg = config_dir(cm={"tiphys.ratelimit.enabled": "false"})
     server = servers.start("--insecure", config=cfg)
     assert server.proc.args[0] == TIPHYS_RELEASE_BIN
     token = login_token(server, "admin", ADMIN_PW)

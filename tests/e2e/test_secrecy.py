@@ -349,10 +349,10 @@ def cluster_body(s, server, name, project="", canary=None):
         "server": server, "config": json.dumps({"bearerToken": s.new(f"{name}-lastApplied", stored=False)})}})
     body = {
         "server": server, "name": name, "namespaces": ["default", "team"],
-        "labels": {"env": "test"},
+        "labels": {"env": canary or "test"},
         "annotations": {LAST_APPLIED: last_applied, "note": "kept"},
         "config": {
-            "username": canary or "cluster-user",
+            "username": "cluster-user",
             "password": s.new(f"{name}-password"),
             "bearerToken": s.new(f"{name}-bearerToken"),
             "tlsClientConfig": {"insecure": False, "serverName": "k8s",
@@ -410,7 +410,7 @@ def inject(env):
     """As admin: the project, its role token, clusters, templates, repositories, an application."""
     s, rec = env.secrets, env.rec
     c = SimpleNamespace()
-    c.canary_cluster = s.canary("cluster-username")
+    c.canary_cluster = s.canary("cluster-label")
     c.canary_repo = s.canary("repo-username")
     c.canary_creds = s.canary("creds-username")
     c.canary_app = s.canary("app-label")
@@ -431,7 +431,9 @@ def inject(env):
     c.c_tmp = cluster_body(s, "https://c-tmp.example.com", "c-tmp")
     for body in (c.c1, c.c2, c.c_tmp):
         got = ok(rec.rest("admin", "POST", "/api/v1/clusters", body))
-        assert got["config"]["username"] == body["config"]["username"], got
+        # Shown: the labels; of the config only what upstream's Cluster.Sanitized leaves.
+        assert got["labels"] == body["labels"], got
+        assert set(got["config"]) <= {"awsAuthConfig", "proxyUrl", "disableCompression", "tlsClientConfig"}, got
     # Update (PUT) with new credentials: they replace the first ones, which the store no longer has
     before = set(s.markers)
     c.c3 = cluster_body(s, "https://c3.example.com", "c3")
@@ -980,7 +982,7 @@ def test_the_scan_sees_what_the_api_does_return(env, scan, capsys):
     for call in scan.calls:
         for value, _ in s.scan(call.blob(), values=s.canaries):
             canary_hits[s.canaries[value]].add(call.transport)
-    assert {"rest", "grpc", "grpc-web"} <= canary_hits["cluster-username"], dict(canary_hits)
+    assert {"rest", "grpc", "grpc-web"} <= canary_hits["cluster-label"], dict(canary_hits)
     assert {"rest", "grpc", "grpc-web"} <= canary_hits["repo-username"], dict(canary_hits)
     assert "rest" in canary_hits["creds-username"] and "stream" in canary_hits["app-label"], dict(canary_hits)
     assert b" DEBUG " in scan.log and b"permission denied" in scan.log, "the log has no debug or audit lines"
