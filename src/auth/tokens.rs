@@ -242,7 +242,67 @@ fn check_account(
         .revoked_before_ms
         .is_some_and(|m| claims.issued_at_ms() < m)
     {
-        return Err(format!("account {name} was disabled after the token was issued"));
+        // The record may already know of an access lost that the settings in hand do not show
+        // yet (a reload updates the records before it publishes the settings): name that loss.
+        return Err(match record.seen_access {
+            Some((false, _, _)) => format!("account {name} is disabled"),
+            Some((_, false, _)) if kind == TokenKind::Login => {
+                format!("account {name} does not have login capability")
+            }
+            Some((_, _, false)) if kind == TokenKind::ApiKey => {
+                format!("account {name} does not have apiKey capability")
+            }
+            _ => format!("account {name} was disabled after the token was issued"),
+        });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TokenRecord;
+
+    /// A reload writes the account records before it publishes the settings: a token checked in
+    /// between meets the old settings and the new record, and its refusal still names the
+    /// capability that was lost.
+    #[test]
+    fn a_revocation_names_the_access_the_record_saw_lost() {
+        let account = AccountConfig {
+            name: "alice".to_owned(),
+            enabled: true,
+            login: true,
+            api_key: true,
+            password_hash: None,
+            password_mtime: None,
+            tokens: vec![TokenRecord {
+                id: "k1".to_owned(),
+                iat: 100,
+                exp: 0,
+            }],
+        };
+        let claims = Claims {
+            iss: LOCAL_ISSUER.to_owned(),
+            sub: "alice:apiKey".to_owned(),
+            jti: "k1".to_owned(),
+            iat: 100,
+            nbf: 100,
+            exp: None,
+            iat_ms: Some(100_000),
+        };
+        let mut record = AccountRecord::default();
+        assert_eq!(check_account(&account, &record, TokenKind::ApiKey, &claims), Ok(()));
+        record.revoked_before_ms = Some(200_000);
+        for (seen, why) in [
+            ((true, true, false), "account alice does not have apiKey capability"),
+            ((false, true, true), "account alice is disabled"),
+            ((true, false, true), "account alice was disabled after the token was issued"),
+        ] {
+            record.seen_access = Some(seen);
+            assert_eq!(
+                check_account(&account, &record, TokenKind::ApiKey, &claims),
+                Err(why.to_owned())
+            );
+        }
+    }
 }
