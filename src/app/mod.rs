@@ -43,6 +43,8 @@ pub struct Options {
     pub max_streams_per_caller: usize,
     /// How repositories are read.
     pub repos: crate::gitrepo::Limits,
+    /// `--cluster-*`: how destination clusters are contacted; `None`: they are not.
+    pub clusters: Option<crate::clusters::Limits>,
     /// What time-keeping parts of the state (rate limits) read; tests may pause it.
     pub clock: crate::clock::Clock,
 }
@@ -67,6 +69,8 @@ impl Options {
                 enabled: false,
                 ..crate::gitrepo::Limits::new(data_dir.join("repo-cache"))
             },
+            // ... and no cluster.
+            clusters: None,
             clock: crate::clock::Clock::system(),
             data_dir,
         }
@@ -95,6 +99,8 @@ pub struct App {
     pub streams: Arc<streams::StreamSlots>,
     /// Reads repositories: refs, commits, Helm indexes, connection states.
     pub repos: Arc<crate::gitrepo::Client>,
+    /// Contacts destination clusters (connection states); `None` with `--cluster-access off`.
+    pub clusters: Option<Arc<crate::clusters::Clusters>>,
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
@@ -161,6 +167,7 @@ impl App {
             );
         }
         let keys = Arc::new(keys);
+        let in_cluster = connection.as_ref().map(|c| c.client.clone());
         let registry = match connection {
             Some(connection) => {
                 Registry::open_on_kube(
@@ -221,6 +228,9 @@ impl App {
             drain: drain::Drain::default(),
             streams: streams::StreamSlots::new(options.max_streams_per_caller),
             repos: Arc::new(crate::gitrepo::Client::new(options.repos)),
+            clusters: options
+                .clusters
+                .map(|limits| Arc::new(crate::clusters::Clusters::new(limits, in_cluster))),
         })
     }
 

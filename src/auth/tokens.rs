@@ -291,12 +291,21 @@ mod tests {
             iat_ms: Some(100_000),
         };
         let mut record = AccountRecord::default();
-        assert_eq!(check_account(&account, &record, TokenKind::ApiKey, &claims), Ok(()));
+        assert_eq!(
+            check_account(&account, &record, TokenKind::ApiKey, &claims),
+            Ok(())
+        );
         record.revoked_before_ms = Some(200_000);
         for (seen, why) in [
-            ((true, true, false), "account alice does not have apiKey capability"),
+            (
+                (true, true, false),
+                "account alice does not have apiKey capability",
+            ),
             ((false, true, true), "account alice is disabled"),
-            ((true, false, true), "account alice was disabled after the token was issued"),
+            (
+                (true, false, true),
+                "account alice was disabled after the token was issued",
+            ),
         ] {
             record.seen_access = Some(seen);
             assert_eq!(

@@ -258,23 +258,11 @@ pub struct Client {
     flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     indexes: Reused<Vec<u8>>,
     /// The last access check of each repository (keyed by the caller: URL and project).
-    states: Mutex<HashMap<String, Checked>>,
-    /// Repositories never checked whose first check runs in the background.
-    pending: Mutex<std::collections::HashSet<String>>,
+    states: crate::checks::Checks<(), GitError>,
 }
 
 /// The outcome of one access check, and when it was made.
-#[derive(Debug, Clone)]
-pub struct Checked {
-    pub outcome: Result<(), GitError>,
-    /// Said beside a successful outcome: [`Remote::cleartext_warning`].
-    pub warning: Option<String>,
-    /// Wall-clock time of the check (RFC 3339 in answers).
-    pub at: jiff::Timestamp,
-    checked: Instant,
-    /// A re-check is running in the background.
-    refreshing: bool,
-}
+pub type Checked = crate::checks::Checked<(), GitError>;
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -294,8 +282,7 @@ impl Client {
             dirs: Mutex::new(HashMap::new()),
             flights: Mutex::new(HashMap::new()),
             indexes: Mutex::new(HashMap::new()),
-            states: Mutex::new(HashMap::new()),
-            pending: Mutex::new(std::collections::HashSet::new()),
+            states: crate::checks::Checks::new(limits.check_interval),
             limits,
         }
     }
@@ -377,55 +364,12 @@ impl Client {
 
     /// Records the outcome of an access check of `remote` under `key`.
     pub fn record(&self, key: &str, remote: &Remote, outcome: Result<(), GitError>) -> Checked {
-        let checked = Checked {
-            warning: outcome.is_ok().then(|| remote.cleartext_warning()).flatten(),
-            outcome,
-            at: jiff::Timestamp::now(),
-            checked: Instant::now(),
-            refreshing: false,
-        };
-        let mut states = lock(&self.states);
-        if states.len() >= 100_000 {
-            states.clear();
-        }
-        states.insert(key.to_owned(), checked.clone());
-        drop(states);
-        lock(&self.pending).remove(key);
-        checked
+        self.states.record(key, outcome, remote.cleartext_warning())
     }
 
-    /// Claims the first check of a repository never checked: true for one caller only, until
-    /// the outcome is recorded.
-    pub fn claim_first_check(&self, key: &str) -> bool {
-        let mut pending = lock(&self.pending);
-        pending.len() < 100_000 && pending.insert(key.to_owned())
-    }
-
-    /// The last recorded check of `key`, and whether it is due again (older than the check
-    /// interval and not being re-checked already; the caller then starts one and this call
-    /// marks it as running).
-    pub fn recorded(&self, key: &str) -> (Option<Checked>, bool) {
-        let mut states = lock(&self.states);
-        match states.get_mut(key) {
-            Some(found) => {
-                let due = !found.refreshing && found.checked.elapsed() >= self.limits.check_interval;
-                if due {
-                    found.refreshing = true;
-                }
-                (Some(found.clone()), due)
-            }
-            None => (None, false),
-        }
-    }
-
-    /// The last recorded check of `key`, without starting anything.
-    pub fn peek(&self, key: &str) -> Option<Checked> {
-        lock(&self.states).get(key).cloned()
-    }
-
-    /// Forgets the check of `key` (the repository was deleted or changed).
-    pub fn forget(&self, key: &str) {
-        lock(&self.states).remove(key);
+    /// The table of access checks, by key.
+    pub fn states(&self) -> &crate::checks::Checks<(), GitError> {
+        &self.states
     }
 
     /// The files of `commit` (a full id), fetched once and then shared.

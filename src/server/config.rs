@@ -177,6 +177,21 @@ pub struct ServerArgs {
     /// background; `forceRefresh` checks at once).
     #[arg(long, env = "TIPHYS_REPO_CHECK_INTERVAL", default_value = "3m", value_parser = parse_duration)]
     pub repo_check_interval: Duration,
+    /// Whether tiphys contacts destination clusters itself (their connection state and server
+    /// version). `off`: their state is Unknown unless the controller's cache says otherwise.
+    #[arg(long, env = "TIPHYS_CLUSTER_ACCESS", default_value = "on", value_parser = parse_on_off,
+          action = clap::ArgAction::Set, value_name = "on|off", overrides_with = "cluster_access")]
+    pub cluster_access: bool,
+    /// How long one call to a destination cluster may take, its credentials included.
+    #[arg(long, env = "TIPHYS_CLUSTER_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub cluster_timeout: Duration,
+    /// How long a cluster's exec credential provider may run before it is killed.
+    #[arg(long, env = "TIPHYS_CLUSTER_EXEC_TIMEOUT", default_value = "60s", value_parser = parse_duration)]
+    pub cluster_exec_timeout: Duration,
+    /// How old a cluster's successful connection state may get before it is checked again (in
+    /// the background; a failed one is re-checked sooner, backing off from 5 s).
+    #[arg(long, env = "TIPHYS_CLUSTER_CHECK_INTERVAL", default_value = "3m", value_parser = parse_duration)]
+    pub cluster_check_interval: Duration,
 }
 
 /// No inline scripts or styles, same-origin everything, no framing by others.
@@ -226,6 +241,8 @@ pub struct ServerConfig {
     pub max_watches_per_caller: usize,
     /// How repositories are read.
     pub repos: crate::gitrepo::Limits,
+    /// How destination clusters are contacted; `None`: they are not.
+    pub clusters: Option<crate::clusters::Limits>,
 }
 
 impl ServerConfig {
@@ -244,6 +261,7 @@ impl ServerConfig {
             secrets_key_file: self.secrets_key_file.clone(),
             max_streams_per_caller: self.max_watches_per_caller,
             repos: self.repos.clone(),
+            clusters: self.clusters.clone(),
             clock: crate::clock::Clock::system(),
         }
     }
@@ -392,6 +410,11 @@ impl ServerArgs {
                 enabled: self.repo_access,
                 ..crate::gitrepo::Limits::new(repo_cache)
             },
+            clusters: self.cluster_access.then_some(crate::clusters::Limits {
+                timeout: self.cluster_timeout,
+                exec_timeout: self.cluster_exec_timeout,
+                check_interval: self.cluster_check_interval,
+            }),
         })
     }
 }

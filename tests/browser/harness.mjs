@@ -95,7 +95,7 @@ export async function startServer(opts = {}) {
   const log = join(dir, "server.log");
   // Stops are immediate unless a test gives --shutdown-delay (the flag wins over the variable);
   // the made-up repository URLs of the tests are not contacted (--repo-access off).
-  const child = spawn(TIPHYS, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, NO_COLOR: "1", TIPHYS_SHUTDOWN_DELAY: "0", TIPHYS_REPO_ACCESS: "off" } });
+  const child = spawn(TIPHYS, args, { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, NO_COLOR: "1", TIPHYS_SHUTDOWN_DELAY: "0", TIPHYS_REPO_ACCESS: "off", TIPHYS_CLUSTER_ACCESS: "off" } });
   const chunks = [];
   child.stderr.on("data", (c) => chunks.push(c));
   const exited = new Promise((r) => child.on("exit", r));

@@ -147,10 +147,11 @@ def start_server(workdir, *args, address="127.0.0.1", data_dir=None):
     with open(log, "ab") as out:
         # Stops are immediate unless a test gives --shutdown-delay (the flag wins over the variable);
         # repositories at the made-up URLs tests store are not contacted unless a test gives
-        # --repo-access on (tests/e2e/test_repositories_remote.py).
+        # --repo-access on (tests/e2e/test_repositories_remote.py), nor clusters unless it gives
+        # --cluster-access on.
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=clean_env(NO_COLOR="1", TIPHYS_SHUTDOWN_DELAY="0",
-                                              TIPHYS_REPO_ACCESS="off"))
+                                              TIPHYS_REPO_ACCESS="off", TIPHYS_CLUSTER_ACCESS="off"))
     deadline = time.monotonic() + READY_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:

@@ -8,9 +8,11 @@
 //! give the same answer (SEC-14): "not found" only to a caller allowed on the object
 //! wherever it could live, the fixed "permission denied" to everyone else.
 //!
-//! tiphys does not connect to clusters: the connection state is always `Unknown`, saying so,
-//! and RotateAuth (which rotates a service-account token inside the cluster) is not served.
+//! The connection state and server version come from tiphys's own checks of the cluster
+//! (`connection.rs`, `crate::clusters`). RotateAuth (which rotates a service-account token inside
+//! the cluster) is not served yet.
 
+mod connection;
 pub(crate) mod lookup;
 
 use serde::Deserialize;
@@ -24,7 +26,7 @@ use super::project_rules::IN_CLUSTER_SERVER;
 use super::redact;
 use super::secret_name::{self, Claim};
 use super::sensitive::{
-    CLUSTER, CLUSTER_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state, write,
+    CLUSTER, CLUSTER_LIST, canonical, check_no_password, list, not_found, object_mut, write,
 };
 use crate::app::App;
 use crate::error::AppError;
@@ -35,7 +37,6 @@ use crate::service::{Ctx, Reply};
 const RESOURCE: &str = "clusters";
 const WHAT: &str = "cluster";
 
-const NO_CONNECTION: &str = "tiphys does not connect to clusters; the connection state is not checked";
 /// Fields callers may name in `updatedFields`, as upstream (plus `shard` and `config`).
 const UPDATABLE: &[&str] = &[
     "name",
@@ -89,29 +90,33 @@ fn authorized(state: &App, principal: &Principal, lookup: &Lookup, action: &str)
     )
 }
 
-/// A cluster as answered: credentials removed, connection state and application count added.
-fn answer(entry: &Entry, counts: &AppCounts) -> Result<Value, AppError> {
+/// A cluster as answered: credentials removed, connection state, server version and
+/// application count added.
+fn answer(entry: &Entry, counts: &AppCounts, shown: connection::Shown) -> Result<Value, AppError> {
     let mut value = entry.value.clone();
     redact::cluster(&mut value);
     if let Some(object) = value.as_object_mut() {
         for field in SERVER_FIELDS {
             object.remove(*field);
         }
-        let state = unknown_state(NO_CONNECTION);
-        object.insert("connectionState".to_owned(), state.clone());
-        object.insert(
-            "info".to_owned(),
-            serde_json::json!({
-                "connectionState": state,
-                "applicationsCount": counts.count(entry),
-            }),
-        );
+        let mut info = serde_json::json!({
+            "connectionState": shown.state,
+            "applicationsCount": counts.count(entry),
+        });
+        object.insert("connectionState".to_owned(), shown.state);
+        if let Some(version) = shown.server_version {
+            info["serverVersion"] = Value::String(version.clone());
+            object.insert("serverVersion".to_owned(), Value::String(version));
+        }
+        object.insert("info".to_owned(), info);
     }
     canonical(CLUSTER, &value)
 }
 
-fn answer_one(state: &App, entry: &Entry) -> Result<Reply, AppError> {
-    Ok(Reply::Message(answer(entry, &AppCounts::load(state))?))
+/// One cluster as answered; with `wait`, its connection is checked now if it never was.
+async fn answer_one(state: &App, entry: &Entry, wait: bool) -> Result<Reply, AppError> {
+    let shown = connection::shown(state, entry, wait).await;
+    Ok(Reply::Message(answer(entry, &AppCounts::load(state), shown)?))
 }
 
 /// List: every cluster the caller may `get`, narrowed by the query's id, server and name.
@@ -129,24 +134,30 @@ pub async fn list_clusters(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError>
         .filter(|e| by_id.as_ref().is_none_or(|l| l.matches(e)))
         .filter(|e| server.is_empty() || e.server == server)
         .filter(|e| q.name.is_empty() || e.name == q.name)
-        .filter(|e| Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, &e.rbac_object()))
-        .map(|e| answer(e, &counts))
-        .collect::<Result<Vec<_>, _>>()?;
+        .filter(|e| Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, &e.rbac_object()));
+    let mut answers = Vec::new();
+    for entry in items {
+        // Never waits: a cluster not checked yet shows Unknown while it is.
+        let shown = connection::shown(&ctx.app, entry, false).await;
+        answers.push(answer(entry, &counts, shown)?);
+    }
+    let items = answers;
     Ok(Reply::Message(list(CLUSTER_LIST, resource_version, items)?))
 }
 
 pub async fn get(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let entry = authorized(&ctx.app, principal, &q.lookup()?, "get")?;
-    answer_one(&ctx.app, &entry)
+    answer_one(&ctx.app, &entry, true).await
 }
 
-/// InvalidateCache: tiphys keeps no cluster cache, so there is nothing to drop; answers the
-/// cluster, as upstream does, to a caller allowed to `update` it.
+/// InvalidateCache: drops the clients, credentials and connection state kept for the cluster,
+/// and answers it checked anew, as upstream does, to a caller allowed to `update` it.
 pub async fn invalidate_cache(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let entry = authorized(&ctx.app, principal, &q.lookup()?, "update")?;
-    answer_one(&ctx.app, &entry)
+    connection::forget(&ctx.app, &entry);
+    answer_one(&ctx.app, &entry, true).await
 }
 
 /// What a caller sends, without what the server owns; the server URL without a trailing
@@ -249,15 +260,15 @@ fn store(entry: &Entry, value: Value) -> Change {
 
 async fn save(state: &App, change: Change) -> Result<Reply, AppError> {
     let doc = write(state, WHAT, change).await?;
-    answer_written(state, doc)
+    answer_written(state, doc).await
 }
 
-fn answer_written(state: &App, doc: Option<DocRef>) -> Result<Reply, AppError> {
+async fn answer_written(state: &App, doc: Option<DocRef>) -> Result<Reply, AppError> {
     let Some(doc) = doc else {
         return Ok(Reply::Message(Value::Object(Map::new())));
     };
     let entry = Entry::from_doc(doc);
-    answer_one(state, &entry)
+    answer_one(state, &entry, false).await
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -312,14 +323,14 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         update.check(&ctx.app, principal, &stored_rbac_object(&from))?;
         update.check(&ctx.app, principal, &object)?;
         let doc = secret_name::move_to(&ctx.app, WHAT, &from, key, value).await?;
-        return answer_written(&ctx.app, doc);
+        return answer_written(&ctx.app, doc).await;
     }
     check_name_free(&entries, &view, None)?;
     let Some(existing) = existing else {
         return save(&ctx.app, Change::Create { key, value }).await;
     };
     if canonical(CLUSTER, &existing.value)? == canonical(CLUSTER, &value)? {
-        return answer_one(&ctx.app, existing);
+        return answer_one(&ctx.app, existing, false).await;
     }
     if !req.upsert {
         return Err(AppError::InvalidArgument(

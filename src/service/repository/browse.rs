@@ -83,12 +83,15 @@ pub fn record(
 
 /// The last recorded state of repository `url` in `project`, if it was checked.
 pub fn recorded_state(app: &App, project: &str, url: &str) -> Option<Value> {
-    app.repos.peek(&state_key(project, url)).map(|c| state_json(&c))
+    app.repos
+        .states()
+        .peek(&state_key(project, url))
+        .map(|c| state_json(&c))
 }
 
 /// Forgets the last check of repository `url` in `project`.
 pub fn forget(app: &App, project: &str, url: &str) {
-    app.repos.forget(&state_key(project, url));
+    app.repos.states().forget(&state_key(project, url));
 }
 
 /// A repository's connection state as answered: the last check, re-checked now with
@@ -102,7 +105,7 @@ pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: b
     }
     let view = RepoView::read(value);
     let key = state_key(&view.project, &view.repo);
-    let (recorded, due) = app.repos.recorded(&key);
+    let (recorded, due) = app.repos.states().recorded(&key);
     let checked = match recorded {
         Some(found) if !force => {
             if due {
@@ -114,7 +117,7 @@ pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: b
             found
         }
         None if !force && !wait => {
-            if app.repos.claim_first_check(&key) {
+            if app.repos.states().claim_first_check(&key) {
                 let (app, value) = (Arc::clone(app), value.clone());
                 tokio::spawn(async move {
                     check_stored(&app, f, &value).await;

@@ -60,6 +60,8 @@ impl TestServer {
             // Tests store repositories at made-up URLs: none is contacted unless a test gives
             // --repo-access on.
             .env("TIPHYS_REPO_ACCESS", "off")
+            // ... and no cluster at them unless a test gives --cluster-access on.
+            .env("TIPHYS_CLUSTER_ACCESS", "off")
             .stdout(Stdio::null())
             .stderr(log);
         let mut child = cmd.spawn().unwrap();
