@@ -368,9 +368,11 @@ pub fn token_claims(token: &str) -> Result<TokenClaims> {
             .map(str::to_owned)
             .ok_or_else(|| not_rotatable(&format!("no claim kubernetes.io/serviceaccount/{key}")))
     };
+    // The Secret's name first: a bound token (TokenRequest) has the others under another key.
+    let secret_name = claim("secret.name")?;
     Ok(TokenClaims {
         namespace: claim("namespace")?,
-        secret_name: claim("secret.name")?,
+        secret_name,
         service_account: claim("service-account.name")?,
     })
 }

@@ -274,6 +274,27 @@ def test_a_second_add_needs_upsert_to_change_the_cluster(external, kc, local):
     assert not any(manager_objects(external).values())
 
 
+def test_an_existing_service_account_gets_a_token_and_no_rbac(external, kc, local):
+    reset(external)
+    res = tiphys(local, "cluster", "add", "ext", "--kubeconfig", kc.path, "--service-account", "installer",
+                 "--system-namespace", "default")
+    assert res.returncode == 0, res.stderr
+    assert not any(manager_objects(external).values()), "--service-account makes no manager"
+    secret = external.get_json("secret", "installer-long-lived-token", "-n", "default")
+    token = base64.b64decode(secret["data"]["token"]).decode()
+    assert can_i(external, token, "create", "deployments", "anywhere")
+    external.kubectl("delete", "secret", "installer-long-lived-token", "-n", "default")
+    assert tiphys(local, "cluster", "rm", kc.url, "-y").returncode == 0
+
+    # One that does not exist: the token controller removes the Secret, and the add says why.
+    res = tiphys(local, "cluster", "add", "ext", "--kubeconfig", kc.path, "--service-account", "ghost")
+    assert res.returncode == 5, (res.returncode, res.stderr)
+    assert "ServiceAccount kube-system/ghost does not exist" in res.stderr, res.stderr
+    assert not external.kubectl("get", "secret", "ghost-long-lived-token", "-n", SYSTEM_NS,
+                                "--ignore-not-found", "-o", "name").strip()
+    assert kc.url not in servers(local)
+
+
 # ---- bad input ------------------------------------------------------------------------------------
 
 
