@@ -413,12 +413,16 @@ def test_the_stored_cluster_is_upstreams(external, kc, installation, context, fl
                    lambda: kc.url not in cli("cluster", "list", "-o", "name", *installation.conn).stdout.split())
     upstream = stored["via_upstream_to_upstream"]
     config = upstream["data"]["config"]
+    assert config["tlsClientConfig"]["caData"] == b64(external.pki.ca), config
     if context == "ext":
         assert config["bearerToken"] == manager_token(external), "upstream registers the manager's token"
         assert "certData" not in config["tlsClientConfig"], config
+        assert upstream["labels"]["team"] == "a" and upstream["annotations"]["note"] == "x", upstream
+        assert upstream["data"]["name"] == "ext" and upstream["data"]["project"] == "default", upstream
     else:
         assert "bearerToken" not in config, "with a client certificate, upstream registers no token"
         assert config["tlsClientConfig"]["certData"] == b64(external.pki.admin), config
+        assert upstream["data"]["namespaces"] == "apps" and upstream["data"]["clusterResources"] == "true", upstream
     for how in ("via_upstream_to_tiphys", "via_tiphys"):
         got = stored[how]
         for field in ("name", "type", "labels", "annotations"):
