@@ -91,8 +91,8 @@ pub struct AddArgs {
     /// created in the cluster.
     #[arg(long)]
     pub exec_command: Option<String>,
-    /// An argument of --exec-command (repeatable).
-    #[arg(long = "exec-command-args")]
+    /// An argument of --exec-command (repeatable; it may start with '-', as upstream's does).
+    #[arg(long = "exec-command-args", allow_hyphen_values = true)]
     pub exec_command_args: Vec<String>,
     /// An environment variable of --exec-command, KEY=VALUE (repeatable, or comma-separated).
     #[arg(long = "exec-command-env", value_delimiter = ',')]

@@ -108,7 +108,14 @@ def kc(external, tmp_path_factory):
     }
     path = d / "kubeconfig"
     path.write_text(json.dumps(config))
-    return SimpleNamespace(path=str(path), url=url)
+    # An exec credential plugin, as a cluster registered with --exec-command runs it: it prints
+    # the installer's token as an ExecCredential.
+    plugin = d / "credential-plugin"
+    credential = {"apiVersion": "client.authentication.k8s.io/v1beta1", "kind": "ExecCredential",
+                  "status": {"token": tokens["installer"]}}
+    plugin.write_text(f"#!/bin/sh\nprintf '%s' '{json.dumps(credential)}'\n")
+    plugin.chmod(0o755)
+    return SimpleNamespace(path=str(path), url=url, plugin=str(plugin))
 
 
 @pytest.fixture(scope="module")
@@ -383,6 +390,10 @@ def installation(controlplane, tmp_path_factory):
 @pytest.mark.parametrize("context, flags", [
     ("ext", ("--label", "team=a", "--annotation", "note=x", "--project", "default")),
     ("ext-admin", ("--namespace", "apps", "--cluster-resources", "--name", "ext-cert")),
+    ("ext", ("--exec-command", "PLUGIN", "--exec-command-args", "get-token", "--exec-command-args", "--fast",
+             "--exec-command-env", "A=1", "--exec-command-env", "B=2",
+             "--exec-command-api-version", "client.authentication.k8s.io/v1beta1",
+             "--exec-command-install-hint", "see the docs", "--shard", "1", "--name", "ext-exec")),
 ])
 def test_the_stored_cluster_is_upstreams(external, kc, installation, context, flags):
     """The same add three ways (upstream's CLI to argocd-server, upstream's CLI to tiphys,
@@ -391,6 +402,7 @@ def test_the_stored_cluster_is_upstreams(external, kc, installation, context, fl
     ensure_namespaces(external, "apps")
     reset(external, ("apps",))
     plane = installation.plane
+    flags = tuple(kc.plugin if f == "PLUGIN" else f for f in flags)
     args = ("cluster", "add", context, "--kubeconfig", kc.path, "-y", *flags)
 
     def via_upstream_to_upstream():
@@ -414,7 +426,14 @@ def test_the_stored_cluster_is_upstreams(external, kc, installation, context, fl
     upstream = stored["via_upstream_to_upstream"]
     config = upstream["data"]["config"]
     assert config["tlsClientConfig"]["caData"] == b64(external.pki.ca), config
-    if context == "ext":
+    if "--exec-command" in flags:
+        assert "bearerToken" not in config, config
+        assert config["execProviderConfig"] == {
+            "command": kc.plugin, "args": ["get-token", "--fast"], "env": {"A": "1", "B": "2"},
+            "apiVersion": "client.authentication.k8s.io/v1beta1", "installHint": "see the docs"}, config
+        assert upstream["data"]["shard"] == "1", upstream
+        assert not any(manager_objects(external).values()), "an exec provider makes no manager"
+    elif context == "ext":
         assert config["bearerToken"] == manager_token(external), "upstream registers the manager's token"
         assert "certData" not in config["tlsClientConfig"], config
         assert upstream["labels"]["team"] == "a" and upstream["annotations"]["note"] == "x", upstream
