@@ -12,19 +12,26 @@ use super::conn::ClientOpts;
 use super::exit;
 use super::kubeconfig;
 use super::view::{self, Shape, Table, field};
+use crate::kubernetes::cluster_auth;
+
+mod add;
 
 const SVC: &str = "/cluster.ClusterService";
 
 #[derive(clap::Subcommand, Debug)]
 pub enum ClusterCommand {
-    /// Register the cluster of a kubeconfig context, with that context's credentials.
+    /// Register the cluster of a kubeconfig context, as `argocd cluster add` does.
     ///
-    /// The server URL, certificate authority, TLS options and the user's credentials (token or
-    /// token file, client certificate and key, username and password, or an exec plugin) are
-    /// read from the kubeconfig and stored as the cluster's config. Unlike `argocd cluster
-    /// add`, nothing is created in the cluster: no argocd-manager service account, role or
-    /// binding. The context's own credentials are used as they are.
-    Add(AddArgs),
+    /// With the context's own credentials, the ServiceAccount argocd-manager is created (or
+    /// reused) in --system-namespace, with the ClusterRole argocd-manager-role and its binding
+    /// (or, with --namespace, a Role and RoleBinding in each namespace), and a long-lived token
+    /// Secret. The cluster is registered with that token, the context's server, CA and TLS
+    /// options (and its client certificate, which Argo CD then prefers to the token).
+    /// --service-account uses an existing ServiceAccount instead (nothing else is created);
+    /// --bearer-token, --exec-command or --aws-cluster-name register those credentials and
+    /// create nothing in the cluster. If the registration fails, what this run created in the
+    /// cluster is removed again.
+    Add(Box<AddArgs>),
     /// List clusters.
     List(ListArgs),
     /// Print a cluster, named by server URL or by name.
@@ -38,7 +45,7 @@ pub enum ClusterCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct AddArgs {
-    /// The kubeconfig context whose cluster and user to register.
+    /// The kubeconfig context whose cluster to register.
     pub context: String,
     /// The kubeconfig file [default: $KUBECONFIG, else ~/.kube/config].
     #[arg(long)]
@@ -46,15 +53,77 @@ pub struct AddArgs {
     /// The cluster's name in Argo CD [default: the context's name].
     #[arg(long)]
     pub name: Option<String>,
-    /// Only these namespaces may be managed (repeatable) [default: all].
+    /// Only these namespaces may be managed (repeatable); the manager gets Roles in them only.
     #[arg(long = "namespace")]
     pub namespaces: Vec<String>,
+    /// Cluster-scoped resources may be managed too (when --namespace limits the namespaces).
+    #[arg(long)]
+    pub cluster_resources: bool,
     /// The project the cluster belongs to.
     #[arg(long)]
     pub project: Option<String>,
+    /// A label of the cluster, KEY=VALUE (repeatable).
+    #[arg(long = "label")]
+    pub labels: Vec<String>,
+    /// An annotation of the cluster, KEY=VALUE (repeatable).
+    #[arg(long = "annotation")]
+    pub annotations: Vec<String>,
     /// Replace the cluster if it is registered with another config.
     #[arg(long)]
     pub upsert: bool,
+    /// Argo CD runs in this cluster: register it as https://kubernetes.default.svc.
+    #[arg(long)]
+    pub in_cluster: bool,
+    /// The server URL to register: `kubeconfig` (the context's), `kube-public` (from the
+    /// cluster's kube-public/cluster-info, with its CA), `internal` (as --in-cluster), or a URL.
+    #[arg(long, value_name = "ENDPOINT")]
+    pub cluster_endpoint: Option<String>,
+    /// The namespace of the manager's ServiceAccount and token Secret.
+    #[arg(long, default_value = cluster_auth::DEFAULT_SYSTEM_NAMESPACE)]
+    pub system_namespace: String,
+    /// Use this existing ServiceAccount of --system-namespace (no roles or bindings are made).
+    #[arg(long)]
+    pub service_account: Option<String>,
+    /// Register this bearer token; nothing is created in the cluster.
+    #[arg(long, env = "TIPHYS_CLUSTER_BEARER_TOKEN", hide_env_values = true)]
+    pub bearer_token: Option<String>,
+    /// The command that gives Argo CD credentials for the cluster (an exec plugin); nothing is
+    /// created in the cluster.
+    #[arg(long)]
+    pub exec_command: Option<String>,
+    /// An argument of --exec-command (repeatable; it may start with '-', as upstream's does).
+    #[arg(long = "exec-command-args", allow_hyphen_values = true)]
+    pub exec_command_args: Vec<String>,
+    /// An environment variable of --exec-command, KEY=VALUE (repeatable, or comma-separated).
+    #[arg(long = "exec-command-env", value_delimiter = ',')]
+    pub exec_command_env: Vec<String>,
+    /// The ExecCredential apiVersion --exec-command speaks.
+    #[arg(long)]
+    pub exec_command_api_version: Option<String>,
+    /// What to tell the user when --exec-command is missing.
+    #[arg(long)]
+    pub exec_command_install_hint: Option<String>,
+    /// The EKS cluster name: Argo CD gets tokens with `argocd-k8s-auth aws`; nothing is created.
+    #[arg(long)]
+    pub aws_cluster_name: Option<String>,
+    /// The AWS role to assume for --aws-cluster-name.
+    #[arg(long)]
+    pub aws_role_arn: Option<String>,
+    /// The AWS profile for --aws-cluster-name.
+    #[arg(long)]
+    pub aws_profile: Option<String>,
+    /// The controller shard of the cluster [default: inferred by the controller].
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub shard: i64,
+    /// A proxy to reach the cluster through [default: the kubeconfig's proxy-url].
+    #[arg(long)]
+    pub proxy_url: Option<String>,
+    /// Ask the cluster for uncompressed answers.
+    #[arg(long)]
+    pub disable_compression: bool,
+    /// Do not ask before creating the argocd-manager ServiceAccount.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
     #[command(flatten)]
     pub conn: ClientOpts,
 }
@@ -105,13 +174,26 @@ pub struct RmArgs {
     /// Do not ask for confirmation.
     #[arg(short = 'y', long)]
     pub yes: bool,
+    /// Also remove from the cluster what `cluster add` created there: argocd-manager's
+    /// bindings, roles (in the cluster's namespaces too), token Secret and ServiceAccount.
+    #[arg(long)]
+    pub remove_rbac: bool,
+    /// The kubeconfig context to remove them through [default: the cluster's name].
+    #[arg(long, requires = "remove_rbac")]
+    pub context: Option<String>,
+    /// The kubeconfig file [default: $KUBECONFIG, else ~/.kube/config].
+    #[arg(long, requires = "remove_rbac")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The namespace of the manager's ServiceAccount.
+    #[arg(long, default_value = cluster_auth::DEFAULT_SYSTEM_NAMESPACE)]
+    pub system_namespace: String,
     #[command(flatten)]
     pub conn: ClientOpts,
 }
 
 pub async fn run(config: &Path, command: ClusterCommand, out: &mut dyn Write) -> anyhow::Result<()> {
     match command {
-        ClusterCommand::Add(args) => add(config, args, out).await,
+        ClusterCommand::Add(args) => add::add(config, *args, out).await,
         ClusterCommand::List(args) => list(config, args, out).await,
         ClusterCommand::Get(args) => {
             let client = Client::connect(config, &args.conn, None).await?;
@@ -119,25 +201,7 @@ pub async fn run(config: &Path, command: ClusterCommand, out: &mut dyn Write) ->
             view::one(out, args.output, &cluster, &server, &describe)
         }
         ClusterCommand::Set(args) => set(config, args, out).await,
-        ClusterCommand::Rm(args) => {
-            confirm(
-                &format!(
-                    "Are you sure you want to remove '{}'? Applications deploying to it will no longer find it.",
-                    args.cluster
-                ),
-                args.yes,
-            )?;
-            let client = Client::connect(config, &args.conn, None).await?;
-            call::unary(
-                &client,
-                "cluster rm failed",
-                &format!("{SVC}/Delete"),
-                &query(&args.cluster),
-            )
-            .await?;
-            writeln!(out, "cluster '{}' removed", args.cluster)?;
-            Ok(())
-        }
+        ClusterCommand::Rm(args) => remove(config, args, out).await,
     }
 }
 
@@ -217,24 +281,50 @@ async fn get_cluster(client: &Client, cluster: &str) -> anyhow::Result<Value> {
     .await
 }
 
-async fn add(config: &Path, args: AddArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let files = kubeconfig::files(args.kubeconfig.as_deref())?;
-    let found = kubeconfig::read_context(&files, &args.context)?;
-    let mut cluster = json!({
-        "server": found.server,
-        "name": args.name.clone().unwrap_or_else(|| args.context.clone()),
-        "config": found.config,
-    });
-    if !args.namespaces.is_empty() {
-        cluster["namespaces"] = json!(args.namespaces);
-    }
-    if let Some(project) = &args.project {
-        cluster["project"] = Value::from(project.as_str());
-    }
+async fn remove(config: &Path, args: RmArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    confirm(
+        &format!(
+            "Are you sure you want to remove '{}'? Applications deploying to it will no longer find it.",
+            args.cluster
+        ),
+        args.yes,
+    )?;
     let client = Client::connect(config, &args.conn, None).await?;
-    let request = json!({"cluster": cluster, "upsert": args.upsert});
-    let added = call::unary(&client, "cluster add failed", &format!("{SVC}/Create"), &request).await?;
-    writeln!(out, "Cluster '{}' added", server(&added))?;
+    // The cluster side is reached before anything is deleted, so that a missing context stops
+    // the command with the cluster still registered (upstream deletes first, then fails).
+    let cleanup = if args.remove_rbac {
+        let cluster = get_cluster(&client, &args.cluster).await?;
+        let context = args
+            .context
+            .clone()
+            .unwrap_or_else(|| str_at(&cluster, "/name").to_owned());
+        let files = kubeconfig::files(args.kubeconfig.as_deref())?;
+        let found = kubeconfig::read_context(&files, &context)?;
+        let kube = kubeconfig::client(&files, &context, add::KUBE_REQUEST_TIMEOUT).await?;
+        Some((kube, found.server, view::strings(&cluster, "/namespaces")))
+    } else {
+        None
+    };
+    call::unary(
+        &client,
+        "cluster rm failed",
+        &format!("{SVC}/Delete"),
+        &query(&args.cluster),
+    )
+    .await?;
+    writeln!(out, "Cluster '{}' removed", args.cluster)?;
+    if let Some((kube, url, namespaces)) = cleanup {
+        let target = cluster_auth::Target {
+            client: &kube,
+            url: &url,
+        };
+        let removed = cluster_auth::uninstall_manager(&target, &args.system_namespace, &namespaces)
+            .await
+            .map_err(|e| anyhow::anyhow!("the cluster is unregistered, but its RBAC was not removed: {e}"))?;
+        for object in removed {
+            writeln!(out, "{object} removed")?;
+        }
+    }
     Ok(())
 }
 

@@ -1,15 +1,16 @@
-//! Reading a kubeconfig context as a cluster's connection config (Argo CD's ClusterConfig):
-//! server, CA, TLS options, and the user's credentials (token, client certificate, basic
-//! auth or an exec plugin). Files named in the kubeconfig are read and embedded.
+//! A kubeconfig context, for `tiphys cluster add|rm`: what of it is registered as the cluster's
+//! config (server, CA, TLS options, client certificate; files named in the kubeconfig are read
+//! and embedded), and a kube-rs client with its credentials to prepare the cluster.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context as _, anyhow};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::exit;
 
@@ -39,6 +40,7 @@ struct ClusterEntry {
     insecure_skip_tls_verify: bool,
     tls_server_name: String,
     proxy_url: String,
+    disable_compression: bool,
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -52,42 +54,23 @@ struct ContextEntry {
 #[derive(Deserialize, Default, Debug)]
 #[serde(default, rename_all = "kebab-case")]
 struct UserEntry {
-    token: String,
-    #[serde(rename = "tokenFile")]
-    token_file: String,
     client_certificate: String,
     client_certificate_data: String,
     client_key: String,
     client_key_data: String,
-    username: String,
-    password: String,
-    exec: Option<ExecEntry>,
-    auth_provider: Option<Value>,
 }
 
-#[derive(Deserialize, Default, Debug)]
-#[serde(default, rename_all = "camelCase")]
-struct ExecEntry {
-    command: String,
-    args: Vec<String>,
-    env: Vec<EnvVar>,
-    api_version: String,
-    install_hint: String,
-    provide_cluster_info: bool,
-}
-
-#[derive(Deserialize, Default, Debug)]
-#[serde(default)]
-struct EnvVar {
-    name: String,
-    value: String,
-}
-
-/// A context's cluster: its server URL and the ClusterConfig JSON to register.
+/// What a context says about its cluster, as upstream's `argocd cluster add` registers it
+/// (cmd/util/cluster.go NewCluster): the server URL, the TLS part of the ClusterConfig
+/// (`insecure`, `serverName`, `caData`, and the user's `certData` and `keyData`), the proxy and
+/// compression settings. The user's other credentials (a token, an exec plugin) only serve to
+/// reach the cluster; they are not registered.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ContextCluster {
     pub server: String,
-    pub config: Value,
+    pub tls: Map<String, Value>,
+    pub proxy_url: Option<String>,
+    pub disable_compression: bool,
 }
 
 /// The kubeconfig files to look in: `--kubeconfig`, else `$KUBECONFIG`, else `~/.kube/config`.
@@ -189,50 +172,20 @@ fn resolve(cfg: &KubeConfig, context: &ContextEntry, base: &Path) -> anyhow::Res
     if let Some(ca) = ca {
         tls.insert("caData".to_owned(), Value::from(ca));
     }
-    let mut config = Map::new();
     if let Some(user) = user {
-        user_config(user, base, &mut config, &mut tls)?;
+        client_certificate(user, base, &mut tls)?;
     } else if !context.user.is_empty() {
         return Err(anyhow!("its user {:?} is not defined", context.user));
     }
-    if !cluster.proxy_url.is_empty() {
-        config.insert("proxyUrl".to_owned(), Value::from(cluster.proxy_url.as_str()));
-    }
-    config.insert("tlsClientConfig".to_owned(), Value::Object(tls));
     Ok(ContextCluster {
         server: cluster.server.trim().to_owned(),
-        config: Value::Object(config),
+        tls,
+        proxy_url: Some(cluster.proxy_url.clone()).filter(|p| !p.is_empty()),
+        disable_compression: cluster.disable_compression,
     })
 }
 
-fn user_config(
-    user: &UserEntry,
-    base: &Path,
-    config: &mut Map<String, Value>,
-    tls: &mut Map<String, Value>,
-) -> anyhow::Result<()> {
-    if user.auth_provider.is_some() {
-        return Err(anyhow!(
-            "its user authenticates with an auth-provider plugin, which Argo CD cannot use: use a token or exec"
-        ));
-    }
-    let token = if !user.token.is_empty() {
-        user.token.clone()
-    } else if !user.token_file.is_empty() {
-        String::from_utf8(read_file(base, &user.token_file)?)
-            .map_err(|_| anyhow!("tokenFile is not text"))?
-            .trim()
-            .to_owned()
-    } else {
-        String::new()
-    };
-    if !token.is_empty() {
-        config.insert("bearerToken".to_owned(), Value::from(token));
-    }
-    if !user.username.is_empty() {
-        config.insert("username".to_owned(), Value::from(user.username.as_str()));
-        config.insert("password".to_owned(), Value::from(user.password.as_str()));
-    }
+fn client_certificate(user: &UserEntry, base: &Path, tls: &mut Map<String, Value>) -> anyhow::Result<()> {
     let cert = pem(
         base,
         &user.client_certificate_data,
@@ -252,38 +205,48 @@ fn user_config(
             ));
         }
     }
-    if let Some(exec) = &user.exec {
-        if exec.command.is_empty() {
-            return Err(anyhow!("its user's exec plugin has no command"));
-        }
-        let env: BTreeMap<&str, &str> = exec
-            .env
-            .iter()
-            .map(|e| (e.name.as_str(), e.value.as_str()))
-            .collect();
-        let mut plugin = json!({"command": exec.command, "apiVersion": exec.api_version});
-        if let Some(map) = plugin.as_object_mut() {
-            if !exec.args.is_empty() {
-                map.insert("args".to_owned(), json!(exec.args));
-            }
-            if !env.is_empty() {
-                map.insert("env".to_owned(), json!(env));
-            }
-            if !exec.install_hint.is_empty() {
-                map.insert("installHint".to_owned(), Value::from(exec.install_hint.as_str()));
-            }
-            if exec.provide_cluster_info {
-                map.insert("provideClusterInfo".to_owned(), Value::Bool(true));
-            }
-        }
-        config.insert("execProviderConfig".to_owned(), plugin);
-    }
     Ok(())
+}
+
+/// A kube-rs client of `context`'s API server, with the context's own credentials (token,
+/// client certificate, exec plugin ...), each request bounded by `timeout`. `files` are merged
+/// as kubectl merges `$KUBECONFIG`.
+pub async fn client(files: &[PathBuf], context: &str, timeout: Duration) -> anyhow::Result<kube::Client> {
+    let mut merged: Option<Kubeconfig> = None;
+    for path in files {
+        if files.len() > 1 && !path.exists() {
+            continue;
+        }
+        let file = Kubeconfig::read_from(path)
+            .map_err(|e| exit::invalid(format!("cannot read the kubeconfig {}: {e}", path.display())))?;
+        merged = Some(match merged {
+            None => file,
+            Some(first) => first
+                .merge(file)
+                .map_err(|e| exit::invalid(format!("cannot merge the kubeconfig {}: {e}", path.display())))?,
+        });
+    }
+    let merged = merged.ok_or_else(|| exit::invalid("no kubeconfig file found"))?;
+    let options = KubeConfigOptions {
+        context: Some(context.to_owned()),
+        ..Default::default()
+    };
+    let mut config = kube::Config::from_custom_kubeconfig(merged, &options)
+        .await
+        .map_err(|e| exit::invalid(format!("the kubeconfig context {context:?} cannot be used: {e}")))?;
+    config.connect_timeout = Some(timeout);
+    config.read_timeout = Some(timeout);
+    config.write_timeout = Some(timeout);
+    // A refusal or an unreachable server is reported at once, not retried.
+    config.default_retry = false;
+    kube::Client::try_from(config)
+        .map_err(|e| exit::invalid(format!("the kubeconfig context {context:?} cannot be used: {e}")))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     const KUBECONFIG: &str = r#"
 apiVersion: v1
@@ -295,28 +258,25 @@ clusters:
     server: https://prod.example:6443
     certificate-authority-data: Q0EK
     tls-server-name: api.prod
+    proxy-url: http://proxy.example:3128
 - name: lab
   cluster:
     server: https://lab.example
     certificate-authority: ca.pem
     insecure-skip-tls-verify: true
+    disable-compression: true
 contexts:
 - {name: token, context: {cluster: prod, user: bot}}
 - {name: certs, context: {cluster: lab, user: tls}}
-- {name: exec, context: {cluster: prod, user: aws}}
 - {name: broken, context: {cluster: nowhere, user: bot}}
+- {name: half, context: {cluster: lab, user: half}}
 users:
 - name: bot
   user: {token: secret-token}
 - name: tls
-  user: {client-certificate: crt.pem, client-key-data: S0VZCg==, username: u, password: p}
-- name: aws
-  user:
-    exec:
-      apiVersion: client.authentication.k8s.io/v1beta1
-      command: aws
-      args: [eks, get-token]
-      env: [{name: AWS_PROFILE, value: prod}]
+  user: {client-certificate: crt.pem, client-key-data: S0VZCg==}
+- name: half
+  user: {client-certificate: crt.pem}
 "#;
 
     fn setup() -> (tempfile::TempDir, Vec<PathBuf>) {
@@ -329,15 +289,16 @@ users:
     }
 
     #[test]
-    fn token_context() {
+    fn a_token_user_gives_only_the_clusters_tls() {
         let (_dir, files) = setup();
         let c = read_context(&files, "token").unwrap();
         assert_eq!(c.server, "https://prod.example:6443");
         assert_eq!(
-            c.config,
-            json!({"bearerToken": "secret-token",
-                   "tlsClientConfig": {"insecure": false, "serverName": "api.prod", "caData": "Q0EK"}})
+            Value::Object(c.tls),
+            json!({"insecure": false, "serverName": "api.prod", "caData": "Q0EK"})
         );
+        assert_eq!(c.proxy_url.as_deref(), Some("http://proxy.example:3128"));
+        assert!(!c.disable_compression);
     }
 
     #[test]
@@ -345,25 +306,21 @@ users:
         let (_dir, files) = setup();
         let c = read_context(&files, "certs").unwrap();
         assert_eq!(
-            c.config,
-            json!({"username": "u", "password": "p",
-                   "tlsClientConfig": {"insecure": true, "caData": B64.encode("CA\n"),
-                                       "certData": B64.encode("CRT\n"), "keyData": "S0VZCg=="}})
+            Value::Object(c.tls),
+            json!({"insecure": true, "caData": B64.encode("CA\n"),
+                   "certData": B64.encode("CRT\n"), "keyData": "S0VZCg=="})
         );
+        assert!(c.disable_compression);
     }
 
     #[test]
-    fn exec_plugins_and_errors() {
+    fn bad_contexts_are_named() {
         let (_dir, files) = setup();
-        let c = read_context(&files, "exec").unwrap();
-        assert_eq!(
-            c.config["execProviderConfig"],
-            json!({"command": "aws", "args": ["eks", "get-token"], "env": {"AWS_PROFILE": "prod"},
-                   "apiVersion": "client.authentication.k8s.io/v1beta1"})
-        );
         let err = read_context(&files, "broken").unwrap_err().to_string();
         assert!(err.contains("nowhere"), "{err}");
+        let err = read_context(&files, "half").unwrap_err().to_string();
+        assert!(err.contains("without a key"), "{err}");
         let err = read_context(&files, "missing").unwrap_err().to_string();
-        assert!(err.contains("token, certs, exec, broken"), "{err}");
+        assert!(err.contains("token, certs, broken, half"), "{err}");
     }
 }

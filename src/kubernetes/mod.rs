@@ -3,6 +3,7 @@
 //! fed by watches (`registry/kube.rs`); this module knows how to reach them and how to name
 //! what went wrong.
 
+pub mod cluster_auth;
 mod connect;
 mod errors;
 mod resources;

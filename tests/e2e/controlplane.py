@@ -38,6 +38,11 @@ file (tests/support/controlplane.rs); `... down ROOT` ends what `up` started.
     the process's own (`unshare --mount`, root only). Nothing on the host's /run changes. Where
     `unshare` cannot be used, `in_cluster` in the state file is false and only `loopback` works.
 
+**An external cluster.** `up(argocd=False)` (`up ROOT --cluster-only`) starts only etcd,
+kube-apiserver and kube-controller-manager under a root of its own (its own CA, ports and
+kubeconfig): a second destination cluster beside the installation, as `argocd cluster add` meets one
+(tests/e2e/test_cluster_add.py).
+
 **Isolation.** argocd-application-controller binds its metrics and health server to 0.0.0.0 (its
 address is not configurable). So the controller is only started inside a network namespace of the
 run's own (`tools/upstream/isolated CMD...`), where 0.0.0.0 is loopback alone; outside one, `up()`
@@ -345,15 +350,18 @@ class ControlPlane:
     # -- parts --
 
     def up(self, *, controller: bool = True, controller_manager: bool = True,
-           settings: dict[str, dict[str, str]] | None = None) -> "ControlPlane":
+           settings: dict[str, dict[str, str]] | None = None, argocd: bool = True) -> "ControlPlane":
         """Starts every part but argocd-server (see `start_argocd_server`). `settings` adds keys
         to argocd-cm, argocd-rbac-cm and argocd-secret (by name: {"argocd-cm": {key: value}}),
-        applied before any Argo CD process starts. Raises PartFailed."""
+        applied before any Argo CD process starts. With `argocd=False` the plane is a bare
+        cluster (an "external" destination cluster): etcd, kube-apiserver and, unless
+        `controller_manager=False`, kube-controller-manager (whose token controller fills
+        ServiceAccount token Secrets), with a CA of its own. Raises PartFailed."""
         unknown = set(settings or {}) - {"argocd-cm", "argocd-rbac-cm", "argocd-secret"}
         if unknown:
             raise PartFailed("argocd namespace", f"settings for unknown objects: {', '.join(sorted(unknown))}")
         self.settings = dict(settings or {})
-        if controller and not isolated_network():
+        if argocd and controller and not isolated_network():
             raise PartFailed("argocd-application-controller",
                              "it binds its metrics server to 0.0.0.0, so it only runs in a network namespace "
                              "of this run's own: run the tests under tools/upstream/isolated")
@@ -366,6 +374,9 @@ class ControlPlane:
         self._apiserver()
         if controller_manager:
             self._controller_manager()
+        if not argocd:
+            self._save()
+            return self
         self._crds()
         self._argocd_namespace()
         self._redis()
@@ -727,6 +738,8 @@ def _main() -> int:
     up.add_argument("root")
     up.add_argument("--no-controller", action="store_true", help="no argocd-application-controller")
     up.add_argument("--no-controller-manager", action="store_true", help="no kube-controller-manager")
+    up.add_argument("--cluster-only", action="store_true",
+                    help="a bare destination cluster: etcd, kube-apiserver, kube-controller-manager")
     up.add_argument("--argocd-server", action="store_true", help="also start upstream argocd-server")
     up.add_argument("--argocd-server-insecure", action="store_true", help="... without TLS")
     up.add_argument("--settings", metavar="FILE",
@@ -774,7 +787,7 @@ def _main() -> int:
         def start():
             settings = json.loads(Path(args.settings).read_text()) if args.settings else None
             plane.up(controller=not args.no_controller, controller_manager=not args.no_controller_manager,
-                     settings=settings)
+                     settings=settings, argocd=not args.cluster_only)
             if args.argocd_server or args.argocd_server_insecure:
                 plane.start_argocd_server(insecure=args.argocd_server_insecure)
             print(json.dumps(plane.state), flush=True)

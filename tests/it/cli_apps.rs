@@ -468,7 +468,8 @@ fn projects_clusters_and_repositories_from_the_cli() {
     assert_eq!(admin.ok(&["proj", "list", "-o", "name"]), "default\nweb\n");
     assert!(admin.ok(&["proj", "list"]).contains("Web team"));
 
-    // A cluster from a kubeconfig context: its server, CA file and token.
+    // A cluster from a kubeconfig context (its server and CA file) with a given token: nothing
+    // is made in the cluster, so it need not exist.
     let kubeconfig = work.path().join("kubeconfig");
     std::fs::write(work.path().join("ca.pem"), "CA\n").unwrap();
     std::fs::write(
@@ -487,6 +488,8 @@ fn projects_clusters_and_repositories_from_the_cli() {
         kube,
         "--name",
         "prod",
+        "--bearer-token",
+        "kube-token-1",
     ]);
     assert_eq!(out, "Cluster 'https://prod.example:6443' added\n");
     admin.fails(&["cluster", "add", "elsewhere", "--kubeconfig", kube], 3);

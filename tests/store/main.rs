@@ -14,6 +14,7 @@ mod etcd_cluster;
 #[allow(dead_code)]
 mod controlplane;
 
+mod cluster_auth;
 mod contract;
 mod etcd;
 mod registry_contract;
