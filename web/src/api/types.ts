@@ -167,7 +167,15 @@ export interface Cluster {
   name?: string;
   project?: string;
   namespaces?: string[];
-  info?: { connectionState?: { status?: string; message?: string }; applicationsCount?: number; serverVersion?: string };
+  serverVersion?: string;
+  connectionState?: ConnectionState;
+  info?: { connectionState?: ConnectionState; applicationsCount?: number; serverVersion?: string };
+}
+
+export interface ConnectionState {
+  status?: string;
+  message?: string;
+  attemptedAt?: string;
 }
 
 export interface Repository {

@@ -1,0 +1,60 @@
+// The clusters page shows what the server learnt contacting each cluster (issue 39, item 3): its
+// state, the reason it failed, when it was checked, and "Check now". The server contacts clusters
+// here (--cluster-access on); the cluster is a loopback port: first nobody listens there, then a
+// TCP server that closes every connection at once. (A Successful state and the server version
+// against a real API server: tests/e2e/test_cluster_state.py.)
+import { after, before, describe, it } from "node:test";
+import assert from "node:assert/strict";
+import { createServer } from "node:net";
+import { api, freePort, launch, login, newPage, shot, startServer, token } from "./harness.mjs";
+
+describe("clusters page", () => {
+  let server, browser, page, adminToken, port, closer;
+
+  before(async () => {
+    server = await startServer({ args: ["--cluster-access", "on", "--cluster-timeout", "5s"] });
+    adminToken = await token(server);
+    port = await freePort();
+    browser = await launch();
+    page = await newPage(browser);
+  });
+  after(async () => {
+    closer?.close();
+    await browser?.close();
+    await server?.stop();
+  });
+
+  it("shows why a cluster cannot be reached, and checks it again on request", async () => {
+    const url = `https://127.0.0.1:${port}`;
+    await api(server, adminToken, "POST", "api/v1/clusters", {
+      name: "nowhere",
+      server: url,
+      config: { bearerToken: "cluster-secret-token", tlsClientConfig: { insecure: true } },
+    });
+    await login(page, server);
+    await page.getByRole("link", { name: "Clusters" }).click();
+    const conn = page.getByTestId(`conn-${url}`);
+    // A list does not wait for a first check: the page asks again until it is done.
+    await conn.getByText("Failed").waitFor();
+    await conn.getByText(`Unable to connect to cluster ${url}`).waitFor();
+    assert.match(await conn.innerText(), /connection was refused/);
+    assert.match(await conn.innerText(), /checked /);
+    assert.equal(await page.getByTestId(`version-${url}`).innerText(), "–");
+    assert.ok(!(await page.content()).includes("cluster-secret-token"), "the token is never on the page");
+    await shot(page, "30-cluster-failed");
+
+    // Something listens now, and closes every connection: "Check now" shows the new reason.
+    closer = createServer((socket) => socket.destroy());
+    await new Promise((resolve) => closer.listen(port, "127.0.0.1", resolve));
+    await page.getByRole("button", { name: "Check cluster nowhere now" }).click();
+    await page.waitForFunction(
+      (id) => {
+        const el = document.querySelector(`[data-testid="${id}"]`);
+        return el && !/connection was refused/.test(el.textContent) && /Failed/.test(el.textContent);
+      },
+      `conn-${url}`,
+    );
+    assert.doesNotMatch(await conn.innerText(), /connection was refused/);
+    assert.deepEqual(page.problems, []);
+  });
+});
