@@ -41,6 +41,18 @@ pub enum ClusterCommand {
     /// Remove a cluster, named by server URL or by name.
     #[command(visible_alias = "remove")]
     Rm(RmArgs),
+    /// Give a cluster a new ServiceAccount token and revoke the old one (the server does it,
+    /// inside the cluster, with the cluster's current token), as `argocd cluster rotate-auth`.
+    RotateAuth(RotateAuthArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RotateAuthArgs {
+    /// The cluster's server URL, or its name.
+    #[arg(value_name = "SERVER")]
+    pub cluster: String,
+    #[command(flatten)]
+    pub conn: ClientOpts,
 }
 
 #[derive(clap::Args, Debug)]
@@ -202,6 +214,18 @@ pub async fn run(config: &Path, command: ClusterCommand, out: &mut dyn Write) ->
         }
         ClusterCommand::Set(args) => set(config, args, out).await,
         ClusterCommand::Rm(args) => remove(config, args, out).await,
+        ClusterCommand::RotateAuth(args) => {
+            let client = Client::connect(config, &args.conn, None).await?;
+            call::unary(
+                &client,
+                "cluster rotate-auth failed",
+                &format!("{SVC}/RotateAuth"),
+                &query(&args.cluster),
+            )
+            .await?;
+            writeln!(out, "Cluster '{}' rotated auth", args.cluster)?;
+            Ok(())
+        }
     }
 }
 

@@ -122,7 +122,7 @@ impl Clusters {
     {
         let bound = self.limits.timeout;
         let once = async |fresh: bool| -> Result<T, ClusterError> {
-            let client = self.client(target, fresh).await?;
+            let client = self.client_fresh(target, fresh).await?;
             call(client).await.map_err(|e| ClusterError::from_kube(&e))
         };
         tokio::time::timeout(bound, async {
@@ -135,6 +135,18 @@ impl Clusters {
         .unwrap_or(Err(ClusterError::Timeout(bound)))
     }
 
+    /// The cluster's version (`major.minor`), asked with its credentials: what upstream's
+    /// Create asks before it stores a cluster.
+    pub async fn server_version(&self, target: &Target) -> Result<Reached, ClusterError> {
+        self.call(target, |client| async move {
+            let version = client.apiserver_version().await?;
+            Ok(Reached {
+                server_version: format!("{}.{}", version.major, version.minor),
+            })
+        })
+        .await
+    }
+
     /// Checks that the cluster answers and accepts its credentials. `namespaces`: the
     /// cluster's, when it is limited to some; the authorised read is then made in the first.
     /// The caller records the outcome in [`Self::states`] under a key of its own.
@@ -144,6 +156,8 @@ impl Clusters {
                 let namespace = namespaces.first().cloned();
                 async move {
                     let version = client.apiserver_version().await?;
+                    // /version answers anyone the API server authenticates: an identity without
+                    // rights shows only on a read that needs them.
                     let one = ListParams::default().limit(1);
                     match namespace {
                         None => Api::<Namespace>::all(client)
@@ -167,9 +181,14 @@ impl Clusters {
         outcome
     }
 
+    /// A client of `target`, for callers that make their own calls (bounded by them).
+    pub async fn client(&self, target: &Target) -> Result<kube::Client, ClusterError> {
+        self.client_fresh(target, false).await
+    }
+
     /// A client of `target`: the one built before unless `fresh` or its exec credential is no
     /// longer fresh.
-    async fn client(&self, target: &Target, fresh: bool) -> Result<kube::Client, ClusterError> {
+    async fn client_fresh(&self, target: &Target, fresh: bool) -> Result<kube::Client, ClusterError> {
         if target.is_in_cluster() {
             return self.in_cluster_client().await;
         }

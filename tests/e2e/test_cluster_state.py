@@ -6,18 +6,21 @@ TCP relay of its own (a distinct server URL, the same API server and certificate
 the installation (`--kube`) with `--cluster-access on`, and each case checks the state tiphys
 answers against what the API server did:
 
-  the registered clusters are Successful with the API server's `major.minor`; a token the API
-  server rejects, a CA that is not the server's, a refused port, and an identity without rights
-  each give Failed with that reason, never the token; a ServiceAccount token Secret deleted turns
-  a Successful cluster to Failed; an exec provider (a program written here, printing an
-  ExecCredential with a token from TokenRequest) gives Successful and is run again once its
-  credential expires; one that hangs or prints garbage fails within its bound, saying so.
+  the registered clusters are Successful with the API server's `major.minor`; Create asks the
+  cluster its version first, as upstream's does, and refuses a token the API server rejects, a CA
+  that is not the server's, and a refused port, naming why and never the token; the same clusters
+  declared as Secrets with kubectl show Failed with that reason, and so does an identity without
+  rights; a ServiceAccount token Secret deleted turns a Successful cluster to Failed; an exec
+  provider (a program written here, printing an ExecCredential with a token from TokenRequest)
+  gives Successful and is run again once its credential expires; one that hangs or prints garbage
+  fails within its bound, saying so.
 
 Runs under tools/upstream/isolated (see controlplane.py); .ci/test-all runs it there.
 """
 
 import base64
 import json
+import subprocess
 import sys
 import time
 import urllib.parse
@@ -61,10 +64,35 @@ def path_of(server):
     return f"{CLUSTERS}/{urllib.parse.quote(server, safe='')}"
 
 
-def get_cluster(kube, server):
-    r = kube.api.get(path_of(server), timeout=30)
+def get_cluster(kube, server, wait_seen=5):
+    """Get, waiting up to `wait_seen` s for a cluster declared with kubectl to reach tiphys."""
+    deadline = time.monotonic() + wait_seen
+    while True:
+        r = kube.api.get(path_of(server), timeout=30)
+        if r.status != 404 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert r.status == 200, r
     return r.json()
+
+
+def declare_cluster(plane, server, config):
+    """A cluster Secret written with kubectl, as users declare clusters: no Create call."""
+    plane.apply([{
+        "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": uniq("declared"), "namespace": NS,
+                     "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+        "stringData": {"name": uniq("d"), "server": server, "config": json.dumps(config)},
+    }])
+
+
+def refused_create(kube, server, config):
+    r = kube.api.call("POST", CLUSTERS, {"server": server, "name": uniq("c"), "config": config}, timeout=30)
+    assert r.status in (400, 412, 503), r
+    message = r.json()["message"]
+    assert message.startswith(f"cannot register cluster {server}: asking its version failed: "), message
+    assert kube.api.get(path_of(server)).status in (403, 404), "a refused cluster is not stored"
+    return message
 
 
 def add_cluster(kube, server, config, **extra):
@@ -134,32 +162,39 @@ def test_each_failure_names_its_reason_and_never_the_token(plane, kube, tmp_path
     wrong_token = "not-a-valid-token-" + uniq("t")
     # Another CA: the API server's certificate does not chain to it.
     other_ca = tmp_path / "other-ca.pem"
-    import subprocess  # noqa: PLC0415
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
                     "-nodes", "-keyout", str(tmp_path / "k.pem"), "-out", str(other_ca), "-days", "1",
                     "-subj", "/CN=not-the-api-servers-ca"], check=True, capture_output=True)
-    cases = []
-    for config, status, words, never in [
-        ({"bearerToken": wrong_token, "tlsClientConfig": {"caData": ca_data(plane)}},
-         "Failed", ["401 Unauthorized"], [wrong_token]),
-        ({"bearerToken": no_rights, "tlsClientConfig": {"caData": ca_data(plane)}},
-         "Failed", ["403 Forbidden", "namespaces"], [no_rights]),
-        ({"bearerToken": no_rights,
-          "tlsClientConfig": {"caData": base64.b64encode(other_ca.read_bytes()).decode()}},
-         "Failed", ["TLS handshake failed"], [no_rights]),
+    good_ca = {"caData": ca_data(plane)}
+    unreachable = []
+    for config, words, never in [
+        ({"bearerToken": wrong_token, "tlsClientConfig": good_ca}, ["401 Unauthorized"], [wrong_token]),
+        ({"bearerToken": no_rights, "tlsClientConfig": {"caData": base64.b64encode(other_ca.read_bytes()).decode()}},
+         ["TLS handshake failed"], [no_rights]),
     ]:
-        r, url = relay(plane)
-        add_cluster(kube, url, config)
-        cases.append((r, url, status, words, never))
-    # A port nobody listens on.
+        _, url = relay(plane)
+        unreachable.append((url, config, words, never))
     r, refused = relay(plane)
-    r.cut()
-    add_cluster(kube, refused, {"bearerToken": wrong_token, "tlsClientConfig": {"caData": ca_data(plane)}})
-    cases.append((r, refused, "Failed", ["connection was refused"], [wrong_token]))
-    for _, url, status, words, never in cases:
-        got = get_cluster(kube, url)
-        assert_state(got, status, f"Unable to connect to cluster {url}", *words, never=never)
-        assert "serverVersion" not in got, got
+    r.cut()  # a port nobody listens on
+    unreachable.append((refused, {"bearerToken": wrong_token, "tlsClientConfig": good_ca},
+                        ["connection was refused"], [wrong_token]))
+    for url, config, words, never in unreachable:
+        # Create refuses, as upstream's...
+        message = refused_create(kube, url, config)
+        for word in words:
+            assert word in message, (word, message)
+        for secret in never:
+            assert secret not in message
+        # ... and declared with kubectl, the cluster is served Failed with the reason.
+        declare_cluster(plane, url, config)
+        assert_state(get_cluster(kube, url), "Failed", f"Unable to connect to cluster {url}", *words, never=never)
+    # An identity without rights can be registered (the version answers anyone authenticated,
+    # as upstream's Create asks only that), and its state says what it may not do.
+    _, url = relay(plane)
+    add_cluster(kube, url, {"bearerToken": no_rights, "tlsClientConfig": good_ca})
+    got = wait_state(kube, url, "Failed")
+    assert_state(got, "Failed", "403 Forbidden", "namespaces", never=[no_rights])
+    assert "serverVersion" not in got, got
     # The rest of the API is unaffected by clusters that fail.
     assert kube.api.get("/api/v1/applications").status == 200
 
@@ -251,14 +286,21 @@ def test_an_exec_provider_gives_the_token_and_is_run_again_when_it_expires(plane
 ])
 def test_a_provider_that_hangs_or_prints_garbage_fails_within_its_bound(plane, kube, tmp_path, mode, words):
     config, runs = provider(plane, tmp_path, mode)
-    r, url = relay(plane)
-    add_cluster(kube, url, config)
+    _, url = relay(plane)
+    started = time.monotonic()
+    message = refused_create(kube, url, config)
+    took = time.monotonic() - started
+    for word in words:
+        assert word in message, (word, message)
+    assert took < EXEC_BOUND + 5, f"the refusal took {took:.1f} s"
+    # Declared with kubectl: Failed, within the bound.
+    declare_cluster(plane, url, config)
     started = time.monotonic()
     got = get_cluster(kube, url)
     took = time.monotonic() - started
     assert_state(got, "Failed", *words)
-    assert took < EXEC_BOUND + 5, f"the answer took {took:.1f} s"
-    assert run_count(runs) >= 1
+    assert took < EXEC_BOUND + 10, f"the answer took {took:.1f} s"
+    assert run_count(runs) >= 2
 
 
 def test_invalidate_cache_checks_anew(plane, kube):
@@ -273,3 +315,75 @@ def test_invalidate_cache_checks_anew(plane, kube):
     r.restore()
     resp = kube.api.call("POST", f"{path_of(url)}/invalidate-cache", {})
     assert_state(resp.json(), "Successful")
+
+
+def token_secret(plane, ns, sa, name):
+    """A long-lived token Secret of `sa`, once the token controller has filled it."""
+    plane.apply([{
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": name, "namespace": ns, "annotations": {"kubernetes.io/service-account.name": sa}},
+    }])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        data = plane.get_json("secret", name, "-n", ns).get("data") or {}
+        if data.get("token"):
+            return base64.b64decode(data["token"]).decode()
+        time.sleep(0.2)
+    pytest.fail("the token controller never filled the Secret (kube-controller-manager)")
+
+
+def token_works(plane, token):
+    res = subprocess.run(["kubectl", "--server", plane.state["apiserver"]["url"], "--certificate-authority",
+                          plane.state["pki"]["ca"], "--token", token, "get", "--raw", "/api/v1/namespaces?limit=1"],
+                         capture_output=True, text=True, timeout=30)
+    return res.returncode == 0
+
+
+def stored_config(plane, server):
+    """The config of the cluster Secret for `server`, as the API server holds it."""
+    for secret in plane.get_json("secret", "-n", NS, "-l", "argocd.argoproj.io/secret-type=cluster")["items"]:
+        data = secret.get("data") or {}
+        if base64.b64decode(data.get("server", "")).decode() == server:
+            return json.loads(base64.b64decode(data["config"]))
+    pytest.fail(f"no cluster Secret for {server}")
+
+
+def test_rotate_auth_gives_a_new_token_and_revokes_the_old(plane, kube):
+    ns = plane.new_namespace("crotate")
+    service_account(plane, ns, "manager", role="cluster-admin")
+    old = token_secret(plane, ns, "manager", "manager-long-lived-token")
+    _, url = relay(plane)
+    add_cluster(kube, url, {"bearerToken": old, "tlsClientConfig": {"caData": ca_data(plane)}})
+    r = kube.api.call("POST", f"{path_of(url)}/rotate-auth", {}, timeout=90)
+    assert r.status == 200, r
+    assert r.json() == {}, r.json()
+    new = stored_config(plane, url)["bearerToken"]
+    assert new and new != old
+    assert token_works(plane, new), "the new token is refused"
+    # The API server caches token reviews for a few seconds: the old one stops working soon.
+    deadline = time.monotonic() + 30
+    while token_works(plane, old) and time.monotonic() < deadline:
+        time.sleep(1)
+    assert not token_works(plane, old), "the old token still works"
+    secrets = [s["metadata"]["name"] for s in plane.get_json("secret", "-n", ns)["items"]]
+    assert "manager-long-lived-token" not in secrets, secrets
+    assert any(s.startswith("manager-long-lived-") for s in secrets), secrets
+    assert_state(get_cluster(kube, url), "Successful")
+
+
+def test_rotate_auth_refuses_what_it_cannot_rotate(plane, kube, tmp_path):
+    ns = plane.new_namespace("cnorotate")
+    service_account(plane, ns, "bound", role="view")
+    bound = plane.kubectl("create", "token", "bound", "-n", ns, "--duration", "1h").strip()
+    _, url = relay(plane)
+    add_cluster(kube, url, {"bearerToken": bound, "tlsClientConfig": {"caData": ca_data(plane)}})
+    r = kube.api.call("POST", f"{path_of(url)}/rotate-auth", {}, timeout=60)
+    assert r.status == 400 and "cannot be rotated" in r.json()["message"], r
+    assert bound not in r.json()["message"]
+    assert stored_config(plane, url)["bearerToken"] == bound, "nothing changed"
+    service_account(plane, ns, "provided", role="view")
+    config, _ = provider(plane, tmp_path, "token", ns=ns)
+    _, url = relay(plane)
+    add_cluster(kube, url, config)
+    r = kube.api.call("POST", f"{path_of(url)}/rotate-auth", {}, timeout=60)
+    assert r.status == 400 and "does not use bearer token authentication" in r.json()["message"], r

@@ -2,12 +2,9 @@
 
 use std::sync::Arc;
 
-use super::{delete, get, post, put, rpc, unserved};
+use super::{delete, get, post, put, rpc};
 use crate::rpc::{Body, Rpc, call};
 use crate::service::cluster;
-
-const NO_ROTATE_AUTH: &str = "tiphys does not connect to clusters, so it cannot rotate a service-account token \
-     inside one: create a new token and update the cluster's config.bearerToken";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     vec![
@@ -36,10 +33,10 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [delete("/api/v1/clusters/{id.value}")],
             call(cluster::delete),
         ),
-        unserved(
+        rpc(
             "/cluster.ClusterService/RotateAuth",
             [post("/api/v1/clusters/{id.value}/rotate-auth", Body::None)],
-            NO_ROTATE_AUTH,
+            call(cluster::rotate_auth),
         ),
         rpc(
             "/cluster.ClusterService/InvalidateCache",

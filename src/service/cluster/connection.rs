@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use super::lookup::Entry;
 use crate::app::App;
 use crate::clusters::{Checked, ClusterError, Clusters, Target};
+use crate::error::AppError;
 use crate::service::sensitive::unknown_state;
 
 const NOT_CONTACTED: &str = "this server does not contact clusters (--cluster-access off)";
@@ -48,6 +49,49 @@ pub async fn shown(app: &App, entry: &Entry, wait: bool) -> Shown {
         (None, _) => check(clusters, &target, &namespaces, &key).await,
     };
     from_checked(entry, &checked)
+}
+
+/// Create asks the cluster its version before it stores it, as upstream's does
+/// (server/cluster/cluster.go): a cluster these credentials cannot reach is refused, saying why,
+/// and one that answers starts Successful. Nothing is asked with `--cluster-access off`.
+pub async fn reach_before_create(app: &App, value: &Value) -> Result<(), AppError> {
+    let Some(clusters) = &app.clusters else {
+        return Ok(());
+    };
+    let target = Target::read(value).map_err(|e| AppError::InvalidArgument(e.to_string()))?;
+    let server = crate::service::redact::url(&target.server);
+    let why = match clusters.server_version(&target).await {
+        Ok(reached) => {
+            record(app, &target, reached);
+            return Ok(());
+        }
+        Err(err) => err,
+    };
+    let message = format!(
+        "cannot register cluster {server}: asking its version failed: {}",
+        masked(value, &why)
+    );
+    Err(refusal(&why, message))
+}
+
+/// A cluster that could not be used, in the error table: its settings are the caller's to
+/// fix, an unreachable one may come back, the rest (credentials, certificate) is a
+/// precondition the cluster does not meet.
+pub fn refusal(err: &ClusterError, message: String) -> AppError {
+    match err {
+        ClusterError::Config(_) => AppError::InvalidArgument(message),
+        ClusterError::Refused(_) | ClusterError::Unreachable(_) | ClusterError::Timeout(_) => {
+            AppError::Unavailable(message)
+        }
+        _ => AppError::FailedPrecondition(message),
+    }
+}
+
+/// Records that `target` was just reached (a Create, a rotated token): it starts Successful.
+pub fn record(app: &App, target: &Target, reached: crate::clusters::Reached) {
+    if let Some(clusters) = &app.clusters {
+        clusters.states().record(&key(target), Ok(reached), None);
+    }
 }
 
 /// Forgets what tiphys keeps of the cluster `entry` (InvalidateCache), so that the next answer
@@ -128,16 +172,21 @@ fn from_checked(entry: &Entry, checked: &Checked) -> Shown {
 
 /// The failure, naming the cluster and never its credentials.
 fn message(entry: &Entry, err: &ClusterError) -> String {
-    let config = entry.value.get("config");
+    format!(
+        "Unable to connect to cluster {}: {}",
+        crate::service::redact::url(&entry.server),
+        masked(&entry.value, err)
+    )
+}
+
+/// `err`'s message with the cluster's token and password masked, should a library quote them.
+fn masked(cluster: &Value, err: &ClusterError) -> String {
+    let config = cluster.get("config");
     let secret = |field: &str| {
         config
             .and_then(|c| c.get(field))
             .and_then(Value::as_str)
             .unwrap_or("")
     };
-    let text = err.message_without(&[secret("bearerToken"), secret("password")]);
-    format!(
-        "Unable to connect to cluster {}: {text}",
-        crate::service::redact::url(&entry.server)
-    )
+    err.message_without(&[secret("bearerToken"), secret("password")])
 }

@@ -9,10 +9,13 @@
 //! wherever it could live, the fixed "permission denied" to everyone else.
 //!
 //! The connection state and server version come from tiphys's own checks of the cluster
-//! (`connection.rs`, `crate::clusters`). RotateAuth (which rotates a service-account token inside
-//! the cluster) is not served yet.
+//! (`connection.rs`, `crate::clusters`); RotateAuth makes a new service-account token inside the
+//! cluster (`rotate.rs`).
 
 mod connection;
+mod rotate;
+
+pub use self::rotate::rotate_auth;
 pub(crate) mod lookup;
 
 use serde::Deserialize;
@@ -290,6 +293,7 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let access = Access::hidden(RESOURCE, "create");
     let object = rbac_object(&view.project, &view.server);
     access.check(&ctx.app, principal, &object)?;
+    connection::reach_before_create(&ctx.app, &value).await?;
     let (_, entries) = lookup::all(&ctx.app);
     // Whoever holds the server or the name must be visible before either is said to be taken.
     for taken in entries
