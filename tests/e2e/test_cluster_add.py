@@ -13,6 +13,10 @@ Bad input, each with a clear error, and nothing registered nor left in the clust
 without the context, an unreachable server, a CA mismatch, a user without rights, a user with
 rights to create the ServiceAccount only, a registration the server refuses.
 
+The cluster an add registers is then used: tiphys (contacting clusters) shows it Successful with
+the external server's version; upstream's application-controller deploys an application there
+through the registered Secret; deleting the manager's token Secret turns the state to Failed.
+
 Runs under tools/upstream/isolated, as the other control-plane tests.
 """
 
@@ -25,6 +29,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from appkit import Api, app_body, uniq
 from argocdkit import ArgoCli
 from authkit import initial_admin_password, login_token
 from conftest import cli, free_port, start_server
@@ -375,7 +380,8 @@ def installation(controlplane, tmp_path_factory):
     d = tmp_path_factory.mktemp("installation")
     password = controlplane.state["argocd"]["admin_password"]
     server = start_server(d, "--insecure", "--kube", "--kubeconfig", controlplane.state["kubeconfig"],
-                          "--namespace", ARGOCD_NS, "--redis", controlplane.state["redis"]["address"])
+                          "--namespace", ARGOCD_NS, "--redis", controlplane.state["redis"]["address"],
+                          "--cluster-access", "on")
     upstream = controlplane.start_argocd_server()
     to_tiphys = ArgoCli(d / "to-tiphys", "--plaintext")
     to_tiphys("login", server.addr, "--username", "admin", "--password", password, "--plaintext")
@@ -383,7 +389,7 @@ def installation(controlplane, tmp_path_factory):
     to_upstream("login", upstream["address"], "--username", "admin", "--password", password)
     token = login_token(server, "admin", password)
     yield SimpleNamespace(plane=controlplane, server=server, to_tiphys=to_tiphys, to_upstream=to_upstream,
-                          conn=("--server", server.addr, "--plaintext", "--auth-token", token))
+                          token=token, conn=("--server", server.addr, "--plaintext", "--auth-token", token))
     server.stop()
 
 
@@ -450,3 +456,52 @@ def test_the_stored_cluster_is_upstreams(external, kc, installation, context, fl
         for key in upstream["data"]:
             assert got["data"][key] == upstream["data"][key], (how, key, got["data"][key], upstream["data"][key])
     reset(external, ("apps",))
+
+
+# ---- the added cluster in use --------------------------------------------------------------------
+
+
+def test_the_controller_deploys_to_the_added_cluster(external, kc, installation, gitservers, tmp_path):
+    from test_upstream_chain import Repo, manifests, wait_for  # noqa: PLC0415
+
+    reset(external)
+    res = cli("cluster", "add", "ext", "--kubeconfig", kc.path, "-y", "--upsert", *installation.conn, timeout=90)
+    assert res.returncode == 0, res.stderr
+    api = Api(installation.server, installation.token)
+    path = "/api/v1/clusters/" + kc.url.replace(":", "%3A").replace("/", "%2F")
+    version = json.loads(external.kubectl("get", "--raw", "/version"))
+    got = api.get(path, timeout=30).json()
+    assert got["connectionState"]["status"] == "Successful", got
+    assert got["serverVersion"] == f"{version['major']}.{version['minor']}", got
+
+    # An application to the external cluster, synced by upstream's controller through the Secret.
+    repo = Repo(gitservers, tmp_path, uniq("ext-deploy"))
+    repo.commit(manifests("hello"), "first")
+    ensure_namespaces(external, "deployed")
+    name = uniq("ext-app")
+    body = app_body(name, project="default", repo=repo.url, path="manifests", dest_namespace="deployed",
+                    server=kc.url, syncPolicy={"automated": {}})
+    body["spec"]["source"]["targetRevision"] = "main"
+    api.must_create(body)
+    wait_for("the application's ConfigMap in the external cluster",
+             lambda: external.kubectl("get", "configmap", "chain-1", "-n", "deployed", "--ignore-not-found",
+                                      "-o", "json").strip())
+    assert external.get_json("configmap", "chain-1", "-n", "deployed")["data"] == {"greeting": "hello"}
+    wait_for("the application Synced", lambda: (api.must_get(name).get("status", {}).get("sync", {})
+                                               .get("status") == "Synced"))
+    r = api.delete(name)
+    assert r.status == 200, r
+    wait_for("the objects deleted with the application",
+             lambda: external.kubectl("get", "configmap", "chain-1", "-n", "deployed", "--ignore-not-found").strip() == "")
+    wait_for("the application gone", lambda: name not in api.names())
+
+    # The manager's token revoked: the state says so once checked again.
+    token = manager_token(external)
+    external.kubectl("delete", "secret", TOKEN_SECRET, "-n", SYSTEM_NS)
+    failed = wait_for("the cluster Failed after its token was revoked", lambda: (
+        (c := api.call("POST", f"{path}/invalidate-cache", {}, timeout=30).json())
+        and c["connectionState"]["status"] == "Failed" and c), timeout=60, interval=2)
+    assert "401 Unauthorized" in failed["connectionState"]["message"], failed
+    assert token not in json.dumps(failed)
+    assert cli("cluster", "rm", kc.url, "-y", *installation.conn).returncode == 0
+    reset(external)
