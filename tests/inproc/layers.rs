@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! main → cli → server → grpc | api | ui → rpc → service → app → auth → oidc → config → rbac
-//!      → principal → registry → kubernetes → store → leaves (error, schema, pb, clock, random, …)
+//!      → principal → registry → kubernetes → store → gitrepo | clusters → leaves (error, schema, pb, clock, random, …)
 //! ```
 
 use std::collections::BTreeMap;
@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &[
         "buildinfo",
+        "checks",
         "clock",
         "error",
         "fsutil",
@@ -29,7 +30,8 @@ const LAYERS: &[&[&str]] = &[
         "tlsclient",
         "urlmask",
     ],
-    &["gitrepo"],
+    // The clients of what tiphys contacts: repositories, destination clusters.
+    &["gitrepo", "clusters"],
     &["store"],
     &["kubernetes"],
     &["registry"],
