@@ -19,6 +19,7 @@
 //! to reach the registry's latest revision (read your writes on every replica).
 
 pub mod argocd_secrets;
+pub mod certificates;
 mod combine;
 mod doc;
 mod fence;

@@ -21,6 +21,7 @@ const LAYERS: &[&[&str]] = &[
         "jose",
         "json",
         "labels",
+        "openpgp",
         "pb",
         "random",
         "schema",
