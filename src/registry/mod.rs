@@ -25,6 +25,7 @@ mod doc;
 mod fence;
 mod follow;
 mod kind;
+mod kube_configmaps;
 mod kube_secrets;
 mod kube_view;
 mod load;
