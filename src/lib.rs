@@ -27,6 +27,7 @@ pub mod json;
 pub mod kubernetes;
 pub mod labels;
 pub mod oidc;
+pub mod openpgp;
 pub mod pb;
 pub mod principal;
 pub mod random;

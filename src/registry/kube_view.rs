@@ -2,7 +2,8 @@
 //! and ApplicationSets, as the argoproj.io/v1alpha1 custom resources that upstream's
 //! application-controller reads and writes too (upstream: pkg/apis/application/v1alpha1,
 //! server/application/application.go, server/project/project.go); clusters, repositories and
-//! credential templates as labelled Secrets (`kube_secrets.rs`).
+//! credential templates as labelled Secrets (`kube_secrets.rs`); repository certificates and
+//! GnuPG keys as the entries of three ConfigMaps (`kube_configmaps.rs`).
 //!
 //! The view holds them as it holds every kind, fed by one watch per kind (kube-rs's watcher:
 //! a list, then a watch that resumes from the last resourceVersion and lists again when the
@@ -32,6 +33,7 @@ use serde_json::Value;
 use super::argocd_secrets::SecretType;
 use super::doc::{Doc, DocRef, Draft};
 use super::kind::{Key, Kind};
+use super::kube_configmaps::{self, CONFIG_MAP_KINDS, CertMap};
 use super::kube_secrets::{self, SECRET_KINDS, SecretFailure, SecretWrite};
 use super::watch::{EventType, History};
 use super::{Applied, Planned, Registry, RegistryError, State};
@@ -62,6 +64,8 @@ enum Source {
     Custom(Resource),
     /// Secrets of the control namespace with this `argocd.argoproj.io/secret-type`.
     Secrets(SecretType),
+    /// One ConfigMap of the control namespace, each of its entries an object.
+    ConfigMap(CertMap),
 }
 
 impl Source {
@@ -70,6 +74,7 @@ impl Source {
         match self {
             Source::Custom(resource) => resource.crd_name(),
             Source::Secrets(t) => format!("Secrets labelled {}", kube_secrets::selector(t)),
+            Source::ConfigMap(map) => format!("ConfigMap {}", map.name()),
         }
     }
 
@@ -78,6 +83,7 @@ impl Source {
         match self {
             Source::Custom(resource) => resource.plural,
             Source::Secrets(_) => "secrets",
+            Source::ConfigMap(_) => "configmaps",
         }
     }
 
@@ -85,16 +91,24 @@ impl Source {
         match self {
             Source::Custom(_) => watcher::Config::default(),
             Source::Secrets(t) => watcher::Config::default().labels(&kube_secrets::selector(t)),
+            Source::ConfigMap(map) => {
+                watcher::Config::default().fields(&format!("metadata.name={}", map.name()))
+            }
         }
     }
 }
 
-/// Every kind Kubernetes holds, and where.
+/// Every kind Kubernetes holds, and where (certificates in two ConfigMaps).
 fn sources() -> impl Iterator<Item = (Kind, Source)> {
     CUSTOM_KINDS
         .into_iter()
         .map(|(k, r)| (k, Source::Custom(r)))
         .chain(SECRET_KINDS.into_iter().map(|(k, t)| (k, Source::Secrets(t))))
+        .chain(
+            CONFIG_MAP_KINDS
+                .into_iter()
+                .map(|(k, m)| (k, Source::ConfigMap(m))),
+        )
 }
 
 fn source_of(kind: Kind) -> Option<Source> {
@@ -129,6 +143,11 @@ impl KubeSide {
                 self.connection.client.clone(),
                 &self.namespace,
                 &kube_secrets::secret_resource(),
+            ),
+            Source::ConfigMap(_) => Api::namespaced_with(
+                self.connection.client.clone(),
+                &self.namespace,
+                &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
             ),
         }
     }
@@ -273,6 +292,9 @@ impl Registry {
             .map(|p| p.key.kind)
             .ok_or_else(|| invalid_write("nothing to write"))?;
         let source = source_of(kind).ok_or_else(|| invalid_write("not a Kubernetes kind"))?;
+        if let Source::ConfigMap(_) = source {
+            return self.commit_config_maps(side, kind, &planned).await;
+        }
         let key = planned
             .iter()
             .find(|p| p.draft.is_some())
@@ -295,6 +317,7 @@ impl Registry {
                     side.write(resource, plan).await
                 }
                 Source::Secrets(_) => side.write_secret(source, planned).await,
+                Source::ConfigMap(_) => Err(invalid_write("ConfigMaps are written by commit_config_maps")),
             }
         };
         let written = tokio::time::timeout(WRITE_ANSWER, write).await.map_err(|_| {
@@ -320,6 +343,88 @@ impl Registry {
             .into_iter()
             .map(|new| if new { doc.clone() } else { None })
             .collect())
+    }
+
+    /// Writes planned changes of objects kept in ConfigMaps, one ConfigMap after the other (a
+    /// deletion of every certificate touches two: as upstream, the second may fail after the
+    /// first was written); returns once the view has them (bounded).
+    async fn commit_config_maps(
+        &self,
+        side: &KubeSide,
+        kind: Kind,
+        planned: &[Planned],
+    ) -> Result<Vec<Option<DocRef>>, RegistryError> {
+        let mut answers = vec![None; planned.len()];
+        let mut maps: Vec<CertMap> = Vec::new();
+        for map in planned.iter().filter_map(|p| CertMap::holding(&p.key)) {
+            if !maps.contains(&map) {
+                maps.push(map);
+            }
+        }
+        let api: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(side.connection.client.clone(), &side.namespace);
+        for map in maps {
+            let source = Source::ConfigMap(map);
+            let mine: Vec<(usize, &Planned)> = planned
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| CertMap::holding(&p.key) == Some(map))
+                .collect();
+            let plans: Vec<&Planned> = mine.iter().map(|(_, p)| *p).collect();
+            let written = tokio::time::timeout(WRITE_ANSWER, kube_configmaps::write(&api, map, &plans))
+                .await
+                .map_err(|_| {
+                    StoreError::Unavailable(format!(
+                        "the Kubernetes API server at {} did not answer within {WRITE_ANSWER:?} (the \
+                         write of ConfigMap {} may still take effect)",
+                        side.connection.url,
+                        map.name()
+                    ))
+                })?
+                .map_err(|failure| match failure {
+                    SecretFailure::Api(e, verb) => RegistryError::from(side.error(e, verb, source)),
+                    SecretFailure::Registry(e) => e,
+                })?;
+            let rv = kube_configmaps::rv_of(&written.metadata);
+            let docs = map.docs(&written.data.unwrap_or_default(), rv);
+            self.wait_for_kube(kind, rv).await;
+            for (i, plan) in mine {
+                if plan.draft.is_some() {
+                    answers[i] = docs.iter().find(|d| d.key == plan.key).cloned();
+                } else if let Some(current) = &plan.current {
+                    self.wait_for_kube_leave(&plan.key, current.rv).await;
+                }
+            }
+        }
+        Ok(answers)
+    }
+
+    /// Takes what ConfigMap `map` now holds (`None`: it is gone) into the view, at revision
+    /// `at`: only the entries that changed, appeared or went away become events.
+    fn config_map_now(&self, kind: Kind, map: CertMap, object: Option<&DynamicObject>, at: u64) {
+        let docs = object.map_or_else(Vec::new, |o| map.docs(&kube_configmaps::data_of(o), at));
+        let (changes, at) = {
+            let state = self.read();
+            let held = state.docs.get(&kind);
+            let listed: HashSet<&Key> = docs.iter().map(|d| &d.key).collect();
+            let mut changes: Vec<(Key, Option<DocRef>)> = held
+                .into_iter()
+                .flat_map(BTreeMap::values)
+                .filter(|doc| CertMap::holding(&doc.key) == Some(map) && !listed.contains(&doc.key))
+                .map(|doc| (doc.key.clone(), None))
+                .collect();
+            for doc in &docs {
+                let slot = (doc.key.namespace.clone(), doc.key.name.clone());
+                if held
+                    .and_then(|m| m.get(&slot))
+                    .is_none_or(|current| current.value() != doc.value())
+                {
+                    changes.push((doc.key.clone(), Some(Arc::clone(doc))));
+                }
+            }
+            (changes, at.max(state.kube.get(&kind).map_or(0, |k| k.rv)))
+        };
+        self.publish_kube(kind, changes, at);
     }
 
     /// After a lost conflict: waits (briefly) for a watch to change the view.
@@ -451,6 +556,7 @@ impl Registry {
             Source::Secrets(_) => {
                 kube_secrets::key_of_secret(kind, object).or_else(|| self.declared_by(kind, name))
             }
+            Source::ConfigMap(_) => None,
         }
     }
 
@@ -542,6 +648,9 @@ async fn run_watch(
         };
         side.api(source)
     };
+    if let Source::ConfigMap(map) = source {
+        return follow_config_map(registry, kind, map, api, ready).await;
+    }
     let mut ready = Some(ready);
     let mut listing: Option<Vec<DocRef>> = None;
     let mut events = watcher(api, source.watch_config()).default_backoff().boxed();
@@ -595,6 +704,54 @@ async fn run_watch(
                 tracing::warn!(
                     "the watch of {} on the Kubernetes API server failed (it resumes by itself): {e}",
                     source.describe()
+                );
+            }
+        }
+    }
+}
+
+/// [`run_watch`] of a ConfigMap whose entries are objects of `kind`: each event is the whole
+/// ConfigMap, so each is taken in as a list of its entries.
+async fn follow_config_map(
+    registry: Weak<Registry>,
+    kind: Kind,
+    map: CertMap,
+    api: Api<DynamicObject>,
+    ready: tokio::sync::oneshot::Sender<()>,
+) {
+    let mut ready = Some(ready);
+    let mut listing: Option<Option<DynamicObject>> = None;
+    let mut events = watcher(api, Source::ConfigMap(map).watch_config())
+        .default_backoff()
+        .boxed();
+    while let Some(event) = events.next().await {
+        let Some(view) = registry.upgrade() else {
+            return;
+        };
+        match event {
+            Ok(watcher::Event::Init) => listing = Some(None),
+            Ok(watcher::Event::InitApply(object)) => listing = Some(Some(object)),
+            Ok(watcher::Event::InitDone) => {
+                let object = listing.take().flatten();
+                let at = object.as_ref().map_or(0, |o| kube_configmaps::rv_of(&o.metadata));
+                view.config_map_now(kind, map, object.as_ref(), at);
+                view.set_kube_following(true);
+                if let Some(ready) = ready.take() {
+                    let _ = ready.send(());
+                }
+            }
+            Ok(watcher::Event::Apply(object)) => {
+                let at = kube_configmaps::rv_of(&object.metadata);
+                view.config_map_now(kind, map, Some(&object), at);
+            }
+            Ok(watcher::Event::Delete(object)) => {
+                view.config_map_now(kind, map, None, kube_configmaps::rv_of(&object.metadata));
+            }
+            Err(e) => {
+                view.set_kube_following(false);
+                tracing::warn!(
+                    "the watch of ConfigMap {} on the Kubernetes API server failed (it resumes by itself): {e}",
+                    map.name()
                 );
             }
         }

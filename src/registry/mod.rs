@@ -19,11 +19,13 @@
 //! to reach the registry's latest revision (read your writes on every replica).
 
 pub mod argocd_secrets;
+pub mod certificates;
 mod combine;
 mod doc;
 mod fence;
 mod follow;
 mod kind;
+mod kube_configmaps;
 mod kube_secrets;
 mod kube_view;
 mod load;

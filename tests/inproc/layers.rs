@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
         "jose",
         "json",
         "labels",
+        "openpgp",
         "pb",
         "random",
         "schema",

@@ -4,8 +4,10 @@
 //!
 //! Each TLS host (one PEM bundle, as in `argocd-tls-certs-cm`) and each SSH host key (one line
 //! of `argocd-ssh-known-hosts-cm`) is an object of the registry, seeded from those ConfigMaps
-//! in `--config-dir` at start (`seed`). Every write is checked for real (X.509 parsing, SSH key
-//! decoding) and all-or-nothing: a request with one bad entry stores none.
+//! in `--config-dir` at start (`seed`); on an installation (`--kube`) the registry keeps them in
+//! those ConfigMaps themselves, as upstream does (`registry/kube_configmaps.rs`). Every write is
+//! checked for real (X.509 parsing, SSH key decoding) and all-or-nothing: a request with one bad
+//! entry stores none.
 //!
 //! [`trust`] answers "which CA certificates, which host keys for host H" for code that connects
 //! to repositories.
@@ -31,8 +33,7 @@ use crate::service::{Ctx, Reply};
 pub const RESOURCE: &str = "certificates";
 const LIST: &str = "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepositoryCertificateList";
 
-pub const SSH: &str = "ssh";
-pub const HTTPS: &str = "https";
+pub use crate::registry::certificates::{HTTPS, SSH};
 
 /// A stored certificate object, as the registry holds it.
 #[derive(Deserialize, Default, Debug, Clone)]
@@ -65,27 +66,17 @@ impl Stored {
 
 /// The registry key of a TLS host's bundle or of one SSH key of a host.
 pub fn key(cert_type: &str, host: &str, sub_type: &str) -> Key {
-    let name = if cert_type == SSH {
-        format!("{SSH} {host} {sub_type}")
-    } else {
-        format!("{HTTPS} {host}")
-    };
-    Key::new(Kind::Certificate, "", &name)
+    crate::registry::certificates::certificate_key(cert_type, host, sub_type)
 }
 
 /// The stored form of a TLS bundle.
 pub fn tls_value(host: &str, pem: &[u8]) -> Value {
-    json!({"serverName": host, "certType": HTTPS, "certData": STANDARD.encode(pem)})
+    crate::registry::certificates::tls_object(host, pem)
 }
 
 /// The stored form of an SSH key.
 pub fn ssh_value(entry: &HostKey) -> Value {
-    json!({
-        "serverName": entry.host,
-        "certType": SSH,
-        "certSubType": entry.sub_type,
-        "certData": STANDARD.encode(entry.data.as_bytes()),
-    })
+    crate::registry::certificates::ssh_object(&entry.host, &entry.sub_type, &entry.data)
 }
 
 /// `RepositoryCertificateQuery`.

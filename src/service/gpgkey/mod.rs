@@ -2,17 +2,16 @@
 //! `server/gpgkey/gpgkey.go` and `util/db/gpgkeys.go` serve them (RBAC resource `gpgkeys`,
 //! object `""`). Each key is an object of the registry under its key ID, seeded from
 //! `argocd-gpg-keys-cm` (`super::certificate::seed`). Keys are parsed with rPGP
-//! ([`openpgp`]): anything but armored public keys is refused, nothing stored.
-
-pub mod openpgp;
+//! ([`crate::openpgp`]): anything but armored public keys is refused, nothing stored. On an
+//! installation (`--kube`) the registry keeps them in `argocd-gpg-keys-cm`, as upstream.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use self::openpgp::{ParsedKey, TRUST_UNKNOWN, key_id_of, parse_public_keys};
 use super::access::Access;
 use super::sensitive::{canonical, not_found, same_as_stored};
 use crate::error::AppError;
+use crate::openpgp::{key_id_of, parse_public_keys};
 use crate::registry::{Change, DocRef, Key, Kind, RegistryError};
 use crate::service::{Ctx, Reply};
 
@@ -22,17 +21,6 @@ const CREATED: &str = "gpgkey.GnuPGPublicKeyCreateResponse";
 
 fn key(key_id: &str) -> Key {
     Key::new(Kind::GpgKey, "", key_id)
-}
-
-fn stored_value(k: &ParsedKey) -> Value {
-    json!({
-        "keyID": k.key_id,
-        "fingerprint": k.fingerprint,
-        "owner": k.owner,
-        "trust": TRUST_UNKNOWN,
-        "subType": k.sub_type,
-        "keyData": k.armored,
-    })
 }
 
 /// The stored objects of the keys in `armored`; with `expected_id` (a ConfigMap key), the text
@@ -49,7 +37,7 @@ pub fn stored_objects(armored: &str, expected_id: Option<&str>) -> Result<Vec<(K
             _ => return Err(format!("{} keys under {expected:?}: give one", keys.len())),
         }
     }
-    Ok(keys.iter().map(|k| (key(&k.key_id), stored_value(k))).collect())
+    Ok(keys.iter().map(|k| (key(&k.key_id), k.object())).collect())
 }
 
 /// `GnuPGPublicKeyQuery`.

@@ -24,6 +24,20 @@ pub struct ParsedKey {
     pub armored: String,
 }
 
+impl ParsedKey {
+    /// The stored `GnuPGPublicKey` object of this key (what the registry holds under its ID).
+    pub fn object(&self) -> serde_json::Value {
+        serde_json::json!({
+            "keyID": self.key_id,
+            "fingerprint": self.fingerprint,
+            "owner": self.owner,
+            "trust": TRUST_UNKNOWN,
+            "subType": self.sub_type,
+            "keyData": self.armored,
+        })
+    }
+}
+
 /// Every public key in `text` (one armor block may hold several). Refused, with the reason:
 /// text that is not an armored key block, a secret key, a key whose self-signatures do not
 /// verify, and a block with no key.
