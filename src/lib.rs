@@ -13,6 +13,7 @@ pub mod buildinfo;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod controller_cache;
 pub mod error;
 pub mod fsutil;
 #[doc(hidden)]

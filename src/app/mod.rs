@@ -95,6 +95,9 @@ pub struct App {
     pub streams: Arc<streams::StreamSlots>,
     /// Reads repositories: refs, commits, Helm indexes, connection states.
     pub repos: Arc<crate::gitrepo::Client>,
+    /// What the application-controller keeps in `--redis` (trees, managed resources, cluster
+    /// info); `None` without `--redis`.
+    pub controller_cache: Option<Arc<crate::controller_cache::ControllerCache>>,
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
@@ -209,6 +212,10 @@ impl App {
         )
         .await?;
         let rbac = Rbac::new(Arc::clone(&config) as _, projects);
+        let controller_cache = match &options.redis {
+            Some(addr) => Some(Arc::new(crate::controller_cache::ControllerCache::new(addr)?)),
+            None => None,
+        };
         Ok(Self {
             config,
             auth,
@@ -221,6 +228,7 @@ impl App {
             drain: drain::Drain::default(),
             streams: streams::StreamSlots::new(options.max_streams_per_caller),
             repos: Arc::new(crate::gitrepo::Client::new(options.repos)),
+            controller_cache,
         })
     }
 

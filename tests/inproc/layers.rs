@@ -29,7 +29,7 @@ const LAYERS: &[&[&str]] = &[
         "tlsclient",
         "urlmask",
     ],
-    &["gitrepo"],
+    &["gitrepo", "controller_cache"],
     &["store"],
     &["kubernetes"],
     &["registry"],
