@@ -8,9 +8,12 @@
 //! give the same answer (SEC-14): "not found" only to a caller allowed on the object
 //! wherever it could live, the fixed "permission denied" to everyone else.
 //!
-//! tiphys does not connect to clusters: the connection state is always `Unknown`, saying so,
-//! and RotateAuth (which rotates a service-account token inside the cluster) is not served.
+//! tiphys does not connect to clusters itself: beside the application-controller, a cluster's
+//! `info` (connection state, version, cache, application count) is what the controller wrote to
+//! its cache (`controller_info`); elsewhere the connection state is `Unknown`, saying so, and
+//! RotateAuth (which rotates a service-account token inside the cluster) is not served.
 
+mod controller_info;
 pub(crate) mod lookup;
 
 use serde::Deserialize;
@@ -89,13 +92,18 @@ fn authorized(state: &App, principal: &Principal, lookup: &Lookup, action: &str)
     )
 }
 
-/// A cluster as answered: credentials removed, connection state and application count added.
-fn answer(entry: &Entry, counts: &AppCounts) -> Result<Value, AppError> {
+/// A cluster as answered: credentials removed, and the controller's info of it (`cached`), or
+/// without one the connection state unknown and the application count.
+fn answer(entry: &Entry, counts: &AppCounts, cached: Option<&Value>) -> Result<Value, AppError> {
     let mut value = entry.value.clone();
     redact::cluster(&mut value);
     if let Some(object) = value.as_object_mut() {
         for field in SERVER_FIELDS {
             object.remove(*field);
+        }
+        if let Some(info) = cached {
+            controller_info::apply(object, info);
+            return canonical(CLUSTER, &value);
         }
         let state = unknown_state(NO_CONNECTION);
         object.insert("connectionState".to_owned(), state.clone());
@@ -110,8 +118,13 @@ fn answer(entry: &Entry, counts: &AppCounts) -> Result<Value, AppError> {
     canonical(CLUSTER, &value)
 }
 
-fn answer_one(state: &App, entry: &Entry) -> Result<Reply, AppError> {
-    Ok(Reply::Message(answer(entry, &AppCounts::load(state))?))
+async fn answer_one(state: &App, entry: &Entry) -> Result<Reply, AppError> {
+    let cached = controller_info::load(state, &[&entry.server]).await;
+    Ok(Reply::Message(answer(
+        entry,
+        &AppCounts::load(state),
+        cached.first().and_then(Option::as_ref),
+    )?))
 }
 
 /// List: every cluster the caller may `get`, narrowed by the query's id, server and name.
@@ -124,13 +137,19 @@ pub async fn list_clusters(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError>
     let server = normalize_server(&q.server);
     let (resource_version, entries) = lookup::all(&ctx.app);
     let counts = AppCounts::load(&ctx.app);
-    let items = entries
+    let shown: Vec<&Entry> = entries
         .iter()
         .filter(|e| by_id.as_ref().is_none_or(|l| l.matches(e)))
         .filter(|e| server.is_empty() || e.server == server)
         .filter(|e| q.name.is_empty() || e.name == q.name)
         .filter(|e| Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, &e.rbac_object()))
-        .map(|e| answer(e, &counts))
+        .collect();
+    let servers: Vec<&str> = shown.iter().map(|e| e.server.as_str()).collect();
+    let cached = controller_info::load(&ctx.app, &servers).await;
+    let items = shown
+        .iter()
+        .zip(&cached)
+        .map(|(e, info)| answer(e, &counts, info.as_ref()))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Reply::Message(list(CLUSTER_LIST, resource_version, items)?))
 }
@@ -138,7 +157,7 @@ pub async fn list_clusters(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError>
 pub async fn get(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let entry = authorized(&ctx.app, principal, &q.lookup()?, "get")?;
-    answer_one(&ctx.app, &entry)
+    answer_one(&ctx.app, &entry).await
 }
 
 /// InvalidateCache: tiphys keeps no cluster cache, so there is nothing to drop; answers the
@@ -146,7 +165,7 @@ pub async fn get(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
 pub async fn invalidate_cache(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let entry = authorized(&ctx.app, principal, &q.lookup()?, "update")?;
-    answer_one(&ctx.app, &entry)
+    answer_one(&ctx.app, &entry).await
 }
 
 /// What a caller sends, without what the server owns; the server URL without a trailing
@@ -249,15 +268,15 @@ fn store(entry: &Entry, value: Value) -> Change {
 
 async fn save(state: &App, change: Change) -> Result<Reply, AppError> {
     let doc = write(state, WHAT, change).await?;
-    answer_written(state, doc)
+    answer_written(state, doc).await
 }
 
-fn answer_written(state: &App, doc: Option<DocRef>) -> Result<Reply, AppError> {
+async fn answer_written(state: &App, doc: Option<DocRef>) -> Result<Reply, AppError> {
     let Some(doc) = doc else {
         return Ok(Reply::Message(Value::Object(Map::new())));
     };
     let entry = Entry::from_doc(doc);
-    answer_one(state, &entry)
+    answer_one(state, &entry).await
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -312,14 +331,14 @@ pub async fn create(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
         update.check(&ctx.app, principal, &stored_rbac_object(&from))?;
         update.check(&ctx.app, principal, &object)?;
         let doc = secret_name::move_to(&ctx.app, WHAT, &from, key, value).await?;
-        return answer_written(&ctx.app, doc);
+        return answer_written(&ctx.app, doc).await;
     }
     check_name_free(&entries, &view, None)?;
     let Some(existing) = existing else {
         return save(&ctx.app, Change::Create { key, value }).await;
     };
     if canonical(CLUSTER, &existing.value)? == canonical(CLUSTER, &value)? {
-        return answer_one(&ctx.app, existing);
+        return answer_one(&ctx.app, existing).await;
     }
     if !req.upsert {
         return Err(AppError::InvalidArgument(
