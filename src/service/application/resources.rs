@@ -17,7 +17,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures_util::StreamExt as _;
 use futures_util::stream;
@@ -25,6 +24,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::authorized;
+use super::watch::RECHECK;
 use crate::app::App;
 use crate::controller_cache::{ControllerCache, instance_name};
 use crate::error::AppError;
@@ -33,8 +33,6 @@ use crate::service::{Ctx, Reply, StreamItem};
 
 const NOT_CONFIGURED: &str = "the application controller's cache is not configured: start tiphys with \
      --redis <host:port of Argo CD's Redis> to serve resource trees and managed resources";
-/// How often a quiet tree stream re-checks the caller's session and access.
-const RECHECK: Duration = Duration::from_secs(10);
 
 /// `ResourcesQuery`: an application, and for ManagedResources which of its resources.
 #[derive(Deserialize, Default, Debug)]
@@ -189,10 +187,7 @@ pub async fn watch_resource_tree(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, A
     let changes = cache.tree_changes(&name).await?.boxed();
     let current = cache.resource_tree(&name).await?;
     let state = Arc::clone(&ctx.app);
-    let expires = ctx.caller.principal.expires_at().map(|at| {
-        let now = jiff::Timestamp::now().as_second();
-        tokio::time::Instant::now() + Duration::from_secs(u64::try_from(at - now).unwrap_or(0))
-    });
+    let expires = super::watch::session_end(&ctx.caller);
     let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
     recheck.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let follow = Follow {
@@ -230,14 +225,8 @@ struct Follow {
 impl Follow {
     /// The next tree to send, or why the stream ends.
     async fn next(&mut self) -> Result<Value, AppError> {
-        let expires = self.expires;
         loop {
-            let expiry = async {
-                match expires {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+            let expiry = super::watch::until(self.expires);
             tokio::select! {
                 change = self.changes.next() => {
                     change.unwrap_or_else(|| Err(AppError::Unavailable("the tree stream ended".to_owned())))?;
