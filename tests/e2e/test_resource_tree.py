@@ -349,8 +349,9 @@ def own_redis(tmp_path):
 def test_a_sharded_tree_is_read_whole_and_a_redis_that_is_down_is_unavailable(plane, kube, synced, own_redis,
                                                                                tmp_path, app_pb):
     """The controller's tree split into shards of two nodes (as its ARGOCD_APPLICATION_TREE_SHARD_SIZE
-    splits it) in a Redis of the test's own: tiphys reads it whole. Then that Redis stops: the
-    tree is UNAVAILABLE over REST and gRPC, naming Redis, and the rest of the API answers."""
+    splits it) in a Redis of the test's own: tiphys reads it whole; what that Redis lacks makes
+    tiphys ask the controller for a refresh, as upstream. Then that Redis stops: the tree is
+    UNAVAILABLE over REST and gRPC, naming Redis, and the rest of the API answers."""
     whole = json.loads(gzip.decompress(redis_get(plane.state["redis"]["address"],
                                                  f"app|resources-tree|{synced.name}|{CACHE_VERSION}.gz")))
     items = [("nodes", n) for n in whole.get("nodes", [])] + [("orphanedNodes", n) for n in whole.get("orphanedNodes", [])]
@@ -373,6 +374,15 @@ def test_a_sharded_tree_is_read_whole_and_a_redis_that_is_down_is_unavailable(pl
         merged = tree_of(api, synced.name)
         assert merged.pop("shardsCount") == len(shards)
         assert merged == tree_of(kube.api, synced.name)
+
+        # No managed resources in this Redis: tiphys asks the real controller to refresh the
+        # application (it does, and writes to its own Redis), reads again, and says what is missing.
+        before = kube.api.must_get(synced.name)["status"]["reconciledAt"]
+        r = api.get(f"{APPS}/{synced.name}/managed-resources", timeout=90)
+        assert r.status == 503 and "even after a refresh" in r.json()["message"], r
+        after = kube.api.must_get(synced.name)["status"]["reconciledAt"]
+        assert after >= before and "argocd.argoproj.io/refresh" not in \
+            (kube.api.must_get(synced.name)["metadata"].get("annotations") or {}), (before, after)
 
         own_redis.proc.terminate()
         own_redis.proc.wait(timeout=10)
