@@ -115,15 +115,20 @@ pub async fn managed_resources(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, App
         cache.managed_resources(&name)
     })
     .await?;
-    let items: Vec<Value> = items
-        .into_iter()
-        .filter(|item| item.get("hook") != Some(&Value::Bool(true)) && q.selects(item))
-        .collect();
+    let items = selected(items, &q);
     let mut out = Map::new();
     if !items.is_empty() {
         out.insert("items".to_owned(), Value::Array(items));
     }
     Ok(Reply::Message(Value::Object(out)))
+}
+
+/// The managed resources `q` selects, hooks left out.
+fn selected(items: Vec<Value>, q: &ResourcesQuery) -> Vec<Value> {
+    items
+        .into_iter()
+        .filter(|item| item.get("hook") != Some(&Value::Bool(true)) && q.selects(item))
+        .collect()
 }
 
 /// What `read` finds; when it finds nothing, the application's error conditions if it has any
@@ -357,6 +362,40 @@ mod tests {
         assert!(!q(|q| q.group = "batch".into()));
         assert!(!q(|q| q.name = "e".into()));
         assert!(!q(|q| q.namespace = "m".into()));
+    }
+
+    /// On what the real controller wrote (see `controller_cache::decode`'s tests), with a hook
+    /// added: hooks are never listed, and each filter narrows.
+    #[test]
+    fn managed_resources_leave_hooks_out_and_filter() {
+        let captured = include_bytes!("../../controller_cache/testdata/managed.json.gz");
+        let (Value::Array(mut items), _) =
+            crate::controller_cache::decode::decode(captured, 1 << 20).unwrap()
+        else {
+            panic!("not a list");
+        };
+        let count = items.len();
+        items.push(json!({"kind": "Pod", "namespace": "n", "name": "pre-sync", "hook": true}));
+        let names = |q: ResourcesQuery| -> Vec<String> {
+            selected(items.clone(), &q)
+                .iter()
+                .map(|i| i["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(names(ResourcesQuery::default()).len(), count);
+        let kind = |kind: &str| ResourcesQuery {
+            kind: kind.to_owned(),
+            ..ResourcesQuery::default()
+        };
+        assert!(names(kind("Pod")).is_empty());
+        assert_eq!(names(kind("Secret")), ["tree-secret"]);
+        assert_eq!(
+            names(ResourcesQuery {
+                group: "apps".to_owned(),
+                ..kind("Deployment")
+            }),
+            ["tree"]
+        );
     }
 
     #[test]
