@@ -15,6 +15,7 @@ pub mod cli;
 pub mod clock;
 pub mod clusters;
 pub mod config;
+pub mod controller_cache;
 pub mod error;
 pub mod fsutil;
 #[doc(hidden)]

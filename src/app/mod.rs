@@ -101,6 +101,9 @@ pub struct App {
     pub repos: Arc<crate::gitrepo::Client>,
     /// Contacts destination clusters (connection states); `None` with `--cluster-access off`.
     pub clusters: Option<Arc<crate::clusters::Clusters>>,
+    /// What the application-controller keeps in `--redis` (trees, managed resources, cluster
+    /// info); `None` without `--redis`.
+    pub controller_cache: Option<Arc<crate::controller_cache::ControllerCache>>,
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
@@ -216,6 +219,10 @@ impl App {
         )
         .await?;
         let rbac = Rbac::new(Arc::clone(&config) as _, projects);
+        let controller_cache = match &options.redis {
+            Some(addr) => Some(Arc::new(crate::controller_cache::ControllerCache::new(addr)?)),
+            None => None,
+        };
         Ok(Self {
             config,
             auth,
@@ -231,6 +238,7 @@ impl App {
             clusters: options
                 .clusters
                 .map(|limits| Arc::new(crate::clusters::Clusters::new(limits, in_cluster))),
+            controller_cache,
         })
     }
 

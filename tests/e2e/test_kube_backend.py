@@ -681,8 +681,9 @@ KNOWN_DIFFERENCES = {
 
 # Fields of a cluster where tiphys's answer differs, and why.
 CLUSTER_DIFFERENCES = {
-    # What argocd-server takes from the application-controller's cache in Redis (the cluster's
-    # version, connection and counts): tiphys does not read that cache yet (issue 38).
+    # What both take from the application-controller's cache in Redis (the cluster's version,
+    # connection and counts), which the controller rewrites every few seconds: compared in
+    # test_resource_tree.py, which reads both until they agree.
     "info", "connectionState", "serverVersion",
     # tiphys's own field 1000: the Secret the cluster is declared in.
     "secretName",

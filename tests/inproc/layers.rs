@@ -31,8 +31,9 @@ const LAYERS: &[&[&str]] = &[
         "tlsclient",
         "urlmask",
     ],
-    // The clients of what tiphys contacts: repositories, destination clusters.
-    &["gitrepo", "clusters"],
+    // The clients of what tiphys contacts: repositories, destination clusters, the controller's
+    // cache.
+    &["gitrepo", "clusters", "controller_cache"],
     &["store"],
     &["kubernetes"],
     &["registry"],

@@ -8,6 +8,7 @@
 
 mod deletion;
 mod refresh;
+mod resources;
 pub(crate) mod selector;
 pub mod source;
 mod sync;
@@ -16,6 +17,7 @@ pub(crate) mod watch;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use self::resources::{ResourcesQuery, managed_resources, resource_tree, watch_resource_tree};
 use self::selector::Selector;
 pub use self::sync::{rollback, sync, terminate_operation};
 pub use self::watch::watch;
@@ -29,10 +31,9 @@ use crate::error::AppError;
 use crate::principal::Principal;
 use crate::rbac::Refusal;
 use crate::registry::{Change, DocRef, Key, Kind};
-use futures_util::StreamExt as _;
 
 use crate::app::App;
-use crate::service::{Ctx, Reply, StreamItem};
+use crate::service::{Ctx, Reply};
 
 const RESOURCE: &str = "applications";
 /// How long a write whose application other writes keep changing between its check and its
@@ -208,12 +209,13 @@ pub async fn get(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
         .cloned()
         .unwrap_or_default();
     let doc = authorized(&ctx.app, principal, &q.app_namespace, &q.name, &project, "get")?;
-    match &q.refresh {
+    let doc = match &q.refresh {
         Some(kind) if ctx.app.registry.beside_controller() => {
-            refresh::refreshed(&ctx.app, &doc, kind).await.map(Reply::Doc)
+            refresh::refreshed(&ctx.app, &doc, kind).await?
         }
-        _ => Ok(Reply::Doc(doc)),
-    }
+        _ => doc,
+    };
+    Ok(resources::with_tree_health(&ctx.app, doc).await)
 }
 
 #[derive(Deserialize, Default, Debug)]
@@ -733,40 +735,6 @@ pub async fn delete(ctx: Ctx, req: DeleteRequest) -> Result<Reply, AppError> {
 
 #[derive(Deserialize, Default, Debug)]
 #[serde(default, rename_all = "camelCase")]
-pub struct ResourcesQuery {
-    pub application_name: String,
-    pub app_namespace: String,
-    pub project: String,
-}
-
-/// The resource tree: written by a controller; empty until one does.
-pub async fn resource_tree(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
-    nothing_reported(ctx, q)
-}
-
-/// The managed resources and their diffs: reported by a controller; none until one does (an
-/// empty answer, as upstream gives for an application with no resources, not an error).
-pub async fn managed_resources(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
-    nothing_reported(ctx, q)
-}
-
-/// The empty answer for what only a controller reports, to a caller who may `get` the
-/// application.
-fn nothing_reported(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
-    let principal = ctx.caller.require()?;
-    authorized(
-        &ctx.app,
-        principal,
-        &q.app_namespace,
-        &q.application_name,
-        &q.project,
-        "get",
-    )?;
-    Ok(Reply::Message(Value::Object(Map::new())))
-}
-
-#[derive(Deserialize, Default, Debug)]
-#[serde(default, rename_all = "camelCase")]
 pub struct SyncWindowsQuery {
     pub name: String,
     pub app_namespace: String,
@@ -826,24 +794,6 @@ fn assigned_windows(state: &App, app: &AppView) -> Assignment {
         cluster_name: &dest.name,
     };
     Assignment::of(windows, &target)
-}
-
-/// The resource tree as a stream: the current (empty) tree, then nothing until a controller
-/// writes one; the stream stays open as the UI expects.
-pub async fn watch_resource_tree(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, AppError> {
-    let principal = ctx.caller.require()?;
-    authorized(
-        &ctx.app,
-        principal,
-        &q.app_namespace,
-        &q.application_name,
-        &q.project,
-        "get",
-    )?;
-    let first = futures_util::stream::once(async { Ok(StreamItem::Message(Value::Object(Map::new()))) });
-    Ok(Reply::Stream(
-        first.chain(futures_util::stream::pending()).boxed(),
-    ))
 }
 
 #[derive(Deserialize, Default, Debug)]

@@ -18,7 +18,23 @@ use crate::service::resource::parse_resource_version;
 use crate::service::{Ctx, Reply, StreamItem};
 
 /// How often a quiet watch re-checks that the caller's session is still valid.
-const RECHECK: Duration = Duration::from_secs(10);
+pub(crate) const RECHECK: Duration = Duration::from_secs(10);
+
+/// When the caller's session expires, on the clock streams wait with (`None`: never).
+pub(crate) fn session_end(caller: &Caller) -> Option<tokio::time::Instant> {
+    caller.principal.expires_at().map(|at| {
+        let now = jiff::Timestamp::now().as_second();
+        tokio::time::Instant::now() + Duration::from_secs(u64::try_from(at - now).unwrap_or(0))
+    })
+}
+
+/// Waits until `at` (forever when `None`).
+pub(crate) async fn until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
 
 pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     ctx.caller.require()?;
@@ -88,10 +104,7 @@ fn live_events(
     visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync>,
     field: &'static str,
 ) -> impl futures_util::Stream<Item = Result<StreamItem, AppError>> + Send + 'static {
-    let expires = caller.principal.expires_at().map(|at| {
-        let now = jiff::Timestamp::now().as_second();
-        tokio::time::Instant::now() + Duration::from_secs(u64::try_from(at - now).unwrap_or(0))
-    });
+    let expires = session_end(&caller);
     // One timer for the whole stream: events the caller may not see must not keep
     // postponing the periodic check.
     let mut recheck = tokio::time::interval_at(tokio::time::Instant::now() + RECHECK, RECHECK);
@@ -107,12 +120,7 @@ fn live_events(
                 return None;
             }
             loop {
-                let expiry = async {
-                    match expires {
-                        Some(at) => tokio::time::sleep_until(at).await,
-                        None => std::future::pending().await,
-                    }
-                };
+                let expiry = until(expires);
                 tokio::select! {
                     next = sub.next() => match next {
                         None => return None,

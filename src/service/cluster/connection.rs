@@ -51,6 +51,35 @@ pub async fn shown(app: &App, entry: &Entry, wait: bool) -> Shown {
     from_checked(entry, &checked)
 }
 
+/// A cluster's `info` as answered: the controller's (`cached`) where it wrote one, else the
+/// application count; and the connection state the more telling of the controller's and
+/// tiphys's own: a failure seen by either (the controller's cache can be stale after a token is
+/// revoked; tiphys's check is narrower than the controller's sync), else a success, else the
+/// controller's `Unknown` and its reason. Equal ones: the controller's, as argocd-server
+/// answers. The server version is the controller's, else the one tiphys's check learnt.
+pub fn combine(cached: Option<&Value>, own: Shown, applications: i64) -> Value {
+    let rank = |state: Option<&Value>| match state.and_then(|s| s.get("status")).and_then(Value::as_str) {
+        Some("Failed") => 2,
+        Some("Successful") => 1,
+        _ => 0,
+    };
+    let mut info = cached
+        .cloned()
+        .unwrap_or_else(|| json!({"applicationsCount": applications}));
+    let controllers = cached.and_then(|c| c.get("connectionState"));
+    if cached.is_none() || rank(Some(&own.state)) > rank(controllers) {
+        info["connectionState"] = own.state;
+    }
+    let has_version = info
+        .get("serverVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| !v.is_empty());
+    if let (false, Some(version)) = (has_version, own.server_version) {
+        info["serverVersion"] = Value::String(version);
+    }
+    info
+}
+
 /// Create asks the cluster its version before it stores it, as upstream's does
 /// (server/cluster/cluster.go): a cluster these credentials cannot reach is refused, saying why,
 /// and one that answers starts Successful. Nothing is asked with `--cluster-access off`.
@@ -189,4 +218,54 @@ fn masked(cluster: &Value, err: &ClusterError) -> String {
             .unwrap_or("")
     };
     err.message_without(&[secret("bearerToken"), secret("password")])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn own(status: &str, version: Option<&str>) -> Shown {
+        Shown {
+            state: json!({"status": status, "message": format!("own {status}")}),
+            server_version: version.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_failure_seen_by_either_wins_then_a_success_then_the_controllers_word() {
+        let controller = |status: &str| {
+            json!({"connectionState": {"status": status, "message": format!("controller {status}")},
+                   "serverVersion": "1.34", "applicationsCount": 2, "cacheInfo": {"resourcesCount": 9}})
+        };
+        let state = |info: &Value| info["connectionState"]["message"].as_str().unwrap().to_owned();
+        for (cached, mine, shown) in [
+            ("Successful", "Failed", "own Failed"),
+            ("Failed", "Successful", "controller Failed"),
+            ("Failed", "Failed", "controller Failed"),
+            ("Unknown", "Successful", "own Successful"),
+            ("Successful", "Successful", "controller Successful"),
+            ("Unknown", "Unknown", "controller Unknown"),
+        ] {
+            let info = combine(Some(&controller(cached)), own(mine, Some("1.99")), 5);
+            assert_eq!(state(&info), shown, "{cached} / {mine}");
+            assert_eq!(info["serverVersion"], "1.34", "the controller's version");
+            assert_eq!(info["applicationsCount"], 2);
+            assert_eq!(info["cacheInfo"]["resourcesCount"], 9);
+        }
+        let info = combine(None, own("Successful", Some("1.99")), 5);
+        assert_eq!(
+            info,
+            json!({"applicationsCount": 5, "serverVersion": "1.99",
+                                "connectionState": {"status": "Successful", "message": "own Successful"}})
+        );
+        let info = combine(
+            Some(&json!({"connectionState": {"status": "Unknown"}})),
+            own("Successful", Some("1.99")),
+            0,
+        );
+        assert_eq!(
+            info["serverVersion"], "1.99",
+            "no version from the controller: tiphys's"
+        );
+    }
 }

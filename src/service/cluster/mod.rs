@@ -8,11 +8,14 @@
 //! give the same answer (SEC-14): "not found" only to a caller allowed on the object
 //! wherever it could live, the fixed "permission denied" to everyone else.
 //!
-//! The connection state and server version come from tiphys's own checks of the cluster
-//! (`connection.rs`, `crate::clusters`); RotateAuth makes a new service-account token inside the
-//! cluster (`rotate.rs`).
+//! A cluster's connection state and server version come from two places, combined in
+//! `connection::combine`: what the application-controller wrote to its cache in Redis
+//! (`controller_info`, the `info` upstream's argocd-server answers), and tiphys's own checks of
+//! the cluster (`connection.rs`, `crate::clusters`). RotateAuth makes a new service-account token
+//! inside the cluster (`rotate.rs`).
 
 mod connection;
+mod controller_info;
 mod rotate;
 
 pub use self::rotate::rotate_auth;
@@ -93,33 +96,38 @@ fn authorized(state: &App, principal: &Principal, lookup: &Lookup, action: &str)
     )
 }
 
-/// A cluster as answered: credentials removed, connection state, server version and
-/// application count added.
-fn answer(entry: &Entry, counts: &AppCounts, shown: connection::Shown) -> Result<Value, AppError> {
+/// A cluster as answered: credentials removed; its `info` the controller's (`cached`) if it
+/// wrote one, else the application count; the connection state and server version combined
+/// from the controller's and tiphys's own check (`shown`), and copied into the deprecated
+/// top-level fields as upstream does.
+fn answer(
+    entry: &Entry,
+    counts: &AppCounts,
+    shown: connection::Shown,
+    cached: Option<&Value>,
+) -> Result<Value, AppError> {
     let mut value = entry.value.clone();
     redact::cluster(&mut value);
     if let Some(object) = value.as_object_mut() {
         for field in SERVER_FIELDS {
             object.remove(*field);
         }
-        let mut info = serde_json::json!({
-            "connectionState": shown.state,
-            "applicationsCount": counts.count(entry),
-        });
-        object.insert("connectionState".to_owned(), shown.state);
-        if let Some(version) = shown.server_version {
-            info["serverVersion"] = Value::String(version.clone());
-            object.insert("serverVersion".to_owned(), Value::String(version));
-        }
-        object.insert("info".to_owned(), info);
+        let info = connection::combine(cached, shown, counts.count(entry));
+        controller_info::apply(object, &info);
     }
     canonical(CLUSTER, &value)
 }
 
 /// One cluster as answered; with `wait`, its connection is checked now if it never was.
 async fn answer_one(state: &App, entry: &Entry, wait: bool) -> Result<Reply, AppError> {
+    let cached = controller_info::load(state, &[&entry.server]).await;
     let shown = connection::shown(state, entry, wait).await;
-    Ok(Reply::Message(answer(entry, &AppCounts::load(state), shown)?))
+    Ok(Reply::Message(answer(
+        entry,
+        &AppCounts::load(state),
+        shown,
+        cached.first().and_then(Option::as_ref),
+    )?))
 }
 
 /// List: every cluster the caller may `get`, narrowed by the query's id, server and name.
@@ -132,19 +140,21 @@ pub async fn list_clusters(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError>
     let server = normalize_server(&q.server);
     let (resource_version, entries) = lookup::all(&ctx.app);
     let counts = AppCounts::load(&ctx.app);
-    let items = entries
+    let visible: Vec<&Entry> = entries
         .iter()
         .filter(|e| by_id.as_ref().is_none_or(|l| l.matches(e)))
         .filter(|e| server.is_empty() || e.server == server)
         .filter(|e| q.name.is_empty() || e.name == q.name)
-        .filter(|e| Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, &e.rbac_object()));
-    let mut answers = Vec::new();
-    for entry in items {
+        .filter(|e| Access::hidden(RESOURCE, "get").allows(&ctx.app, principal, &e.rbac_object()))
+        .collect();
+    let servers: Vec<&str> = visible.iter().map(|e| e.server.as_str()).collect();
+    let cached = controller_info::load(&ctx.app, &servers).await;
+    let mut items = Vec::with_capacity(visible.len());
+    for (entry, info) in visible.iter().zip(&cached) {
         // Never waits: a cluster not checked yet shows Unknown while it is.
-        let shown = connection::shown(&ctx.app, entry, false).await;
-        answers.push(answer(entry, &counts, shown)?);
+        let own = connection::shown(&ctx.app, entry, false).await;
+        items.push(answer(entry, &counts, own, info.as_ref())?);
     }
-    let items = answers;
     Ok(Reply::Message(list(CLUSTER_LIST, resource_version, items)?))
 }
 
