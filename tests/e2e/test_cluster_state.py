@@ -387,3 +387,110 @@ def test_rotate_auth_refuses_what_it_cannot_rotate(plane, kube, tmp_path):
     add_cluster(kube, url, config)
     r = kube.api.call("POST", f"{path_of(url)}/rotate-auth", {}, timeout=60)
     assert r.status == 400 and "does not use bearer token authentication" in r.json()["message"], r
+
+
+class ConnectProxy:
+    """A proxy on loopback that serves HTTP CONNECT tunnels (what client-go and kube-rs send
+    through an http `proxyUrl` for an https server) and SOCKS5 CONNECT, and records where each
+    tunnel went."""
+
+    def __init__(self):
+        import socket  # noqa: PLC0415
+        import threading  # noqa: PLC0415
+        self.tunnels = []
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.port = self.listener.getsockname()[1]
+        self._socket, self._threading = socket, threading
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        for _ in range(200):
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            self._threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client):
+        first = client.recv(1, self._socket.MSG_PEEK)
+        if first == b"\x05":
+            return self._socks5(client)
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 8192:
+            chunk = client.recv(1024)
+            if not chunk:
+                client.close()
+                return
+            head += chunk
+        method, target = head.split(b" ", 2)[:2]
+        if method != b"CONNECT":
+            client.sendall(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+            client.close()
+            return
+        host, port = target.decode().rsplit(":", 1)
+        self.tunnels.append(target.decode())
+        upstream = self._socket.create_connection((host, int(port)), timeout=5)
+        upstream.settimeout(None)
+        client.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        for a, b in ((client, upstream), (upstream, client)):
+            self._threading.Thread(target=Cuttable._pipe, args=(a, b), daemon=True).start()
+
+    def _socks5(self, client):
+        """SOCKS5 (RFC 1928), no authentication, CONNECT only."""
+        def read(n):
+            data = b""
+            while len(data) < n:
+                chunk = client.recv(n - len(data))
+                if not chunk:
+                    raise OSError("closed")
+                data += chunk
+            return data
+        try:
+            _, n = read(2)
+            read(n)
+            client.sendall(b"\x05\x00")
+            _, cmd, _, kind = read(4)
+            if kind == 1:
+                host = self._socket.inet_ntoa(read(4))
+            elif kind == 3:
+                host = read(read(1)[0]).decode()
+            else:
+                raise OSError("address type not served")
+            port = int.from_bytes(read(2), "big")
+            if cmd != 1:
+                raise OSError("only CONNECT")
+            self.tunnels.append(f"socks5 {host}:{port}")
+            upstream = self._socket.create_connection((host, port), timeout=5)
+            upstream.settimeout(None)
+            client.sendall(b"\x05\x00\x00\x01" + bytes(4) + bytes(2))
+        except OSError:
+            client.close()
+            return
+        for a, b in ((client, upstream), (upstream, client)):
+            self._threading.Thread(target=Cuttable._pipe, args=(a, b), daemon=True).start()
+
+    def close(self):
+        self.listener.close()
+
+
+@pytest.mark.parametrize("scheme, tunnel", [("http", "{}"), ("socks5", "socks5 {}")])
+def test_a_cluster_behind_its_proxy_url_is_reached_through_it(plane, kube, scheme, tunnel):
+    proxy = ConnectProxy()
+    try:
+        r, url = relay(plane)
+        config = {"bearerToken": plane.state["service_account_token"], "tlsClientConfig": {"caData": ca_data(plane)},
+                  "proxyUrl": f"{scheme}://127.0.0.1:{proxy.port}"}
+        add_cluster(kube, url, config)
+        got = get_cluster(kube, url)
+        assert_state(got, "Successful")
+        assert got["config"].get("proxyUrl") == config["proxyUrl"], "proxyUrl is shown, as upstream's Sanitized"
+        assert tunnel.format(f"127.0.0.1:{r.port}") in proxy.tunnels, proxy.tunnels
+        # A proxy scheme upstream refuses is named.
+        _, other = relay(plane)
+        r2 = kube.api.call("POST", CLUSTERS, {"server": other, "name": uniq("c"),
+                                              "config": {**config, "proxyUrl": "ftp://127.0.0.1:1"}})
+        assert r2.status == 400 and "unsupported scheme \"ftp\"" in r2.json()["message"], r2
+    finally:
+        proxy.close()
