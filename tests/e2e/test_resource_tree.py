@@ -184,8 +184,12 @@ def test_get_fills_resource_health_from_the_tree_as_argocd_server_does(plane, ku
 def test_cluster_info_is_the_controllers_as_argocd_server_answers_it(plane, kube, synced, upstream_token):
     in_cluster = f"/api/v1/clusters/{urllib.parse.quote(IN_CLUSTER, safe='')}"
     # The controller writes each cluster's info every 10 s: it may not count the application yet.
-    wait_for("the controller's info of the application's cluster", lambda: kube.api.get(in_cluster).json()
-             .get("info", {}).get("connectionState", {}).get("status") == "Successful", timeout=30, interval=0.5)
+    def counted():
+        info = kube.api.get(in_cluster).json().get("info", {})
+        return (info.get("connectionState", {}).get("status") == "Successful"
+                and int(info.get("applicationsCount", 0)) >= 1)
+    wait_for("the controller's info of the application's cluster, counting the application", counted,
+             timeout=60, interval=0.5)
     for server in (IN_CLUSTER, plane.state["apiserver"]["url"]):
         path = f"/api/v1/clusters/{urllib.parse.quote(server, safe='')}"
         ours, _ = same_answers(path, kube.api, upstream_token, plane,
