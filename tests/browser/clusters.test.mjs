@@ -1,7 +1,8 @@
 // The clusters page shows what the server learnt contacting each cluster (issue 39, item 3): its
 // state, the reason it failed, when it was checked, and "Check now". The server contacts clusters
 // here (--cluster-access on); the cluster is a loopback port: first nobody listens there, then a
-// TCP server that closes every connection at once. (A Successful state and the server version
+// TCP server that closes every connection at once. (Create would refuse such a cluster: it is
+// stored by a server started with --cluster-access off, then shown by one with it on.) (A Successful state and the server version
 // against a real API server: tests/e2e/test_cluster_state.py.)
 import { after, before, describe, it } from "node:test";
 import assert from "node:assert/strict";
@@ -12,9 +13,19 @@ describe("clusters page", () => {
   let server, browser, page, adminToken, port, closer;
 
   before(async () => {
-    server = await startServer({ args: ["--cluster-access", "on", "--cluster-timeout", "5s"] });
-    adminToken = await token(server);
+    // Create asks a cluster its version before it stores it, so the unreachable cluster is
+    // stored by a server that contacts none, and the page is shown by one that does, on the
+    // same data.
     port = await freePort();
+    const storing = await startServer();
+    await api(storing, await token(storing), "POST", "api/v1/clusters", {
+      name: "nowhere",
+      server: `https://127.0.0.1:${port}`,
+      config: { bearerToken: "cluster-secret-token", tlsClientConfig: { insecure: true } },
+    });
+    await storing.stop({ keep: true });
+    server = await startServer({ dir: storing.dir, args: ["--cluster-access", "on", "--cluster-timeout", "5s"] });
+    adminToken = await token(server);
     browser = await launch();
     page = await newPage(browser);
   });
@@ -26,11 +37,8 @@ describe("clusters page", () => {
 
   it("shows why a cluster cannot be reached, and checks it again on request", async () => {
     const url = `https://127.0.0.1:${port}`;
-    await api(server, adminToken, "POST", "api/v1/clusters", {
-      name: "nowhere",
-      server: url,
-      config: { bearerToken: "cluster-secret-token", tlsClientConfig: { insecure: true } },
-    });
+    const stored = await api(server, adminToken, "GET", "api/v1/clusters");
+    assert.ok(stored.items.some((c) => c.server === url), "the cluster is on the restarted server");
     await login(page, server);
     await page.getByRole("link", { name: "Clusters" }).click();
     const conn = page.getByTestId(`conn-${url}`);
