@@ -89,10 +89,6 @@ impl Clusters {
         }
     }
 
-    pub fn limits(&self) -> &Limits {
-        &self.limits
-    }
-
     /// The table of connection checks, by the caller's key.
     pub fn states(&self) -> &Checks<Reached, ClusterError> {
         &self.states

@@ -120,8 +120,12 @@ fn answer(
 
 /// One cluster as answered; with `wait`, its connection is checked now if it never was.
 async fn answer_one(state: &App, entry: &Entry, wait: bool) -> Result<Reply, AppError> {
-    let cached = controller_info::load(state, &[&entry.server]).await;
-    let shown = connection::shown(state, entry, wait).await;
+    // The controller's info (Redis) and tiphys's own check are independent: asked at once.
+    let servers = [entry.server.as_str()];
+    let (cached, shown) = tokio::join!(
+        controller_info::load(state, &servers),
+        connection::shown(state, entry, wait)
+    );
     Ok(Reply::Message(answer(
         entry,
         &AppCounts::load(state),
