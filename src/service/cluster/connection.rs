@@ -32,7 +32,7 @@ pub async fn shown(app: &App, entry: &Entry, wait: bool) -> Shown {
         Err(err) => return failed(entry, &err),
     };
     let namespaces = namespaces(&entry.value);
-    let key = key(&target);
+    let key = key(&target, &namespaces);
     let checked = match clusters.states().recorded(&key) {
         (Some(found), due) => {
             if due {
@@ -91,7 +91,7 @@ pub async fn reach_before_create(app: &App, value: &Value) -> Result<(), AppErro
     let server = crate::service::redact::url(&target.server);
     let why = match clusters.server_version(&target).await {
         Ok(reached) => {
-            record(app, &target, reached);
+            record(app, value, &target, reached);
             return Ok(());
         }
         Err(err) => err,
@@ -116,10 +116,12 @@ pub fn refusal(err: &ClusterError, message: String) -> AppError {
     }
 }
 
-/// Records that `target` was just reached (a Create, a rotated token): it starts Successful.
-pub fn record(app: &App, target: &Target, reached: crate::clusters::Reached) {
+/// Records that `target`, the connection of the cluster `value`, was just reached (a Create, a
+/// rotated token): it starts Successful.
+pub fn record(app: &App, value: &Value, target: &Target, reached: crate::clusters::Reached) {
     if let Some(clusters) = &app.clusters {
-        clusters.states().record(&key(target), Ok(reached), None);
+        let key = key(target, &namespaces(value));
+        clusters.states().record(&key, Ok(reached), None);
     }
 }
 
@@ -128,15 +130,17 @@ pub fn record(app: &App, target: &Target, reached: crate::clusters::Reached) {
 pub fn forget(app: &App, entry: &Entry) {
     if let (Some(clusters), Ok(target)) = (&app.clusters, Target::read(&entry.value)) {
         clusters.forget(&target.server);
-        clusters.states().forget(&key(&target));
+        clusters.states().forget(&key(&target, &namespaces(&entry.value)));
     }
 }
 
-/// Checks are kept by the connection settings as well as the server, so that a cluster whose
-/// credentials change (through the API or its Secret) is checked anew.
-fn key(target: &Target) -> String {
+/// Checks are kept by the connection settings and the namespaces as well as the server, so that
+/// a cluster whose credentials change (through the API or its Secret) is checked anew, and so is
+/// one whose namespaces change: the check asks a namespaced cluster for its first namespace's
+/// pods, where a cluster-wide one is asked for its namespaces.
+fn key(target: &Target, namespaces: &[String]) -> String {
     use std::hash::BuildHasher as _;
-    let hash = foldhash::fast::FixedState::with_seed(0).hash_one(target);
+    let hash = foldhash::fast::FixedState::with_seed(0).hash_one((target, namespaces));
     format!("{}\u{0}{hash:016x}", target.server)
 }
 
@@ -267,5 +271,40 @@ mod tests {
             info["serverVersion"], "1.99",
             "no version from the controller: tiphys's"
         );
+    }
+
+    #[test]
+    fn a_check_is_kept_per_credentials_and_namespaces() {
+        let cluster = |token: &str, namespaces: Value| {
+            json!({"server": "https://127.0.0.1:6443", "namespaces": namespaces,
+                   "config": {"bearerToken": token}})
+        };
+        let key_of = |value: &Value| key(&Target::read(value).unwrap(), &namespaces(value));
+        let first = key_of(&cluster("a", json!([])));
+        assert_eq!(
+            first,
+            key_of(&cluster("a", json!([]))),
+            "the same settings: one check"
+        );
+        assert_eq!(
+            first,
+            key_of(&cluster("a", json!([""]))),
+            "an empty name is no namespace"
+        );
+        let others = [
+            key_of(&cluster("b", json!([]))),
+            key_of(&cluster("a", json!(["team-a"]))),
+            key_of(&cluster("a", json!(["team-b"]))),
+            key_of(&cluster("a", json!(["team-a", "team-b"]))),
+        ];
+        for (i, other) in others.iter().enumerate() {
+            assert_ne!(&first, other, "setting {i} is checked anew");
+            assert!(
+                other.starts_with("https://127.0.0.1:6443\u{0}"),
+                "the server leads: {other}"
+            );
+        }
+        assert_ne!(others[1], others[2]);
+        assert_ne!(others[1], others[3]);
     }
 }

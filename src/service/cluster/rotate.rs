@@ -68,7 +68,7 @@ pub async fn rotate_auth(ctx: Ctx, q: ClusterQuery) -> Result<Reply, AppError> {
             .await
             .map_err(|e| reach_failed(&server, &e))?;
         write(&ctx.app, super::WHAT, store(&entry, value.clone())).await?;
-        connection::record(&ctx.app, &rotated, reached);
+        connection::record(&ctx.app, &value, &rotated, reached);
         Ok::<_, AppError>(())
     };
     if let Err(err) = stored.await {
