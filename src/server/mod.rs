@@ -111,9 +111,11 @@ impl Server {
         };
 
         let state = Arc::new(App::open(config.app_options()).await?);
-        if from_installation && let Some(client) = &state.kube {
+        if from_installation {
+            let client = (state.kube.clone())
+                .ok_or_else(|| anyhow::anyhow!("--kube is set, but no API server client was opened"))?;
             let installation = tls_kube::Installation {
-                client: client.clone(),
+                client,
                 namespace: state.namespace.clone(),
                 names: tls_kube::generated_names(
                     &state.namespace,
