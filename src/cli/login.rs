@@ -37,6 +37,10 @@ pub struct LoginArgs {
     #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true",
           action = clap::ArgAction::Set, require_equals = true)]
     pub sso_launch_browser: bool,
+    /// With --sso: log in with a code shown here and approved in a browser on any device (the
+    /// OAuth 2.0 device authorization grant), for machines the browser cannot call back to.
+    #[arg(long, requires = "sso")]
+    pub device: bool,
     #[command(flatten)]
     pub conn: ClientOpts,
 }
@@ -129,7 +133,11 @@ pub async fn login(config_path: &Path, args: LoginArgs, out: &mut dyn Write) -> 
     }
     let conn = opts.connect().await?;
     let (token, refresh_token, sso_origin) = if args.sso {
-        let login = super::sso::login(&conn, args.sso_port, args.sso_launch_browser).await?;
+        let login = if args.device {
+            super::sso::login_device(&conn, args.sso_launch_browser).await?
+        } else {
+            super::sso::login(&conn, args.sso_port, args.sso_launch_browser).await?
+        };
         super::sso::greet(out, &login.name)?;
         (
             login.id_token,

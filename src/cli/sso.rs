@@ -1,7 +1,8 @@
 //! `tiphys login SERVER --sso`: the authorization code flow with PKCE S256
 //! and a nonce, the provider sending the browser back to a one-shot HTTP
-//! listener on the loopback interface; and the silent refresh of an expired
-//! ID token with the saved refresh token.
+//! listener on the loopback interface; with `--device`, the device
+//! authorization grant instead (`oidc::device`); and the silent refresh of an
+//! expired ID token with the saved refresh token.
 //!
 //! The protocol (discovery, authorization URL, code exchange, refresh grant)
 //! is `openidconnect`'s, through `oidc::provider` and the project's HTTP
@@ -25,7 +26,7 @@ use super::config::LocalConfig;
 use super::conn::Connection;
 use crate::config::oidc::DEFAULT_SCOPES;
 use crate::oidc::http::Http;
-use crate::oidc::provider::{AuthorizationRequest, Provider};
+use crate::oidc::provider::{AuthorizationRequest, Provider, Tokens};
 use crate::oidc::verify::{self, Expect};
 use crate::pb::cluster::SettingsQuery;
 use crate::random;
@@ -54,45 +55,107 @@ pub struct SsoLogin {
 /// The callback's query, or why the provider said no.
 type Callback = Result<(String, String), String>;
 
-/// Runs the whole flow against the server's provider.
-pub async fn login(conn: &Connection, port: u16, launch_browser: bool) -> anyhow::Result<SsoLogin> {
-    let settings = crate::pb::cluster::settings_service_client::SettingsServiceClient::with_origin(
-        conn.transport.clone(),
-        conn.origin.clone(),
-    )
-    .get(SettingsQuery {})
-    .await
-    .map_err(|s| anyhow!("cannot read the server's settings: {}", super::conn::describe(&s)))?
-    .into_inner();
-    let oidc = settings
-        .oidc_config
-        .filter(|o| !o.issuer.is_empty())
-        .ok_or_else(|| {
-            anyhow!("the server has no single sign-on configured (no oidc.config in its argocd-cm)")
-        })?;
-    let client_id = if oidc.cli_client_id.is_empty() {
-        oidc.client_id.clone()
-    } else {
-        oidc.cli_client_id.clone()
-    };
-    let http = Http::new(&[], false).map_err(|e| anyhow!("cannot set up TLS: {e}"))?;
-    let provider = Provider::new(&oidc.issuer, http);
-    let offline = provider
-        .offers_offline_access()
+/// The server's provider, as its settings name it, and what a login asks it for.
+struct Start {
+    issuer: String,
+    client_id: String,
+    provider: Provider,
+    /// `openid` first; `offline_access` when the provider offers it (for the silent refresh).
+    scopes: Vec<String>,
+}
+
+impl Start {
+    /// Reads the server's SSO settings and the provider's discovery document.
+    async fn new(conn: &Connection) -> anyhow::Result<Self> {
+        let settings = crate::pb::cluster::settings_service_client::SettingsServiceClient::with_origin(
+            conn.transport.clone(),
+            conn.origin.clone(),
+        )
+        .get(SettingsQuery {})
         .await
-        .map_err(|e| anyhow!("cannot start the login: {e}"))?;
-    let mut scopes: Vec<String> = if oidc.scopes.is_empty() {
-        DEFAULT_SCOPES.iter().map(|s| (*s).to_owned()).collect()
-    } else {
-        oidc.scopes.clone()
-    };
-    if !scopes.iter().any(|s| s == "openid") {
-        scopes.insert(0, "openid".to_owned());
-    }
-    if offline && !scopes.iter().any(|s| s == "offline_access") {
-        scopes.push("offline_access".to_owned());
+        .map_err(|s| anyhow!("cannot read the server's settings: {}", super::conn::describe(&s)))?
+        .into_inner();
+        let oidc = settings
+            .oidc_config
+            .filter(|o| !o.issuer.is_empty())
+            .ok_or_else(|| {
+                anyhow!("the server has no single sign-on configured (no oidc.config in its argocd-cm)")
+            })?;
+        let client_id = if oidc.cli_client_id.is_empty() {
+            oidc.client_id.clone()
+        } else {
+            oidc.cli_client_id.clone()
+        };
+        let http = Http::new(&[], false).map_err(|e| anyhow!("cannot set up TLS: {e}"))?;
+        let provider = Provider::new(&oidc.issuer, http);
+        let offline = provider
+            .offers_offline_access()
+            .await
+            .map_err(|e| anyhow!("cannot start the login: {e}"))?;
+        let mut scopes: Vec<String> = if oidc.scopes.is_empty() {
+            DEFAULT_SCOPES.iter().map(|s| (*s).to_owned()).collect()
+        } else {
+            oidc.scopes.clone()
+        };
+        if !scopes.iter().any(|s| s == "openid") {
+            scopes.insert(0, "openid".to_owned());
+        }
+        if offline && !scopes.iter().any(|s| s == "offline_access") {
+            scopes.push("offline_access".to_owned());
+        }
+        Ok(Self {
+            issuer: oidc.issuer,
+            client_id,
+            provider,
+            scopes,
+        })
     }
 
+    /// Verifies the ID token the provider issued (with the login's nonce, when it had one) and
+    /// names the user.
+    async fn finish(self, tokens: Tokens, nonce: Option<&str>) -> anyhow::Result<SsoLogin> {
+        let id_token = tokens
+            .id_token
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| anyhow!("the identity provider returned no ID token"))?;
+        let audiences = [self.client_id.clone()];
+        let claims = self
+            .provider
+            .verify(
+                &id_token,
+                &Expect {
+                    issuer: &self.issuer,
+                    audiences: &audiences,
+                    skip_audience_when_absent: false,
+                    nonce,
+                    now: crate::clock::now_s(),
+                },
+            )
+            .await
+            .map_err(|e| anyhow!("the ID token failed verification: {e}"))?;
+        let text = |k: &str| {
+            claims
+                .get(k)
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        let name = text("email")
+            .or_else(|| text("name"))
+            .or_else(|| text("sub"))
+            .unwrap_or_default();
+        Ok(SsoLogin {
+            id_token,
+            refresh_token: tokens.refresh_token.filter(|t| !t.is_empty()),
+            name,
+            issuer: self.issuer,
+            client_id: self.client_id,
+        })
+    }
+}
+
+/// Runs the authorization code flow against the server's provider.
+pub async fn login(conn: &Connection, port: u16, launch_browser: bool) -> anyhow::Result<SsoLogin> {
+    let start = Start::new(conn).await?;
     let listener = TcpListener::bind(("127.0.0.1", port)).await.with_context(|| {
         format!(
             "cannot listen on 127.0.0.1:{port} for the login callback; choose another port with --sso-port"
@@ -102,11 +165,12 @@ pub async fn login(conn: &Connection, port: u16, launch_browser: bool) -> anyhow
     let state = random::token(32);
     let nonce = random::token(32);
     let verifier = random::token(64);
-    let url = provider
+    let url = start
+        .provider
         .authorization_url(AuthorizationRequest {
-            client_id: &client_id,
+            client_id: &start.client_id,
             redirect_uri: &redirect_uri,
-            scopes: &scopes,
+            scopes: &start.scopes,
             state: &state,
             nonce: &nonce,
             pkce_verifier: &verifier,
@@ -126,45 +190,45 @@ pub async fn login(conn: &Connection, port: u16, launch_browser: bool) -> anyhow
     if returned_state != state {
         bail!("the login callback carries the wrong state; start the login again");
     }
-    let tokens = provider
-        .exchange_code(&code, &verifier, &redirect_uri, &client_id, None)
+    let tokens = start
+        .provider
+        .exchange_code(&code, &verifier, &redirect_uri, &start.client_id, None)
         .await
         .map_err(|e| anyhow!("the code exchange failed: {e}"))?;
-    let id_token = tokens
-        .id_token
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| anyhow!("the identity provider returned no ID token"))?;
-    let audiences = [client_id.clone()];
-    let claims = provider
-        .verify(
-            &id_token,
-            &Expect {
-                issuer: &oidc.issuer,
-                audiences: &audiences,
-                skip_audience_when_absent: false,
-                nonce: Some(&nonce),
-                now: crate::clock::now_s(),
-            },
-        )
+    start.finish(tokens, Some(&nonce)).await
+}
+
+/// Runs the device authorization grant (RFC 8628) against the server's provider: prints a code
+/// and a URL, and waits until the user approves or denies the login there, or the code expires.
+/// Nothing listens on this machine, so it works where the browser is elsewhere.
+pub async fn login_device(conn: &Connection, launch_browser: bool) -> anyhow::Result<SsoLogin> {
+    let start = Start::new(conn).await?;
+    let device = start
+        .provider
+        .start_device_login(&start.client_id, &start.scopes)
         .await
-        .map_err(|e| anyhow!("the ID token failed verification: {e}"))?;
-    let text = |k: &str| {
-        claims
-            .get(k)
-            .and_then(serde_json::Value::as_str)
-            .map(str::to_owned)
-    };
-    let name = text("email")
-        .or_else(|| text("name"))
-        .or_else(|| text("sub"))
-        .unwrap_or_default();
-    Ok(SsoLogin {
-        id_token,
-        refresh_token: tokens.refresh_token.filter(|t| !t.is_empty()),
-        name,
-        issuer: oidc.issuer.clone(),
-        client_id,
-    })
+        .map_err(|e| anyhow!("cannot start the device login: {e}"))?;
+    let open = device
+        .verification_uri_complete()
+        .unwrap_or(device.verification_uri());
+    eprintln!(
+        "Performing the device code login; open this URL on any device and enter the code {} (valid for {} s):\n{}",
+        device.user_code(),
+        device.expires_in().as_secs(),
+        device.verification_uri(),
+    );
+    if let Some(complete) = device.verification_uri_complete() {
+        eprintln!("or open this URL, which carries the code:\n{complete}");
+    }
+    if launch_browser {
+        open_browser(open);
+    }
+    let tokens = start
+        .provider
+        .finish_device_login(&device, &start.client_id)
+        .await
+        .map_err(|e| anyhow!("the device login failed: {e}"))?;
+    start.finish(tokens, None).await
 }
 
 /// Serves the loopback listener until the provider's redirect for the login

@@ -16,6 +16,7 @@
 //! (or of `oidc.tls.insecure.skip.verify`) builds a new one on next use,
 //! without touching the listener or any connection.
 
+pub mod device;
 pub mod http;
 pub mod login;
 pub mod provider;

@@ -18,15 +18,18 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use openidconnect::core::{
-    CoreAuthenticationFlow, CoreClient, CoreErrorResponseType, CoreGenderClaim, CoreIdToken,
-    CoreTokenResponse,
+    CoreAuthDisplay, CoreAuthenticationFlow, CoreClaimName, CoreClaimType, CoreClient, CoreClientAuthMethod,
+    CoreErrorResponseType, CoreGenderClaim, CoreGrantType, CoreIdToken, CoreJsonWebKey,
+    CoreJweContentEncryptionAlgorithm, CoreJweKeyManagementAlgorithm, CoreResponseMode, CoreResponseType,
+    CoreSubjectIdentifierType, CoreTokenResponse,
 };
 use openidconnect::{
-    AccessToken, AdditionalClaims, AuthorizationCode, ClientId, ClientSecret, ConfigurationError, CsrfToken,
-    DiscoveryError, EndpointMaybeSet, EndpointNotSet, EndpointSet, IssuerUrl, LogoutRequest, Nonce,
-    OAuth2TokenResponse as _, PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl,
-    ProviderMetadataWithLogout, RedirectUrl, RefreshToken, RequestTokenError, Scope, StandardErrorResponse,
-    SubjectIdentifier, TokenResponse as _, UserInfoClaims, UserInfoError, UserInfoUrl,
+    AccessToken, AdditionalClaims, AdditionalProviderMetadata, AuthorizationCode, ClientId, ClientSecret,
+    ConfigurationError, CsrfToken, DeviceAuthorizationUrl, DiscoveryError, EndpointMaybeSet, EndpointNotSet,
+    EndpointSet, IssuerUrl, LogoutProviderMetadata, LogoutRequest, Nonce, OAuth2TokenResponse as _,
+    PkceCodeChallenge, PkceCodeVerifier, PostLogoutRedirectUrl, ProviderMetadata, RedirectUrl, RefreshToken,
+    RequestTokenError, Scope, StandardErrorResponse, SubjectIdentifier, TokenResponse as _, UserInfoClaims,
+    UserInfoError, UserInfoUrl,
 };
 use serde::{Deserialize, Serialize};
 
@@ -42,11 +45,35 @@ pub const JWKS_REFRESH_INTERVAL: Duration = Duration::from_secs(5);
 /// ... and, whatever happens, at least this often.
 const JWKS_TTL: Duration = Duration::from_secs(3600);
 
-/// The discovery document, with the `end_session_endpoint` of RP-initiated logout.
-pub type Discovery = ProviderMetadataWithLogout;
+/// The discovery document, with the `end_session_endpoint` of RP-initiated logout and the
+/// `device_authorization_endpoint` of RFC 8628 (`DeviceEndpoint`).
+pub type Discovery = ProviderMetadata<
+    LogoutProviderMetadata<DeviceEndpoint>,
+    CoreAuthDisplay,
+    CoreClientAuthMethod,
+    CoreClaimName,
+    CoreClaimType,
+    CoreGrantType,
+    CoreJweContentEncryptionAlgorithm,
+    CoreJweKeyManagementAlgorithm,
+    CoreJsonWebKey,
+    CoreResponseMode,
+    CoreResponseType,
+    CoreSubjectIdentifierType,
+>;
+
+/// RFC 8628's entry of a discovery document, which `openidconnect`'s core metadata leaves out:
+/// where the CLI's device-code login starts (`device.rs`).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct DeviceEndpoint {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_authorization_endpoint: Option<DeviceAuthorizationUrl>,
+}
+
+impl AdditionalProviderMetadata for DeviceEndpoint {}
 
 /// `openidconnect`'s client as built from a discovery document.
-type OidcClient = CoreClient<
+pub(super) type OidcClient = CoreClient<
     EndpointSet,
     EndpointNotSet,
     EndpointNotSet,
@@ -118,6 +145,15 @@ pub enum ProviderError {
     BadAnswer(String),
     #[error(transparent)]
     Token(#[from] VerifyError),
+    #[error(
+        "the identity provider offers no device-code login (its discovery document has no \
+         device_authorization_endpoint); log in without --device"
+    )]
+    NoDeviceLogin,
+    #[error("the login was denied at the identity provider")]
+    DeviceLoginDenied,
+    #[error("the login code expired before the login was approved; run the login again")]
+    DeviceLoginExpired,
 }
 
 struct Cached<T> {
@@ -285,7 +321,12 @@ impl Provider {
     }
 
     /// `openidconnect`'s client for `client_id` (confidential with a secret).
-    fn client(&self, discovery: &Discovery, client_id: &str, client_secret: Option<&str>) -> OidcClient {
+    pub(super) fn client(
+        &self,
+        discovery: &Discovery,
+        client_id: &str,
+        client_secret: Option<&str>,
+    ) -> OidcClient {
         CoreClient::from_provider_metadata(
             discovery.clone(),
             ClientId::new(client_id.to_owned()),
@@ -421,7 +462,7 @@ fn redirect_url(uri: &str) -> Result<RedirectUrl, ProviderError> {
         .map_err(|e| ProviderError::BadAnswer(format!("the redirect URI {uri:?} is not a URL: {e}")))
 }
 
-fn tokens(response: &CoreTokenResponse) -> Tokens {
+pub(super) fn tokens(response: &CoreTokenResponse) -> Tokens {
     Tokens {
         id_token: response.id_token().map(ToString::to_string),
         access_token: response.access_token().secret().clone(),
@@ -429,13 +470,13 @@ fn tokens(response: &CoreTokenResponse) -> Tokens {
     }
 }
 
-fn configuration_error(err: ConfigurationError) -> ProviderError {
+pub(super) fn configuration_error(err: ConfigurationError) -> ProviderError {
     ProviderError::BadAnswer(format!("the discovery document lacks what is needed: {err}"))
 }
 
 /// A token request's failure; of an OAuth error answer only its code (its
 /// description is the provider's free text).
-fn token_error(
+pub(super) fn token_error(
     err: RequestTokenError<HttpError, StandardErrorResponse<CoreErrorResponseType>>,
 ) -> ProviderError {
     match err {

@@ -21,6 +21,7 @@ pub mod shutdown;
 pub mod store_args;
 pub mod streams;
 pub mod tls;
+pub mod tls_kube;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -46,9 +47,24 @@ pub struct Server {
     config_watch: Arc<ConfigWatch>,
     metrics: Arc<Metrics>,
     health: tonic_health::server::HealthReporter,
-    reloader: Option<(Arc<tls::CertResolver>, CertSource, TlsPolicy)>,
+    reloader: Option<Reloader>,
+    policy: TlsPolicy,
     config: ServerConfig,
     tls_summary: String,
+}
+
+/// The certificate in force and what follows its source.
+enum Reloader {
+    Files(Arc<tls::CertResolver>, CertSource),
+    Installation(Arc<tls::CertResolver>, tls_kube::Installation),
+}
+
+impl Reloader {
+    fn resolver(&self) -> &Arc<tls::CertResolver> {
+        match self {
+            Self::Files(resolver, _) | Self::Installation(resolver, _) => resolver,
+        }
+    }
 }
 
 impl Server {
@@ -66,8 +82,13 @@ impl Server {
             &args.tlsmaxversion,
             args.tlsciphers.as_deref(),
         )?;
-        let (acceptor, reloader, tls_summary) = if config.insecure {
+        // On an installation, the certificate is the installation's (`tls_kube`), read once
+        // its API server is open.
+        let from_installation = !config.insecure && args.tls_cert.is_none() && config.kube.is_some();
+        let (mut acceptor, mut reloader, mut tls_summary) = if config.insecure {
             (None, None, "off (--insecure)".to_owned())
+        } else if from_installation {
+            (None, None, String::new())
         } else {
             let source = match (&args.tls_cert, &args.tls_key) {
                 (Some(cert), Some(key)) => CertSource::Files {
@@ -84,12 +105,30 @@ impl Server {
             let summary = source.describe();
             (
                 Some(tokio_rustls::TlsAcceptor::from(server_config)),
-                Some((resolver, source, policy)),
+                Some(Reloader::Files(resolver, source)),
                 summary,
             )
         };
 
         let state = Arc::new(App::open(config.app_options()).await?);
+        if from_installation {
+            let client = (state.kube.clone())
+                .ok_or_else(|| anyhow::anyhow!("--kube is set, but no API server client was opened"))?;
+            let installation = tls_kube::Installation {
+                client,
+                namespace: state.namespace.clone(),
+                names: tls_kube::generated_names(
+                    &state.namespace,
+                    config.url.as_ref().map(|u| u.host.as_str()),
+                ),
+            };
+            let (resolver, from) = installation.load(policy.provider()).await?;
+            acceptor = Some(tokio_rustls::TlsAcceptor::from(
+                policy.server_config(Arc::clone(&resolver))?,
+            ));
+            tls_summary = from;
+            reloader = Some(Reloader::Installation(resolver, installation));
+        }
         crate::service::certificate::seed::seed_app(&state).await?;
         let config_watch = Arc::clone(&state.config);
         if config.api_content_types.is_empty() {
@@ -102,7 +141,7 @@ impl Server {
         let metrics = Arc::new(Metrics::default());
         let health = tonic_health::server::HealthReporter::new();
         let health_service = crate::grpc::health::server(&health, &state);
-        let cert = reloader.as_ref().map(|(resolver, _, _)| Arc::clone(resolver));
+        let cert = reloader.as_ref().map(|r| Arc::clone(r.resolver()));
         let dispatcher = Dispatcher::new(&state, &config, Arc::clone(&metrics), health_service, cert)?;
         let front = Arc::new(Front::new(dispatcher, acceptor, config.limits));
 
@@ -117,6 +156,7 @@ impl Server {
             metrics,
             health,
             reloader,
+            policy,
             config,
             tls_summary,
         })
@@ -135,8 +175,15 @@ impl Server {
         let addr = self.local_addr()?;
         let metrics_addr = self.metrics_addr()?;
         let internal = CancellationToken::new();
-        if let Some((resolver, source, policy)) = self.reloader {
-            tls::spawn_reloader(resolver, source, Arc::clone(policy.provider()), internal.clone());
+        let provider = Arc::clone(self.policy.provider());
+        match self.reloader {
+            Some(Reloader::Files(resolver, source)) => {
+                tls::spawn_reloader(resolver, source, provider, internal.clone());
+            }
+            Some(Reloader::Installation(resolver, installation)) => {
+                installation.spawn_reloader(resolver, provider, internal.clone());
+            }
+            None => {}
         }
         let app = Arc::clone(&self.state);
         self.config_watch.spawn_watcher(internal.clone(), move |next| {

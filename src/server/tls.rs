@@ -180,8 +180,21 @@ pub struct CertResolver {
 }
 
 impl CertResolver {
+    pub(super) fn of(loaded: Loaded) -> Arc<Self> {
+        Arc::new(Self {
+            current: ArcSwap::from_pointee(loaded.key),
+            names: ArcSwap::from_pointee(loaded.names),
+        })
+    }
+
     pub fn names(&self) -> Arc<Vec<String>> {
         self.names.load_full()
+    }
+
+    /// New handshakes get `loaded`; open connections keep what they have.
+    pub(super) fn swap(&self, loaded: Loaded) {
+        self.current.store(Arc::new(loaded.key));
+        self.names.store(Arc::new(loaded.names));
     }
 }
 
@@ -192,7 +205,7 @@ impl ResolvesServerCert for CertResolver {
 }
 
 /// A loaded certificate and the facts the reloader needs about it.
-struct Loaded {
+pub(super) struct Loaded {
     key: CertifiedKey,
     not_after: SystemTime,
     names: Vec<String>,
@@ -204,10 +217,7 @@ pub fn load(source: &CertSource, provider: &CryptoProvider) -> Result<Arc<CertRe
         CertSource::Files { cert, key } => load_pair(cert, key, provider)?,
         CertSource::SelfSigned { dir, names } => ensure_self_signed(dir, names, provider)?,
     };
-    Ok(Arc::new(CertResolver {
-        current: ArcSwap::from_pointee(loaded.key),
-        names: ArcSwap::from_pointee(loaded.names),
-    }))
+    Ok(CertResolver::of(loaded))
 }
 
 fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Result<Loaded, TlsError> {
@@ -219,11 +229,23 @@ fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Re
         path: key_path.into(),
         cause,
     })?;
+    parse_pair(&cert_pem, &key_pem, cert_path, key_path, provider)
+}
+
+/// A certificate chain and its key, from PEM; `cert_path` and `key_path` name where they came
+/// from in errors (a file, or a Secret's key).
+pub(super) fn parse_pair(
+    cert_pem: &[u8],
+    key_pem: &[u8],
+    cert_path: &Path,
+    key_path: &Path,
+    provider: &CryptoProvider,
+) -> Result<Loaded, TlsError> {
     let invalid = |path: &Path, reason: String| TlsError::Invalid {
         path: path.into(),
         reason,
     };
-    let chain = CertificateDer::pem_slice_iter(&cert_pem)
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| invalid(cert_path, format!("not a PEM certificate file: {e}")))?;
     let Some(leaf) = chain.first() else {
@@ -235,7 +257,7 @@ fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Re
         UNIX_EPOCH + Duration::from_secs(parsed.validity().not_after.timestamp().max(0).unsigned_abs());
     warn_if_not_valid_now(cert_path, &parsed);
     let names = san_names(&parsed);
-    if is_encrypted_key(&key_pem) {
+    if is_encrypted_key(key_pem) {
         return Err(invalid(
             key_path,
             "is an encrypted private key: tiphys needs it unencrypted (for example \
@@ -243,7 +265,7 @@ fn load_pair(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Re
                 .into(),
         ));
     }
-    let key_der = PrivateKeyDer::from_pem_slice(&key_pem)
+    let key_der = PrivateKeyDer::from_pem_slice(key_pem)
         .map_err(|e| invalid(key_path, format!("contains no usable PEM private key: {e}")))?;
     let signing_key = provider
         .key_provider
@@ -330,11 +352,20 @@ fn is_fresh(loaded: &Loaded, names: &[String]) -> bool {
 }
 
 fn generate_self_signed(cert_path: &Path, key_path: &Path, names: &[String]) -> Result<(), TlsError> {
+    let (cert, key) = self_signed_pem(names, "tiphys")?;
+    write_atomically(key_path, key.as_bytes(), 0o600)?;
+    write_atomically(cert_path, cert.as_bytes(), 0o644)?;
+    Ok(())
+}
+
+/// A new self-signed server certificate for `names`, of `organization`: (certificate, key) in
+/// PEM.
+pub(super) fn self_signed_pem(names: &[String], organization: &str) -> Result<(String, String), TlsError> {
     let generate = |e: rcgen::Error| TlsError::Generate(e.to_string());
     let mut params = rcgen::CertificateParams::new(names.to_vec()).map_err(generate)?;
     params
         .distinguished_name
-        .push(rcgen::DnType::OrganizationName, "tiphys");
+        .push(rcgen::DnType::OrganizationName, organization);
     params
         .distinguished_name
         .push(rcgen::DnType::CommonName, "tiphys self-signed");
@@ -347,9 +378,7 @@ fn generate_self_signed(cert_path: &Path, key_path: &Path, names: &[String]) -> 
     params.key_usages = vec![rcgen::KeyUsagePurpose::DigitalSignature];
     let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).map_err(generate)?;
     let cert = params.self_signed(&key).map_err(generate)?;
-    write_atomically(key_path, key.serialize_pem().as_bytes(), 0o600)?;
-    write_atomically(cert_path, cert.pem().as_bytes(), 0o644)?;
-    Ok(())
+    Ok((cert.pem(), key.serialize_pem()))
 }
 
 /// Write to a sibling temp file, fsync, then rename: a crash leaves either the
@@ -408,8 +437,7 @@ pub fn spawn_reloader(
             };
             match result {
                 Ok(loaded) => {
-                    resolver.current.store(Arc::new(loaded.key));
-                    resolver.names.store(Arc::new(loaded.names));
+                    resolver.swap(loaded);
                     seen = fingerprint(&cert_path, &key_path);
                     tracing::info!(cert = %cert_path.display(), "TLS certificate reloaded");
                 }

@@ -32,7 +32,8 @@ def require_provider():
 class Provider:
     """A running oidc-provider; `restart(new_key=True)` rotates its signing key."""
 
-    def __init__(self, workdir, redirect_uris, tls=None, id_token_ttl=None):
+    def __init__(self, workdir, redirect_uris, tls=None, id_token_ttl=None, device_code_ttl=None,
+                 device_flow=True):
         require_provider()
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -41,6 +42,8 @@ class Provider:
         self.issuer = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.redirect_uris = list(redirect_uris)
         self.id_token_ttl = id_token_ttl
+        self.device_code_ttl = device_code_ttl
+        self.device_flow = device_flow
         self.generation = 0
         self.proc = None
         self.log = self.workdir / "oidc.log"
@@ -57,6 +60,10 @@ class Provider:
             env.update(OIDC_TLS_CERT=str(self.tls[0]), OIDC_TLS_KEY=str(self.tls[1]))
         if self.id_token_ttl:
             env["OIDC_ID_TOKEN_TTL"] = str(self.id_token_ttl)
+        if self.device_code_ttl:
+            env["OIDC_DEVICE_CODE_TTL"] = str(self.device_code_ttl)
+        if not self.device_flow:
+            env["OIDC_DEVICE_FLOW"] = "off"
         offset = self.log.stat().st_size if self.log.exists() else 0
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen([NODE, str(OIDC_DIR / "server.mjs")], cwd=OIDC_DIR, stdout=out,

@@ -59,7 +59,7 @@ class Sso:
 
 
 def setup_sso(tmp_path, servers, config_dir, cm=None, rbac=RBAC, tls=None, id_token_ttl=None, server_args=(),
-              **extra):
+              provider_args=None, **extra):
     """A server (started with `server_args` too) with SSO on through a new provider."""
     config = config_dir(cm=cm or {})
     write_rbac(config, rbac)
@@ -67,7 +67,7 @@ def setup_sso(tmp_path, servers, config_dir, cm=None, rbac=RBAC, tls=None, id_to
     cli_port = free_port()
     provider = servers.also_stop(Provider(tmp_path / f"oidc-{server.port}",
                         [server.url("/auth/callback"), f"http://localhost:{cli_port}/auth/callback"],
-                        tls=tls, id_token_ttl=id_token_ttl))
+                        tls=tls, id_token_ttl=id_token_ttl, **(provider_args or {})))
     enable_sso(config, server, provider, **extra)
     return Sso(server, provider, config, cli_port)
 

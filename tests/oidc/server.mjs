@@ -8,9 +8,11 @@
 //   OIDC_REDIRECT_URIS  comma-separated redirect URIs of every client
 //   OIDC_TLS_CERT, OIDC_TLS_KEY   serve https with this PEM certificate and key
 //   OIDC_ID_TOKEN_TTL   ID token lifetime in seconds (default 3600)
+//   OIDC_DEVICE_CODE_TTL  device code lifetime in seconds (default 600)
+//   OIDC_DEVICE_FLOW    `off`: no device authorization grant (nor its discovery entry)
 //
 // Clients: `argo-cd` (confidential, secret `argo-cd-secret`), `argo-cd-cli` (public, PKCE
-// required) and `other-app` (confidential, secret `other-secret`: a token issued to another
+// required; it may also use the device authorization grant) and `other-app` (confidential, secret `other-secret`: a token issued to another
 // application of the same provider). Any login and password are accepted; consent is granted
 // automatically. Claims: sub=<login>, email=<login>@example.test, name, preferred_username,
 // groups: ["devs"], plus "admins" for logins starting with "admin", plus 400 more groups for
@@ -53,7 +55,9 @@ const provider = new Provider(issuer, {
       post_logout_redirect_uris: origins, response_types: ['code'],
       grant_types: ['authorization_code', 'refresh_token'], token_endpoint_auth_method: 'client_secret_basic' },
     { client_id: 'argo-cd-cli', redirect_uris: redirectUris, response_types: ['code'],
-      grant_types: ['authorization_code', 'refresh_token'], token_endpoint_auth_method: 'none' },
+      grant_types: ['authorization_code', 'refresh_token',
+        ...(process.env.OIDC_DEVICE_FLOW === 'off' ? [] : ['urn:ietf:params:oauth:grant-type:device_code'])],
+      token_endpoint_auth_method: 'none' },
     { client_id: 'other-app', client_secret: 'other-secret', redirect_uris: redirectUris, response_types: ['code'],
       grant_types: ['authorization_code'], token_endpoint_auth_method: 'client_secret_basic' },
   ],
@@ -62,14 +66,16 @@ const provider = new Provider(issuer, {
   scopes: ['openid', 'offline_access', 'profile', 'email', 'groups'],
   claims: { openid: ['sub'], email: ['email', 'email_verified'], profile: ['name', 'preferred_username'], groups: ['groups'] },
   conformIdTokenClaims: false, // scope claims (groups, email) go into the ID token too
-  features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: true } },
+  features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: true },
+    deviceFlow: { enabled: process.env.OIDC_DEVICE_FLOW !== 'off' } },
   pkce: { required: (ctx, client) => client.clientAuthMethod === 'none' },
   // Refresh tokens for the public CLI client, as Dex gives them for offline_access (this library
   // would otherwise want prompt=consent before it grants offline_access).
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token')
     && client.clientAuthMethod === 'none',
   ttl: { AccessToken: 3600, IdToken: Number(process.env.OIDC_ID_TOKEN_TTL || 3600), AuthorizationCode: 600,
-    Interaction: 3600, Session: 86400, Grant: 86400, RefreshToken: 86400 },
+    Interaction: 3600, Session: 86400, Grant: 86400, RefreshToken: 86400,
+    DeviceCode: Number(process.env.OIDC_DEVICE_CODE_TTL || 600) },
   async findAccount(ctx, sub) {
     return { accountId: sub, async claims(use) {
       // The user-info endpoint knows one group more than the ID token (as GitLab or Okta can).
