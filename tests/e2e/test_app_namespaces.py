@@ -171,6 +171,19 @@ def test_an_app_created_in_an_enabled_namespace_is_synced_and_served_as_argocd_s
     ours_keys = {(a["metadata"]["namespace"], a["metadata"]["name"]) for a in env.api.list()["items"]}
     assert ours_keys == {(a["metadata"]["namespace"], a["metadata"]["name"]) for a in theirs["items"]}
 
+    # A patch and a sync name the namespace too, and write there.
+    r = env.api.call("PATCH", f"{APPS}/{name}", {"patch": json.dumps({"metadata": {"labels": {"seen": "yes"}}}),
+                                                  "patchType": "merge", "appNamespace": APPS_A})
+    assert r.status == 200 and r.json()["metadata"]["namespace"] == APPS_A, r
+    assert env.plane.get_json("application", name, "-n", APPS_A)["metadata"]["labels"] == {"seen": "yes"}
+    r = env.api.call("POST", f"{APPS}/{name}/sync", {"appNamespace": APPS_A, "revision": "main"})
+    assert r.status == 200 and r.json()["operation"]["sync"]["revision"] == "main", r
+    wait_for("the sync carried out", lambda: (r := env.api.get(f"{APPS}/{name}{query}")).status == 200
+             and r.json().get("status", {}).get("operationState", {}).get("phase") == "Succeeded")
+    # The same calls without the namespace look in the control namespace, where it is not.
+    r = env.api.call("POST", f"{APPS}/{name}/sync", {"revision": "main"})
+    assert r.status == 404 and "not found" in r.json()["message"], r
+
     r = env.api.call("DELETE", f"{APPS}/{name}{query}")
     assert r.status == 200, r
     wait_for("the objects deleted with the application", lambda: env.plane.kubectl(
