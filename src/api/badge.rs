@@ -115,18 +115,18 @@ fn status(state: &App, query: &Query, enabled: bool) -> Result<Status, String> {
     }
     if let Some(ns) = &query.namespace {
         limits::check_namespace(ns).map_err(|e| e.to_string())?;
-        // Applications in other namespaces are not served, as upstream without
-        // `--application-namespaces`.
-        out.not_found = *ns != state.namespace;
+        // Only namespaces `--application-namespaces` enables are served (server/badge).
+        out.not_found = !state.app_namespaces.enabled(ns, &state.namespace);
     }
     if let Some(name) = &query.name
         && !out.not_found
     {
         limits::check_object_name("application", name).map_err(|e| e.to_string())?;
-        match state
-            .registry
-            .get(&Key::new(Kind::Application, &state.namespace, name))
-        {
+        match state.registry.get(&Key::new(
+            Kind::Application,
+            query.namespace.as_deref().unwrap_or(&state.namespace),
+            name,
+        )) {
             Some(doc) => {
                 let app = doc.value();
                 (out.health, out.sync, out.revision) = app_status(&app);

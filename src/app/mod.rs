@@ -32,6 +32,8 @@ pub struct Options {
     pub config_dir: Option<PathBuf>,
     /// The namespace the server runs in.
     pub namespace: String,
+    /// `--application-namespaces`: where else Applications are served.
+    pub app_namespaces: crate::kubernetes::AppNamespaces,
     /// `--url`, used when `argocd-cm` has no `url`.
     pub url: Option<String>,
     /// The UI's base href: the path of session cookies.
@@ -59,6 +61,7 @@ impl Options {
             redis: None,
             config_dir: None,
             namespace: "argocd".to_owned(),
+            app_namespaces: crate::kubernetes::AppNamespaces::default(),
             url: None,
             basehref: "/".to_owned(),
             login_limits: LoginLimits::default(),
@@ -87,6 +90,8 @@ pub struct App {
     pub registry: Arc<Registry>,
     /// The namespace the server runs in: where applications live by default.
     pub namespace: String,
+    /// The other namespaces whose applications are served (`--application-namespaces`).
+    pub app_namespaces: crate::kubernetes::AppNamespaces,
     /// `--url`, used when `argocd-cm` has no `url`.
     pub url_flag: Option<String>,
     /// The UI's base href: the path of session cookies.
@@ -141,7 +146,8 @@ impl App {
                     options.namespace = connection.default_namespace.clone();
                 }
                 // Before anything is written there (settings on a first start).
-                Registry::require_kube_kinds(&connection, &options.namespace).await?;
+                Registry::require_kube_kinds(&connection, &options.namespace, &options.app_namespaces)
+                    .await?;
                 Some(connection)
             }
             None => None,
@@ -180,6 +186,7 @@ impl App {
                     Arc::clone(&keys),
                     connection,
                     &options.namespace,
+                    options.app_namespaces.clone(),
                 )
                 .await?
             }
@@ -231,6 +238,7 @@ impl App {
             rbac,
             registry,
             namespace: options.namespace,
+            app_namespaces: options.app_namespaces,
             url_flag: options.url,
             basehref: options.basehref,
             oidc,

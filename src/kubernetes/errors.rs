@@ -34,6 +34,7 @@ impl Verb {
 /// (409 Conflict) is [`StoreError::Conflict`], so that the registry's write loop catches up and
 /// plans again as it does on etcd; a refusal (401, 403) says which verb on which resource the
 /// server's identity lacks; a failure to reach the server is [`StoreError::Unavailable`].
+/// An empty `namespace` is a cluster-wide request (`--application-namespaces`).
 pub fn store_error(
     err: kube::Error,
     connection: &Connection,
@@ -43,6 +44,11 @@ pub fn store_error(
 ) -> StoreError {
     let url = &connection.url;
     let verb = verb.as_str();
+    let place = if namespace.is_empty() {
+        "in all namespaces (cluster-wide)".to_owned()
+    } else {
+        format!("in namespace {namespace}")
+    };
     match err {
         kube::Error::Api(status) => match status.code {
             409 if status.reason == "Conflict" => StoreError::Conflict {
@@ -52,29 +58,29 @@ pub fn store_error(
             },
             401 => StoreError::Forbidden(format!(
                 "the Kubernetes API server at {url} does not accept this server's credentials \
-                 (to {verb} {resource} in namespace {namespace}): {}",
+                 (to {verb} {resource} {place}): {}",
                 status.message
             )),
             403 => StoreError::Forbidden(format!(
-                "this server's identity may not {verb} {resource} in namespace {namespace} on the \
+                "this server's identity may not {verb} {resource} {place} on the \
                  Kubernetes API server at {url}: grant it that verb (argocd-server's Role and \
                  ClusterRole have it): {}",
                 status.message
             )),
             code if code >= 500 || code == 429 => StoreError::Unavailable(format!(
-                "the Kubernetes API server at {url} could not {verb} {resource} in namespace \
-                 {namespace} ({code} {}): {}",
+                "the Kubernetes API server at {url} could not {verb} {resource} \
+                 {place} ({code} {}): {}",
                 status.reason, status.message
             )),
             code => StoreError::Invalid(format!(
-                "the Kubernetes API server at {url} refused to {verb} {resource} in namespace \
-                 {namespace} ({code} {}): {}",
+                "the Kubernetes API server at {url} refused to {verb} {resource} \
+                 {place} ({code} {}): {}",
                 status.reason, status.message
             )),
         },
         other => StoreError::Unavailable(format!(
-            "the Kubernetes API server at {url} is unreachable (to {verb} {resource} in namespace \
-             {namespace}): {other}"
+            "the Kubernetes API server at {url} is unreachable (to {verb} {resource} \
+             {place}): {other}"
         )),
     }
 }

@@ -3,11 +3,13 @@
 //! fed by watches (`registry/kube.rs`); this module knows how to reach them and how to name
 //! what went wrong.
 
+mod app_namespaces;
 pub mod cluster_auth;
 mod connect;
 mod errors;
 mod resources;
 
+pub use self::app_namespaces::AppNamespaces;
 pub use self::connect::{Connection, KubeOptions};
 pub use self::errors::{Verb, store_error};
 pub use self::resources::{Resource, check_crds};

@@ -171,15 +171,18 @@ pub enum Refusal {
     NotAnAccount,
     /// The request names a project or source that the stored application does not have.
     AppSource,
+    /// The application's namespace is not one `--application-namespaces` enables.
+    AppNamespace,
 }
 
 impl Refusal {
     /// Every kind, in declaration order ([`Refusal::index`] is the position here).
-    pub const ALL: [Refusal; 4] = [
+    pub const ALL: [Refusal; 5] = [
         Refusal::ProjectRule,
         Refusal::SyncWindow,
         Refusal::NotAnAccount,
         Refusal::AppSource,
+        Refusal::AppNamespace,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -188,6 +191,7 @@ impl Refusal {
             Refusal::SyncWindow => "sync_window",
             Refusal::NotAnAccount => "not_an_account",
             Refusal::AppSource => "app_source",
+            Refusal::AppNamespace => "app_namespace",
         }
     }
 

@@ -37,7 +37,7 @@ use super::kube_configmaps::{self, CONFIG_MAP_KINDS, CertMap};
 use super::kube_secrets::{self, SECRET_KINDS, SecretFailure, SecretWrite};
 use super::watch::{EventType, History};
 use super::{Applied, Planned, Registry, RegistryError, State};
-use crate::kubernetes::{Connection, Resource, Verb, check_crds, store_error};
+use crate::kubernetes::{AppNamespaces, Connection, Resource, Verb, check_crds, store_error};
 use crate::schema::{Schema, SchemaError};
 use crate::store::StoreError;
 
@@ -120,6 +120,9 @@ pub(super) struct KubeSide {
     connection: Connection,
     /// The control namespace: where the watched objects live.
     namespace: String,
+    /// `--application-namespaces`: when any is enabled, Applications are watched cluster-wide
+    /// and those of the namespaces not enabled are dropped as they arrive.
+    app_namespaces: AppNamespaces,
     /// Bumped whenever a watch changes the view: what a write that lost a conflict waits for.
     moved: tokio::sync::watch::Sender<u64>,
 }
@@ -136,31 +139,60 @@ impl KubeSide {
         source_of(kind).is_some()
     }
 
-    fn api(&self, source: Source) -> Api<DynamicObject> {
+    /// Whether the view takes in `kind` from `namespace`: Applications only from the control
+    /// namespace and the enabled ones, everything else from the control namespace (a
+    /// cluster-wide watch delivers only Applications from elsewhere).
+    fn serves(&self, kind: Kind, namespace: &str) -> bool {
+        kind != Kind::Application || self.app_namespaces.enabled(namespace, &self.namespace)
+    }
+
+    /// Where Applications are watched: cluster-wide once a namespace besides the control
+    /// namespace is enabled (as upstream's informer), else the control namespace.
+    fn watches_all(&self, source: Source) -> bool {
+        matches!(source, Source::Custom(r) if r == Resource::APPLICATION) && !self.app_namespaces.is_empty()
+    }
+
+    /// The watch of `source`.
+    fn watch_api(&self, source: Source) -> Api<DynamicObject> {
         match source {
-            Source::Custom(resource) => resource.api(&self.connection, &self.namespace),
+            Source::Custom(resource) if self.watches_all(source) => {
+                Api::all_with(self.connection.client.clone(), &resource.api_resource())
+            }
+            _ => self.api(source, &self.namespace),
+        }
+    }
+
+    /// `source` in `namespace` (a write goes to its object's namespace).
+    fn api(&self, source: Source, namespace: &str) -> Api<DynamicObject> {
+        match source {
+            Source::Custom(resource) => resource.api(&self.connection, namespace),
             Source::Secrets(_) => Api::namespaced_with(
                 self.connection.client.clone(),
-                &self.namespace,
+                namespace,
                 &kube_secrets::secret_resource(),
             ),
             Source::ConfigMap(_) => Api::namespaced_with(
                 self.connection.client.clone(),
-                &self.namespace,
+                namespace,
                 &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
             ),
         }
     }
 
     fn error(&self, err: kube::Error, verb: Verb, source: Source) -> StoreError {
-        store_error(err, &self.connection, verb, source.plural(), &self.namespace)
+        self.error_in(err, verb, source, &self.namespace)
+    }
+
+    fn error_in(&self, err: kube::Error, verb: Verb, source: Source, namespace: &str) -> StoreError {
+        store_error(err, &self.connection, verb, source.plural(), namespace)
     }
 
     /// Sends one planned change; the object as the API server wrote it (`None`: deleted, or
     /// being deleted once its finalizers are done).
     async fn write(&self, resource: Resource, plan: Planned) -> Result<Option<DynamicObject>, RegistryError> {
         let source = Source::Custom(resource);
-        let api = self.api(source);
+        let namespace = plan.key.namespace.clone();
+        let api = self.api(source, &namespace);
         let name = plan.key.name.clone();
         Ok(match (&plan.draft, &plan.current) {
             (Some(draft), None) => {
@@ -169,7 +201,7 @@ impl KubeSide {
                     Err(kube::Error::Api(status)) if status.code == 409 => {
                         return Err(RegistryError::AlreadyExists(plan.key));
                     }
-                    other => Some(other.map_err(|e| self.error(e, Verb::Create, source))?),
+                    other => Some(other.map_err(|e| self.error_in(e, Verb::Create, source, &namespace))?),
                 }
             }
             (Some(draft), Some(current)) => {
@@ -178,7 +210,7 @@ impl KubeSide {
                     Err(kube::Error::Api(status)) if status.code == 404 => {
                         return Err(RegistryError::NotFound(plan.key));
                     }
-                    other => Some(other.map_err(|e| self.error(e, Verb::Update, source))?),
+                    other => Some(other.map_err(|e| self.error_in(e, Verb::Update, source, &namespace))?),
                 }
             }
             (None, Some(current)) => {
@@ -196,7 +228,7 @@ impl KubeSide {
                     // A deletion that finalizers hold back goes on in the background: the
                     // object stays, with a deletionTimestamp, until the controller is done.
                     other => {
-                        other.map_err(|e| self.error(e, Verb::Delete, source))?;
+                        other.map_err(|e| self.error_in(e, Verb::Delete, source, &namespace))?;
                         None
                     }
                 }
@@ -212,7 +244,7 @@ impl KubeSide {
         planned: Vec<Planned>,
     ) -> Result<Option<DynamicObject>, RegistryError> {
         let write = SecretWrite::of(planned).map_err(|why| invalid_write(&why))?;
-        kube_secrets::write_secret(&self.api(source), write)
+        kube_secrets::write_secret(&self.api(source, &self.namespace), write)
             .await
             .map_err(|failure| match failure {
                 SecretFailure::Api(e, verb) => self.error(e, verb, source).into(),
@@ -230,11 +262,13 @@ impl Registry {
         keys: Arc<super::SecretsKeys>,
         connection: Connection,
         namespace: &str,
+        app_namespaces: AppNamespaces,
     ) -> anyhow::Result<Arc<Self>> {
-        Self::require_kube_kinds(&connection, namespace).await?;
+        Self::require_kube_kinds(&connection, namespace, &app_namespaces).await?;
         let side = KubeSide {
             connection,
             namespace: namespace.to_owned(),
+            app_namespaces,
             moved: tokio::sync::watch::Sender::new(0),
         };
         let registry = Self::open_with(store, keys, Some(side)).await?;
@@ -259,10 +293,31 @@ impl Registry {
 
     /// Fails, naming every missing one, unless the API server serves the custom resources
     /// the registry holds there, and naming the verb, unless this server may list its Secrets:
-    /// the first thing a start on an installation checks.
-    pub async fn require_kube_kinds(connection: &Connection, namespace: &str) -> anyhow::Result<()> {
+    /// the first thing a start on an installation checks. With `app_namespaces` it must also
+    /// list and watch Applications cluster-wide.
+    pub async fn require_kube_kinds(
+        connection: &Connection,
+        namespace: &str,
+        app_namespaces: &AppNamespaces,
+    ) -> anyhow::Result<()> {
         let resources: Vec<Resource> = CUSTOM_KINDS.iter().map(|(_, r)| *r).collect();
         check_crds(connection, namespace, &resources).await?;
+        if !app_namespaces.is_empty() {
+            let apps: Api<DynamicObject> =
+                Api::all_with(connection.client.clone(), &Resource::APPLICATION.api_resource());
+            let params = kube::api::ListParams::default().limit(1);
+            let plural = Resource::APPLICATION.plural;
+            apps.list_metadata(&params)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", store_error(e, connection, Verb::List, plural, "")))?;
+            // A watch is its own verb to RBAC: ask for one that ends at once.
+            let watch = kube::api::WatchParams::default().timeout(1);
+            // Refused at once, or granted: the stream itself is not needed.
+            let _granted = apps
+                .watch_metadata(&watch, "0")
+                .await
+                .map_err(|e| anyhow::anyhow!("{}", store_error(e, connection, Verb::Watch, plural, "")))?;
+        }
         let secrets: Api<DynamicObject> = Api::namespaced_with(
             connection.client.clone(),
             namespace,
@@ -646,7 +701,7 @@ async fn run_watch(
         let Some(side) = &view.kube else {
             return;
         };
-        side.api(source)
+        side.watch_api(source)
     };
     if let Source::ConfigMap(map) = source {
         return follow_config_map(registry, kind, map, api, ready).await;
@@ -661,7 +716,7 @@ async fn run_watch(
         match event {
             Ok(watcher::Event::Init) => listing = Some(Vec::new()),
             Ok(watcher::Event::InitApply(object)) => {
-                if let (Some(list), Some(doc)) = (listing.as_mut(), decoded(kind, object)) {
+                if let (Some(list), Some(doc)) = (listing.as_mut(), view.taken_in(kind, object)) {
                     list.push(doc);
                 }
             }
@@ -674,7 +729,7 @@ async fn run_watch(
             }
             Ok(watcher::Event::Apply(object)) => {
                 let name = object.metadata.name.clone().unwrap_or_default();
-                if let Some(doc) = decoded(kind, object) {
+                if let Some(doc) = view.taken_in(kind, object) {
                     let at = doc.rv;
                     let mut changes = Vec::with_capacity(2);
                     // A Secret that now declares another URL: the object moved.
@@ -691,6 +746,13 @@ async fn run_watch(
                 let Some(key) = view.key_of_deleted(kind, source, &object) else {
                     continue;
                 };
+                if !view
+                    .kube
+                    .as_ref()
+                    .is_some_and(|side| side.serves(kind, &key.namespace))
+                {
+                    continue;
+                }
                 let at = object
                     .metadata
                     .resource_version
@@ -755,6 +817,22 @@ async fn follow_config_map(
                 );
             }
         }
+    }
+}
+
+impl Registry {
+    /// The document of a watched object the view serves; `None` for an Application of a
+    /// namespace not enabled (never served, so not even decoded) or one that does not decode.
+    fn taken_in(&self, kind: Kind, object: DynamicObject) -> Option<DocRef> {
+        let namespace = object.metadata.namespace.as_deref().unwrap_or_default();
+        if !self
+            .kube
+            .as_ref()
+            .is_some_and(|side| side.serves(kind, namespace))
+        {
+            return None;
+        }
+        decoded(kind, object)
     }
 }
 

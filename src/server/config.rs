@@ -54,6 +54,11 @@ pub struct ServerArgs {
     /// [default: with --kube, the kubeconfig context's or the pod's namespace; else argocd]
     #[arg(long, env = "ARGOCD_NAMESPACE")]
     pub namespace: Option<String>,
+    /// Comma-separated namespaces besides --namespace whose Applications are served: globs, or
+    /// `/regex/` (argocd-cmd-params-cm `application.namespaces`, as upstream's environment
+    /// variable). Needs cluster-wide list and watch of applications with --kube.
+    #[arg(long, env = "ARGOCD_APPLICATION_NAMESPACES", value_delimiter = ',')]
+    pub application_namespaces: Vec<String>,
     /// The external URL users reach the server at; its host joins the self-signed certificate.
     #[arg(long, env = "TIPHYS_URL")]
     pub url: Option<String>,
@@ -226,6 +231,8 @@ pub struct ServerConfig {
     pub kube: Option<crate::kubernetes::KubeOptions>,
     pub redis: Option<String>,
     pub namespace: String,
+    /// `--application-namespaces`.
+    pub app_namespaces: crate::kubernetes::AppNamespaces,
     pub url: Option<url_host::ExternalUrl>,
     pub limits: Limits,
     /// How long a stopping server keeps serving with `/healthz` at 503.
@@ -255,6 +262,7 @@ impl ServerConfig {
             redis: self.redis.clone(),
             config_dir: self.config_dir.clone(),
             namespace: self.namespace.clone(),
+            app_namespaces: self.app_namespaces.clone(),
             url: self.url.as_ref().map(|u| u.raw.clone()),
             basehref: self.basehref.clone(),
             login_limits: self.login_limits.clone(),
@@ -357,6 +365,7 @@ impl ServerArgs {
             }),
             redis: self.redis.clone(),
             namespace: self.namespace.clone().unwrap_or_else(|| "argocd".to_owned()),
+            app_namespaces: crate::kubernetes::AppNamespaces::parse(&self.application_namespaces),
             url,
             limits: Limits {
                 handshake_timeout: self.handshake_timeout,

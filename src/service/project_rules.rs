@@ -106,8 +106,10 @@ impl ProjectRules {
         if app_ns == server_ns || permitted(&self.source_namespaces, app_ns) {
             Ok(())
         } else {
+            // Upstream's words (server/application's `getAppProject`), which do not tell a
+            // project that refuses the namespace from one that does not exist.
             Err(format!(
-                "application '{app_ns}' namespace is not permitted in project '{project}'"
+                "app is not allowed in project \"{project}\", or the project does not exist"
             ))
         }
     }

@@ -574,28 +574,46 @@ class ControlPlane:
                         == 200, what="healthy (/healthz)")
         self.state["repo_server"] = {"address": f"127.0.0.1:{port}", "metrics_port": metrics}
 
-    def _controller(self) -> None:
+    def _controller(self, extra_args: tuple = ()) -> None:
         metrics = free_ports(1)[0]
         part = self._start("argocd-application-controller", [
             _bin(self.bins, "argocd"), "--kubeconfig", self.state["kubeconfig"], "--namespace", NAMESPACE,
             "--repo-server", self.state["repo_server"]["address"], "--repo-server-plaintext",
             "--redis", self.state["redis"]["address"], "--metrics-port", str(metrics),
             "--status-processors", "4", "--operation-processors", "2",
-            "--self-heal-timeout-seconds", "2", "--loglevel", "info"],
+            "--self-heal-timeout-seconds", "2", "--loglevel", "info", *extra_args],
             env=self.argocd_env("argocd-application-controller"), in_cluster=True)
         part.wait_ready(lambda: urllib.request.urlopen(f"http://127.0.0.1:{metrics}/healthz", timeout=2).status
                         == 200, what="healthy (/healthz)")
         self.state["controller"] = {"metrics_port": metrics}
+
+    def restart_controller(self, extra_args: tuple = ()) -> None:
+        """Stops the application-controller (by its PID) and starts it again with `extra_args`
+        (a test module's `--application-namespaces`; two controllers would fight over the same
+        applications). Call it again without arguments to give the plane its own back."""
+        part = self.parts.pop("argocd-application-controller", None)
+        if part is not None:
+            stop_pid(part.proc.pid)
+        self._controller(extra_args)
+        self._save()
 
     def start_argocd_server(self, *, insecure: bool = False, extra_args: tuple = ()) -> dict:
         """Upstream argocd-server with TLS (the plane's serving certificate, from the Secret
         argocd-server-tls) on a port of its own; returns its entry of the state file."""
         if "argocd_server" in self.state:
             return self.state["argocd_server"]
+        self.state["argocd_server"] = self.start_other_argocd_server("argocd-server", insecure=insecure,
+                                                                     extra_args=extra_args)
+        self._save()
+        return self.state["argocd_server"]
+
+    def start_other_argocd_server(self, name: str, *, insecure: bool = False, extra_args: tuple = ()) -> dict:
+        """One more argocd-server, as the part `name` (beside the shared one, which other tests
+        use with its own flags); returns how to reach it. `stop_part(name)` ends it."""
         port, metrics = free_ports(2)
         static = self.root / "static"
         static.mkdir(exist_ok=True)
-        part = self._start("argocd-server", [
+        part = self._start(name, [
             _bin(self.bins, "argocd"), "--kubeconfig", self.state["kubeconfig"], "--namespace", NAMESPACE,
             "--address", "127.0.0.1", "--port", str(port), "--metrics-address", "127.0.0.1",
             "--metrics-port", str(metrics), "--redis", self.state["redis"]["address"],
@@ -608,11 +626,16 @@ class ControlPlane:
         part.wait_ready(lambda: urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/healthz", timeout=2,
                                                        context=None if insecure else ctx).status == 200,
                         what="healthy (/healthz)", interval=0.02)  # ready_in_s: a start-up time in BENCHMARKS.md
-        self.state["argocd_server"] = {"port": port, "address": f"127.0.0.1:{port}",
-                                       "url": f"{scheme}://127.0.0.1:{port}", "metrics_port": metrics,
-                                       "insecure": insecure}
+        return {"port": port, "address": f"127.0.0.1:{port}", "url": f"{scheme}://127.0.0.1:{port}",
+                "metrics_port": metrics, "insecure": insecure}
+
+    def stop_part(self, name: str) -> None:
+        """Stops one part this plane started (by its PID)."""
+        part = self.parts.pop(name, None)
+        if part is not None:
+            stop_pid(part.proc.pid)
+        self.state["parts"].pop(name, None)
         self._save()
-        return self.state["argocd_server"]
 
     def down(self) -> None:
         for part in reversed(list(self.parts.values())):

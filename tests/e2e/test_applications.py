@@ -50,7 +50,8 @@ POLICY = [
 PROJECT_A = {"metadata": {"name": "a"}, "spec": {
     "sourceRepos": ["https://github.com/argoproj/*"],
     "destinations": [{"server": IN_CLUSTER, "namespace": "team-a"}],
-    "sourceNamespaces": ["apps-a"]}}
+    # apps-y: permitted by the project, not served (the server enables apps-a only)
+    "sourceNamespaces": ["apps-a", "apps-y"]}}
 PROJECT_B = {"metadata": {"name": "b"}, "spec": {
     "sourceRepos": ["*"], "destinations": [{"server": "*", "namespace": "*"}]}}
 
@@ -60,7 +61,9 @@ def env(module_servers, module_config):
     """One plaintext server for the module: standard accounts (admin, alice, bob) with POLICY."""
     cfg = module_config()
     write_rbac(cfg, POLICY)
-    server = module_servers.start("--insecure", "--max-body-bytes", str(MAX_BODY), config=cfg)
+    # apps-a: the application namespace test_project_restrictions_are_enforced_and_nothing_is_stored uses.
+    server = module_servers.start("--insecure", "--max-body-bytes", str(MAX_BODY), "--application-namespaces", "apps-a",
+                                  config=cfg)
     tokens = {"admin": login_token(server, "admin", ADMIN_PW), "alice": login_token(server, "alice", ALICE_PW),
               "bob": login_token(server, "bob", BOB_PW)}
     return SimpleNamespace(server=server, cfg=cfg, tokens=tokens, admin=Api(server, tokens["admin"]),
@@ -757,11 +760,16 @@ def test_project_restrictions_are_enforced_and_nothing_is_stored(env, projects):
     # SEC-22: an application may only live in a namespace its project lists
     other_ns = app_body(uniq("proj"), project="a", dest_namespace="team-a")
     other_ns["metadata"]["namespace"] = "apps-x"
-    cases.append((other_ns, 403, 7, r"apps-x.*not permitted"))
+    cases.append((other_ns, 403, 7, r'^app is not allowed in project "a", or the project does not exist$'))
     for body, status, code, message in cases:
         rev = env.admin.revision()
         assert_api_error(env.admin.create(body), status, code, message)
         assert env.admin.revision() == rev and env.admin.names(name=body["metadata"]["name"]) == [], body
+
+    # a namespace the project permits but the server does not serve (upstream's words)
+    not_served = app_body(uniq("proj"), project="a", dest_namespace="team-a")
+    not_served["metadata"]["namespace"] = "apps-y"
+    assert_api_error(env.admin.create(not_served), 403, 7, r"^namespace 'apps-y' is not permitted$")
 
     # a permitted application namespace
     in_ns = app_body(uniq("proj"), project="a", dest_namespace="team-a")

@@ -1038,7 +1038,7 @@ def test_drop_in_args_run_as_the_pod(plane, rendered, pods, tmp_path, pod_identi
 # The keys of argocd-cmd-params-cm the Deployment maps (upstream's names and values).
 PARAM_KEYS = ("server.insecure", "server.basehref", "server.rootpath", "server.log.format", "server.log.level",
               "server.x.frame.options", "server.content.security.policy", "server.tls.minversion",
-              "server.tls.maxversion", "server.tls.ciphers")
+              "server.tls.maxversion", "server.tls.ciphers", "application.namespaces")
 
 
 def test_drop_in_takes_argocd_cmd_params_cm_as_upstream_writes_it(plane, rendered, pods, tmp_path, pod_identity):

@@ -411,7 +411,7 @@ async fn every_refusal_is_audited_and_counted_once() {
         "appName": "guestbook",
         "appProject": RESTRICTED,
     });
-    let stray = "application 'elsewhere' namespace is not permitted in project 'default'";
+    let stray = "app is not allowed in project \"default\", or the project does not exist";
     let restricted_app = format!("{RESTRICTED}/windowed");
     let cases: Vec<(&str, &str, String, &str, Value, Expect)> = vec![
         (

@@ -82,9 +82,10 @@ fn on_kubernetes() {
                 Vec::new(),
                 b"the server key of the registry contract",
             ));
-            let registry = Registry::open_on_kube(store, keys, connection.clone(), &namespace)
-                .await
-                .unwrap();
+            let registry =
+                Registry::open_on_kube(store, keys, connection.clone(), &namespace, Default::default())
+                    .await
+                    .unwrap();
             let backend = Backend { registry, namespace };
             tokio::time::timeout(Duration::from_secs(120), body(backend))
                 .await

@@ -29,7 +29,7 @@ use super::sensitive::check_no_password;
 use super::sync_windows::{Assignment, SyncWindow, Target};
 use crate::error::AppError;
 use crate::principal::Principal;
-use crate::rbac::Refusal;
+use crate::rbac::{HIDDEN_DENIAL, Refusal};
 use crate::registry::{Change, DocRef, Key, Kind};
 
 use crate::app::App;
@@ -110,8 +110,23 @@ fn namespace_of(state: &App, requested: &str) -> String {
     }
 }
 
+/// Whether applications in `ns` are served: the control namespace, or one that
+/// `--application-namespaces` enables (upstream's `isNamespaceEnabled`).
+pub(crate) fn served(state: &App, ns: &str) -> bool {
+    state.app_namespaces.enabled(ns, &state.namespace)
+}
+
+/// The refusal of an application in a namespace that is not served, recorded once; `message`
+/// is upstream's answer where it refuses the same request.
+fn not_served(state: &App, principal: &Principal, object: &str, message: String) -> AppError {
+    super::access::refuse(state, principal, Refusal::AppNamespace, object, message)
+}
+
 /// Does a query (projects, repo, selector, name) select this application?
 struct Filter {
+    /// The control namespace and the enabled ones: what is never shown outside them.
+    control: String,
+    enabled: crate::kubernetes::AppNamespaces,
     projects: Vec<String>,
     repo: String,
     selector: Selector,
@@ -120,8 +135,10 @@ struct Filter {
 }
 
 impl Filter {
-    fn new(q: &AppQuery) -> Result<Self, AppError> {
+    fn new(state: &App, q: &AppQuery) -> Result<Self, AppError> {
         Ok(Self {
+            control: state.namespace.clone(),
+            enabled: state.app_namespaces.clone(),
             projects: q.projects.iter().chain(&q.project).cloned().collect(),
             repo: q.repo.clone(),
             selector: Selector::parse(&q.selector)?,
@@ -131,7 +148,8 @@ impl Filter {
     }
 
     fn matches(&self, doc: &DocRef) -> bool {
-        (self.projects.is_empty() || self.projects.contains(&doc.summary.project))
+        self.enabled.enabled(&doc.key.namespace, &self.control)
+            && (self.projects.is_empty() || self.projects.contains(&doc.summary.project))
             && (self.repo.is_empty() || doc.summary.repos.iter().any(|r| same_repo(r, &self.repo)))
             && (self.name.is_empty() || doc.key.name == self.name)
             && self.namespace.as_ref().is_none_or(|ns| &doc.key.namespace == ns)
@@ -150,7 +168,7 @@ fn same_repo(a: &str, b: &str) -> bool {
 
 pub async fn list(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let filter = Filter::new(&q)?;
+    let filter = Filter::new(&ctx.app, &q)?;
     let (resource_version, docs) = ctx.app.registry.list(Kind::Application);
     let items = Access::hidden(RESOURCE, "get").visible(
         &ctx.app,
@@ -175,6 +193,20 @@ fn authorized(
     action: &str,
 ) -> Result<DocRef, AppError> {
     let ns = namespace_of(state, app_ns);
+    if !app_ns.is_empty() {
+        check_namespace(&ns)?;
+    }
+    if !served(state, &ns) {
+        // Upstream answers a namespace it does not serve as it answers a hidden application,
+        // whoever asks and whatever project they name.
+        let project = if project_hint.is_empty() {
+            "*"
+        } else {
+            project_hint
+        };
+        let object = rbac_object(&state.namespace, project, &ns, name);
+        return Err(not_served(state, principal, &object, HIDDEN_DENIAL.to_owned()));
+    }
     // An application outside the project the caller named is answered as missing: the answer
     // must not depend on whether a same-named application exists elsewhere (SEC-13).
     let found = state
@@ -377,6 +409,16 @@ fn validate(state: &App, principal: &Principal, app: &AppView) -> Result<Key, Ap
                 )));
             }
         }
+    }
+    // Last, as upstream's Create checks it after the application itself.
+    if !served(state, &ns) {
+        let object = rbac_object(&state.namespace, project, &ns, &app.metadata.name);
+        return Err(not_served(
+            state,
+            principal,
+            &object,
+            format!("namespace '{ns}' is not permitted"),
+        ));
     }
     Ok(Key::new(Kind::Application, &ns, &app.metadata.name))
 }

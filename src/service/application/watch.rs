@@ -38,7 +38,7 @@ pub(crate) async fn until(at: Option<tokio::time::Instant>) {
 
 pub async fn watch(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     ctx.caller.require()?;
-    let filter = Filter::new(&q)?;
+    let filter = Filter::new(&ctx.app, &q)?;
     let (initial, sub) = subscribe(&ctx, Kind::Application, &q.resource_version, !q.name.is_empty()).await?;
     let state = Arc::clone(&ctx.app);
     let caller = ctx.caller.clone();
