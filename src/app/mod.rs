@@ -104,6 +104,9 @@ pub struct App {
     /// What the application-controller keeps in `--redis` (trees, managed resources, cluster
     /// info); `None` without `--redis`.
     pub controller_cache: Option<Arc<crate::controller_cache::ControllerCache>>,
+    /// The API server of `--kube`, where the applications and their events are; `None` on the
+    /// embedded store and etcd.
+    pub control: Option<kube::Client>,
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
@@ -237,8 +240,9 @@ impl App {
             repos: Arc::new(crate::gitrepo::Client::new(options.repos)),
             clusters: options
                 .clusters
-                .map(|limits| Arc::new(crate::clusters::Clusters::new(limits, in_cluster))),
+                .map(|limits| Arc::new(crate::clusters::Clusters::new(limits, in_cluster.clone()))),
             controller_cache,
+            control: in_cluster,
         })
     }
 
