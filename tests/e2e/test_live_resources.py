@@ -20,11 +20,13 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
-from appkit import APPS, Api, app_body, grpc_channel, md, rpc_error, uniq
+from appkit import APPS, Api, grpc_channel, md, rpc_error
 from authkit import ALICE_PW, HASHES, login_token, request
 from test_kube_backend import NS, differences, start_kube_server, upstream_call
-from test_resource_tree import SECRET_VALUE, tree_manifests, tree_of
-from test_upstream_chain import Repo, wait_for
+from test_resource_tree import SECRET_VALUE, tree_of
+# The application synced by the real controller, on this module's tiphys (`kube`).
+from test_resource_tree import synced, upstream_token  # noqa: F401 (fixtures)
+from test_upstream_chain import wait_for
 
 INHERITANCE = "server.rbac.disableApplicationFineGrainedRBACInheritance"
 # The API server's bookkeeping, which each server's own writes change.
@@ -40,33 +42,6 @@ def kube(controlplane, tmp_path_factory):
     token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
     yield SimpleNamespace(server=server, api=Api(server, token))
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def upstream_token(controlplane):
-    status, body = upstream_call(controlplane, "POST", "/api/v1/session",
-                                 body={"username": "admin", "password": controlplane.state["argocd"]["admin_password"]})
-    assert status == 200, body
-    return body["token"]
-
-
-@pytest.fixture(scope="module")
-def synced(controlplane, kube, gitservers, tmp_path_factory):
-    repo = Repo(gitservers, tmp_path_factory.mktemp("live-repo"), uniq("live"))
-    repo.commit(tree_manifests(), "first")
-    ns = controlplane.new_namespace("live")
-    name = uniq("live")
-    body = app_body(name, project="default", repo=repo.url, path="manifests", dest_namespace=ns)
-    body["spec"]["source"]["targetRevision"] = "main"
-    kube.api.must_create(body)
-    r = kube.api.call("POST", f"{APPS}/{name}/sync", {"revision": "main"})
-    assert r.status == 200, r
-    wait_for("the sync done and the Deployment's pod in the tree", lambda: (
-        (s := kube.api.must_get(name).get("status", {})).get("operationState", {}).get("phase") == "Succeeded"
-        and s.get("sync", {}).get("status") == "Synced"
-        and any(n["kind"] == "Pod" for n in tree_of(kube.api, name).get("nodes", []))), timeout=120)
-    yield SimpleNamespace(name=name, ns=ns, repo=repo)
-    kube.api.delete(name)
 
 
 @pytest.fixture(scope="module")
@@ -271,6 +246,15 @@ def decide(plane, kube, users, user, method, path, body=None):
     return ours
 
 
+def switch(plane, kube, users, value, path, patch, status):
+    """Sets the inheritance switch and waits until both servers decide liveupd's patch `status`."""
+    set_inheritance(plane, value)
+    wait_for(f"{INHERITANCE}={value} in tiphys", lambda: ours_call(
+        kube.server, users["liveupd"].ours, "POST", path, patch)[0] == status, timeout=10, interval=0.2)
+    wait_for(f"{INHERITANCE}={value} in argocd-server", lambda: upstream_call(
+        plane, "POST", path, users["liveupd"].theirs, body=patch)[0] == status, timeout=30, interval=0.5)
+
+
 def test_changes_are_authorized_as_argocd_server_authorizes_them(plane, kube, synced, users):
     merge = "application/merge-patch+json"
     cm = resource_query(synced.name, synced.ns, "ConfigMap", "chain-1", patchType=merge)
@@ -297,18 +281,10 @@ def test_changes_are_authorized_as_argocd_server_authorizes_them(plane, kube, sy
 
         # Plain update: inherited only when argocd-cm says "false" (absent means disabled in 3.x).
         assert decide(plane, kube, users, "liveupd", "POST", cm, patch)[0] == 403
-        set_inheritance(plane, "false")
-        wait_for("inheritance on in both servers", lambda: ours_call(
-            kube.server, users["liveupd"].ours, "POST", cm, patch)[0] == 200, timeout=10, interval=0.2)
-        wait_for("inheritance on in argocd-server", lambda: upstream_call(
-            plane, "POST", cm, users["liveupd"].theirs, body=patch)[0] == 200, timeout=30, interval=0.5)
+        switch(plane, kube, users, "false", cm, patch, 200)
         assert decide(plane, kube, users, "liveupd", "POST", deploy, patch)[0] == 200
         assert decide(plane, kube, users, "livecm", "POST", cm, patch)[0] == 200
-        set_inheritance(plane, "true")
-        wait_for("inheritance off in tiphys", lambda: ours_call(
-            kube.server, users["liveupd"].ours, "POST", cm, patch)[0] == 403, timeout=10, interval=0.2)
-        wait_for("inheritance off in argocd-server", lambda: upstream_call(
-            plane, "POST", cm, users["liveupd"].theirs, body=patch)[0] == 403, timeout=30, interval=0.5)
+        switch(plane, kube, users, "true", cm, patch, 403)
         assert decide(plane, kube, users, "liveupd", "POST", deploy, patch)[0] == 403
         assert decide(plane, kube, users, "livecm", "POST", cm, patch)[0] == 200
     finally:

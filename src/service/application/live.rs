@@ -62,14 +62,8 @@ pub struct ResourceRequest {
 #[derive(Deserialize, Default, Debug)]
 #[serde(default, rename_all = "camelCase")]
 pub struct PatchRequest {
-    pub name: String,
-    pub app_namespace: String,
-    pub namespace: String,
-    pub resource_name: String,
-    pub version: String,
-    pub group: String,
-    pub kind: String,
-    pub project: String,
+    #[serde(flatten)]
+    pub resource: ResourceRequest,
     pub patch: String,
     pub patch_type: String,
 }
@@ -78,14 +72,8 @@ pub struct PatchRequest {
 #[derive(Deserialize, Default, Debug)]
 #[serde(default, rename_all = "camelCase")]
 pub struct DeleteRequest {
-    pub name: String,
-    pub app_namespace: String,
-    pub namespace: String,
-    pub resource_name: String,
-    pub version: String,
-    pub group: String,
-    pub kind: String,
-    pub project: String,
+    #[serde(flatten)]
+    pub resource: ResourceRequest,
     pub force: Option<bool>,
     pub orphan: Option<bool>,
 }
@@ -126,17 +114,8 @@ pub async fn get_resource(ctx: Ctx, q: ResourceRequest) -> Result<Reply, AppErro
 /// A patch of the live resource, answered with what the cluster made of it.
 pub async fn patch_resource(ctx: Ctx, q: PatchRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let request = ResourceRequest {
-        name: q.name,
-        app_namespace: q.app_namespace,
-        namespace: q.namespace,
-        resource_name: q.resource_name,
-        version: q.version,
-        group: q.group,
-        kind: q.kind,
-        project: q.project,
-    };
-    let doc = authorize(&ctx.app, principal, &request, "update")?;
+    let request = &q.resource;
+    let doc = authorize(&ctx.app, principal, request, "update")?;
     let Some(patch_type) = PATCH_TYPES.iter().copied().find(|t| *t == q.patch_type) else {
         return Err(AppError::InvalidArgument(format!(
             "unknown patchType {:?}: use one of {}",
@@ -144,8 +123,8 @@ pub async fn patch_resource(ctx: Ctx, q: PatchRequest) -> Result<Reply, AppError
             PATCH_TYPES.join(", ")
         )));
     };
-    let live = locate(&ctx.app, &doc, &request).await?;
-    let body = q.patch.into_bytes();
+    let live = locate(&ctx.app, &doc, request).await?;
+    let body = q.patch.as_bytes().to_vec();
     let secret = live.kind == "Secret" && live.group.is_empty();
     let outcome = live
         .run("patch", "error patching resource", |api, name| {
@@ -170,18 +149,9 @@ pub async fn patch_resource(ctx: Ctx, q: PatchRequest) -> Result<Reply, AppError
 /// background), otherwise the dependents go first (Foreground), as upstream chooses.
 pub async fn delete_resource(ctx: Ctx, q: DeleteRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let request = ResourceRequest {
-        name: q.name,
-        app_namespace: q.app_namespace,
-        namespace: q.namespace,
-        resource_name: q.resource_name,
-        version: q.version,
-        group: q.group,
-        kind: q.kind,
-        project: q.project,
-    };
-    let doc = authorize(&ctx.app, principal, &request, "delete")?;
-    let live = locate(&ctx.app, &doc, &request).await?;
+    let request = &q.resource;
+    let doc = authorize(&ctx.app, principal, request, "delete")?;
+    let live = locate(&ctx.app, &doc, request).await?;
     let params = delete_params(q.orphan == Some(true), q.force == Some(true));
     live.run("delete", "error deleting resource", |api, name| {
         let params = params.clone();
