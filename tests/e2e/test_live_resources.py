@@ -343,7 +343,7 @@ def gone(plane, kind, name, ns):
     return plane.kubectl("get", kind, name, "-n", ns, "--ignore-not-found", "-o", "name").strip() == ""
 
 
-def test_delete_resource_normal_orphan_and_force(plane, kube, synced, upstream_token):
+def test_delete_resource_normal_orphan_and_force(plane, kube, synced, upstream_token, app_pb):
     token = kube.api.token
     # Normal (Foreground) through tiphys and through argocd-server: both answer {} and the objects go.
     ours = ours_call(kube.server, token, "DELETE", resource_query(synced.name, synced.ns, "ConfigMap", "chain-2"))
@@ -366,8 +366,10 @@ def test_delete_resource_normal_orphan_and_force(plane, kube, synced, upstream_t
     left = plane.get_json("replicasets", "-n", synced.ns)["items"]
     assert [r["metadata"]["name"] for r in left] == rs and not left[0]["metadata"].get("ownerReferences"), left
 
-    # Force: at once.
-    ours = ours_call(kube.server, token, "DELETE",
-                     resource_query(synced.name, synced.ns, "Secret", "tree-secret", force="true"))
-    assert ours == (200, {}), ours
+    # Force (over gRPC): at once.
+    with grpc_channel(kube.server) as ch:
+        stub = app_pb.grpc.ApplicationServiceStub(ch)
+        stub.DeleteResource(app_pb.app.ApplicationResourceDeleteRequest(
+            name=synced.name, namespace=synced.ns, resourceName="tree-secret", version="v1", group="", kind="Secret",
+            force=True), metadata=md(token), timeout=30)
     wait_for("the Secret gone", lambda: gone(plane, "secret", "tree-secret", synced.ns), timeout=10)
