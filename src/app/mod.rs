@@ -109,7 +109,8 @@ pub struct App {
     /// What the application-controller keeps in `--redis` (trees, managed resources, cluster
     /// info); `None` without `--redis`.
     pub controller_cache: Option<Arc<crate::controller_cache::ControllerCache>>,
-    /// The API server of the installation (`--kube`), where its objects are kept.
+    /// The API server of the installation (`--kube`), where its objects and the applications'
+    /// events are kept; `None` on the embedded store and etcd.
     pub kube: Option<kube::Client>,
 }
 

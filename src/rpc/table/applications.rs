@@ -9,8 +9,9 @@ use crate::service::application::source;
 
 const NO_REPO_SERVER: &str = "tiphys does not run a repo server: OCI metadata and manifests generated from \
      uploaded files come from one";
-const NO_LIVE_CLUSTER: &str = "tiphys does not connect to clusters: live resources, their actions, diffs, \
-     logs and events come from a controller with cluster access";
+const NO_LIVE_CLUSTER: &str = "tiphys does not serve resource actions, server-side diffs, pod logs or \
+     resource links yet (live resources themselves are served: GetResource, PatchResource, DeleteResource, \
+     ListResourceEvents)";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     vec![
@@ -136,15 +137,15 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [post("/api/v1/applications/{name}/rollback", Body::All)],
             call(app::rollback),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/GetResource",
             [get("/api/v1/applications/{name}/resource")],
-            NO_LIVE_CLUSTER,
+            call(app::get_resource),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/PatchResource",
             [post("/api/v1/applications/{name}/resource", Body::Field("patch"))],
-            NO_LIVE_CLUSTER,
+            call(app::patch_resource),
         ),
         unserved(
             "/application.ApplicationService/ListResourceActions",
@@ -164,10 +165,10 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [post("/api/v1/applications/{name}/resource/actions/v2", Body::All)],
             NO_LIVE_CLUSTER,
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/DeleteResource",
             [delete("/api/v1/applications/{name}/resource")],
-            NO_LIVE_CLUSTER,
+            call(app::delete_resource),
         ),
         unserved(
             "/application.ApplicationService/PodLogs",

@@ -7,6 +7,8 @@
 //! same fixed "permission denied" as for an existing application they may not see.
 
 mod deletion;
+mod live;
+mod masking;
 mod refresh;
 mod resources;
 pub(crate) mod selector;
@@ -17,6 +19,7 @@ pub(crate) mod watch;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use self::live::{delete_resource, get_resource, list_events, patch_resource};
 pub use self::resources::{ResourcesQuery, managed_resources, resource_tree, watch_resource_tree};
 use self::selector::Selector;
 pub use self::sync::{rollback, sync, terminate_operation};
@@ -844,13 +847,6 @@ pub struct NamedQuery {
     pub name: String,
     pub app_namespace: String,
     pub project: String,
-}
-
-/// Kubernetes events of the application's resources: none, as tiphys watches no cluster.
-pub async fn list_events(ctx: Ctx, q: NamedQuery) -> Result<Reply, AppError> {
-    let principal = ctx.caller.require()?;
-    authorized(&ctx.app, principal, &q.app_namespace, &q.name, &q.project, "get")?;
-    Ok(Reply::Message(serde_json::json!({"metadata": {}})))
 }
 
 /// Links configured for applications (argocd-cm `application.links`): none configured.

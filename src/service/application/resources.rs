@@ -78,7 +78,7 @@ impl ResourcesQuery {
 }
 
 /// The controller's cache, when there is a controller; see the module comment.
-fn cache(state: &App) -> Result<Option<Arc<ControllerCache>>, AppError> {
+pub(super) fn cache(state: &App) -> Result<Option<Arc<ControllerCache>>, AppError> {
     if !state.registry.beside_controller() {
         return Ok(None);
     }
@@ -90,7 +90,7 @@ fn cache(state: &App) -> Result<Option<Arc<ControllerCache>>, AppError> {
 }
 
 /// The name the controller files `doc` under.
-fn instance(state: &App, doc: &DocRef) -> String {
+pub(super) fn instance(state: &App, doc: &DocRef) -> String {
     instance_name(&doc.key.namespace, &doc.key.name, &state.namespace)
 }
 
@@ -134,7 +134,7 @@ fn selected(items: Vec<Value>, q: &ResourcesQuery) -> Vec<Value> {
 /// What `read` finds; when it finds nothing, the application's error conditions if it has any
 /// (the controller will not write until they are gone), else what it finds once the controller
 /// has refreshed the application.
-async fn read_or_refresh<T, Fut>(
+pub(super) async fn read_or_refresh<T, Fut>(
     state: &App,
     doc: &DocRef,
     what: &str,

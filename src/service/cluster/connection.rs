@@ -14,7 +14,7 @@ use crate::clusters::{Checked, ClusterError, Clusters, Target};
 use crate::error::AppError;
 use crate::service::sensitive::unknown_state;
 
-const NOT_CONTACTED: &str = "this server does not contact clusters (--cluster-access off)";
+pub(crate) const NOT_CONTACTED: &str = "this server does not contact clusters (--cluster-access off)";
 
 /// What an answer shows of the cluster's connection.
 pub struct Shown {

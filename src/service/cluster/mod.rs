@@ -14,7 +14,7 @@
 //! the cluster (`connection.rs`, `crate::clusters`). RotateAuth makes a new service-account token
 //! inside the cluster (`rotate.rs`).
 
-mod connection;
+pub(crate) mod connection;
 mod controller_info;
 mod rotate;
 
