@@ -105,6 +105,24 @@ impl SsoPrincipal {
     }
 }
 
+/// A Kubernetes ServiceAccount, proven by a token the `--kube` API server accepted in a
+/// TokenReview (`tiphys.serviceaccountlogin.*`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceAccountPrincipal {
+    pub namespace: String,
+    pub name: String,
+    /// `system:serviceaccount:<namespace>:<name>`: the RBAC subject and the name shown.
+    pub subject: String,
+    /// The token's `iss`.
+    pub issuer: String,
+    /// `{"groups": [...]}`: the groups the TokenReview returned, where RBAC reads groups
+    /// from (through `scopes`, as for an ID token).
+    pub claims: Arc<serde_json::Map<String, serde_json::Value>>,
+    /// Unix seconds.
+    pub issued_at: Option<i64>,
+    pub expires_at: Option<i64>,
+}
+
 /// The identity a request acts as.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub enum Principal {
@@ -116,6 +134,8 @@ pub enum Principal {
     Project(ProjectPrincipal),
     /// Signed in through single sign-on.
     Sso(SsoPrincipal),
+    /// A Kubernetes ServiceAccount token (a tiphys extension).
+    ServiceAccount(ServiceAccountPrincipal),
 }
 
 impl Principal {
@@ -131,6 +151,7 @@ impl Principal {
             Self::Account(a) => &a.name,
             Self::Project(p) => &p.subject,
             Self::Sso(s) => &s.user,
+            Self::ServiceAccount(s) => &s.subject,
         }
     }
 
@@ -148,6 +169,7 @@ impl Principal {
             Self::Anonymous => "",
             Self::Account(_) | Self::Project(_) => LOCAL_ISSUER,
             Self::Sso(s) => &s.issuer,
+            Self::ServiceAccount(s) => &s.issuer,
         }
     }
 
@@ -158,6 +180,7 @@ impl Principal {
             Self::Account(a) => &a.jti,
             Self::Project(p) => &p.jti,
             Self::Sso(s) => s.session.as_deref().unwrap_or(""),
+            Self::ServiceAccount(_) => "",
         }
     }
 
@@ -166,6 +189,7 @@ impl Principal {
     pub fn claims(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
         match self {
             Self::Sso(s) => Some(&s.claims),
+            Self::ServiceAccount(s) => Some(&s.claims),
             Self::Anonymous | Self::Account(_) | Self::Project(_) => None,
         }
     }
@@ -177,6 +201,7 @@ impl Principal {
             Self::Account(a) => a.issued_at_ms.div_euclid(1000),
             Self::Project(p) => p.iat,
             Self::Sso(s) => s.issued_at,
+            Self::ServiceAccount(s) => s.issued_at?,
         };
         crate::schema::time::format(seconds, 0, false)
     }
@@ -188,6 +213,7 @@ impl Principal {
             Self::Account(a) => a.expires_at,
             Self::Project(p) => p.expires_at,
             Self::Sso(s) => s.expires_at,
+            Self::ServiceAccount(s) => s.expires_at,
         }
     }
 
@@ -195,7 +221,7 @@ impl Principal {
     pub fn account(&self) -> Option<&AccountPrincipal> {
         match self {
             Self::Account(a) => Some(a),
-            Self::Anonymous | Self::Project(_) | Self::Sso(_) => None,
+            Self::Anonymous | Self::Project(_) | Self::Sso(_) | Self::ServiceAccount(_) => None,
         }
     }
 
@@ -203,7 +229,7 @@ impl Principal {
     pub fn sso(&self) -> Option<&SsoPrincipal> {
         match self {
             Self::Sso(s) => Some(s),
-            Self::Anonymous | Self::Account(_) | Self::Project(_) => None,
+            Self::Anonymous | Self::Account(_) | Self::Project(_) | Self::ServiceAccount(_) => None,
         }
     }
 
@@ -211,7 +237,7 @@ impl Principal {
     pub fn project_role(&self) -> Option<&ProjectPrincipal> {
         match self {
             Self::Project(p) => Some(p),
-            Self::Anonymous | Self::Account(_) | Self::Sso(_) => None,
+            Self::Anonymous | Self::Account(_) | Self::Sso(_) | Self::ServiceAccount(_) => None,
         }
     }
 }
@@ -225,6 +251,9 @@ pub enum Credentials {
     Valid(Arc<str>),
     /// A token was presented but rejected, and why.
     Rejected(Arc<str>),
+    /// A token was presented that could not be checked now (the API server that reviews
+    /// ServiceAccount tokens did not answer), and why: 503, never a 401.
+    Unchecked(Arc<str>),
 }
 
 /// Everything a use case knows about the caller of one request.
@@ -251,7 +280,7 @@ impl Caller {
     /// Whether [`Caller::require`] lets the caller through, without building its error.
     pub fn has_access(&self) -> bool {
         match (&self.credentials, &self.principal) {
-            (Credentials::Rejected(_), _) => false,
+            (Credentials::Rejected(_) | Credentials::Unchecked(_), _) => false,
             (_, Principal::Anonymous) => self.anonymous_allowed,
             _ => true,
         }
@@ -265,6 +294,7 @@ impl Caller {
             (Credentials::Rejected(why), _) => {
                 Err(AppError::Unauthenticated(format!("invalid session: {why}")))
             }
+            (Credentials::Unchecked(why), _) => Err(AppError::Unavailable(why.to_string())),
             (_, Principal::Anonymous) if !self.anonymous_allowed => {
                 Err(AppError::Unauthenticated("no session information".to_owned()))
             }

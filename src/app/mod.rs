@@ -180,6 +180,7 @@ impl App {
         }
         let keys = Arc::new(keys);
         let in_cluster = connection.as_ref().map(|c| c.client.clone());
+        let reviewer = connection.clone();
         let registry = match connection {
             Some(connection) => {
                 Registry::open_on_kube(
@@ -225,6 +226,7 @@ impl App {
                 secrets: keys,
                 redis: options.redis.clone(),
                 clock: options.clock.clone(),
+                kube: reviewer,
             },
         )
         .await?;

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use http::HeaderMap;
 use http::header::AUTHORIZATION;
 
+use super::service_accounts::{Refused, ServiceAccounts};
 use super::tokens::Tokens;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
@@ -40,6 +41,8 @@ pub struct Authenticator {
     config: Arc<ConfigWatch>,
     /// Verifies the identity provider's ID tokens; `None` in tools without SSO.
     oidc: Option<Arc<Oidc>>,
+    /// Kubernetes ServiceAccount tokens, when `tiphys.serviceaccountlogin.enabled`.
+    service_accounts: ServiceAccounts,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -49,8 +52,23 @@ impl std::fmt::Debug for Authenticator {
 }
 
 impl Authenticator {
-    pub fn new(tokens: Arc<Tokens>, config: Arc<ConfigWatch>, oidc: Option<Arc<Oidc>>) -> Self {
-        Self { tokens, config, oidc }
+    pub fn new(
+        tokens: Arc<Tokens>,
+        config: Arc<ConfigWatch>,
+        oidc: Option<Arc<Oidc>>,
+        service_accounts: ServiceAccounts,
+    ) -> Self {
+        Self {
+            tokens,
+            config,
+            oidc,
+            service_accounts,
+        }
+    }
+
+    /// Kubernetes ServiceAccount tokens (for the metrics of their reviews).
+    pub fn service_accounts(&self) -> &ServiceAccounts {
+        &self.service_accounts
     }
 
     /// Who sent the request; [`Ambiguous`] when it carries credentials that disagree (no
@@ -76,7 +94,7 @@ impl Authenticator {
         out.carrier = Some(carrier);
         let checked = match token {
             Ok(t) => self.check(&t).await.map(|r| (t, r)),
-            Err(why) => Err(why),
+            Err(why) => Err(Refused::Invalid(why)),
         };
         match checked {
             Ok((token, (principal, renewed))) => {
@@ -84,9 +102,12 @@ impl Authenticator {
                 out.caller.credentials = Credentials::Valid(Arc::from(token));
                 out.renewed = renewed;
             }
-            Err(reason) => {
+            Err(refused) => {
                 out.caller.principal = Principal::Anonymous;
-                out.caller.credentials = Credentials::Rejected(Arc::from(reason));
+                out.caller.credentials = match refused {
+                    Refused::Invalid(reason) => Credentials::Rejected(Arc::from(reason)),
+                    Refused::Unavailable(reason) => Credentials::Unchecked(Arc::from(reason)),
+                };
             }
         }
         Ok(out)
@@ -94,16 +115,29 @@ impl Authenticator {
 }
 
 impl Authenticator {
-    /// One of our HS256 tokens, or, when SSO is on, an ID token of the
-    /// provider (any other algorithm). Every path verifies the signature
-    /// before reading anything, and names why a token is refused.
-    async fn check(&self, token: &str) -> Result<(Principal, Option<String>), String> {
+    /// One of our HS256 tokens; when `tiphys.serviceaccountlogin` is on, a Kubernetes
+    /// ServiceAccount token (reviewed by the API server); when SSO is on, an ID token of the
+    /// provider (any other algorithm). Every path verifies the token (its signature, or the
+    /// API server's review) before trusting anything, and names why a token is refused.
+    async fn check(&self, token: &str) -> Result<(Principal, Option<String>), Refused> {
         let ours = super::jwt::decode(token).map(|u| u.algorithm() == "HS256");
-        match (&self.oidc, ours) {
-            (Some(oidc), Ok(false)) if oidc.enabled() => {
-                oidc.verify_bearer(token).await.map(|p| (Principal::Sso(p), None))
+        if matches!(ours, Ok(false)) {
+            let settings = self.config.peek();
+            if let Some(answer) = self
+                .service_accounts
+                .authenticate(token, &settings.service_account_login)
+                .await
+            {
+                return answer.map(|p| (p, None));
             }
-            _ => self.tokens.authenticate(token).await,
+        }
+        match (&self.oidc, ours) {
+            (Some(oidc), Ok(false)) if oidc.enabled() => oidc
+                .verify_bearer(token)
+                .await
+                .map(|p| (Principal::Sso(p), None))
+                .map_err(Refused::Invalid),
+            _ => self.tokens.authenticate(token).await.map_err(Refused::Invalid),
         }
     }
 
@@ -114,7 +148,7 @@ impl Authenticator {
     pub async fn revalidate(&self, caller: &Caller) -> Result<(), AppError> {
         match &caller.credentials {
             Credentials::Valid(token) => self.still_valid(token).await,
-            Credentials::None | Credentials::Rejected(_) => Ok(()),
+            Credentials::None | Credentials::Rejected(_) | Credentials::Unchecked(_) => Ok(()),
         }
     }
 
@@ -123,7 +157,10 @@ impl Authenticator {
         self.check(token)
             .await
             .map(|_| ())
-            .map_err(|why| AppError::Unauthenticated(format!("invalid session: {why}")))
+            .map_err(|refused| match refused {
+                Refused::Invalid(why) => AppError::Unauthenticated(format!("invalid session: {why}")),
+                Refused::Unavailable(why) => AppError::Unavailable(why),
+            })
     }
 }
 

@@ -9,6 +9,8 @@
 //!   the first start's admin password, password changes;
 //! - [`api_keys`], [`project_tokens`], [`sso_sessions`]: the other kinds of local token;
 //! - [`revocations`]: logged-out token ids;
+//! - [`service_accounts`]: Kubernetes ServiceAccount tokens, reviewed by the `--kube` API
+//!   server ([`review_cache`] keeps its recent answers);
 //! - [`rate_limits`]: requests per caller and class ([`buckets`], and [`shared_buckets`] in
 //!   Redis for logins);
 //! - [`mirror`]: on a store this process alone writes, what it wrote, for checks without a read;
@@ -28,7 +30,9 @@ pub mod mirror;
 pub mod password;
 pub mod project_tokens;
 pub mod rate_limits;
+pub mod review_cache;
 pub mod revocations;
+pub mod service_accounts;
 pub mod shared_buckets;
 pub mod shared_revocations;
 pub mod sso_sessions;
@@ -84,6 +88,8 @@ pub struct AuthOptions {
     pub redis: Option<String>,
     /// What the rate limits read time from.
     pub clock: crate::clock::Clock,
+    /// `--kube`: the API server that reviews ServiceAccount tokens.
+    pub kube: Option<crate::kubernetes::Connection>,
 }
 
 impl Auth {
@@ -145,8 +151,9 @@ impl Auth {
             Some(addr) => Some(shared_buckets::SharedBuckets::connect(addr).await?),
             None => None,
         };
+        let service_accounts = service_accounts::ServiceAccounts::new(options.kube, options.clock.clone());
         let rate_limits = rate_limits::RateLimiter::new(Arc::clone(&config), options.clock, shared_buckets);
-        let authenticator = Authenticator::new(Arc::clone(&tokens), config, options.oidc);
+        let authenticator = Authenticator::new(Arc::clone(&tokens), config, options.oidc, service_accounts);
         Ok(Self {
             keys,
             accounts,

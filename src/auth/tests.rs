@@ -41,6 +41,7 @@ async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Ar
             secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
             redis: None,
             clock: crate::clock::Clock::system(),
+            kube: None,
         },
     )
     .await
@@ -320,6 +321,7 @@ async fn token_checks_read_the_store_only_when_it_is_shared() {
                 secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
                 redis: None,
                 clock: crate::clock::Clock::system(),
+                kube: None,
             },
         )
         .await

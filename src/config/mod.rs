@@ -8,6 +8,7 @@ mod kube;
 mod kube_init;
 pub mod oidc;
 pub mod rate_limits;
+pub mod service_account_login;
 pub mod settings;
 pub mod source;
 

@@ -121,11 +121,8 @@ impl RateLimits {
             let value = value.trim();
             let fail = |why: String| (key.clone(), why);
             if key == ENABLED {
-                out.enabled = match value {
-                    "1" | "t" | "T" | "TRUE" | "true" | "True" => true,
-                    "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
-                    _ => return Err(fail(format!("{value:?} is not a boolean: use true or false"))),
-                };
+                out.enabled = super::settings::go_bool(value)
+                    .ok_or_else(|| fail(format!("{value:?} is not a boolean: use true or false")))?;
                 continue;
             }
             let Some((name, field)) = rest.split_once('.') else {

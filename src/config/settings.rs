@@ -48,6 +48,8 @@ pub struct Settings {
     pub oidc_tls_insecure_skip_verify: bool,
     /// `tiphys.ratelimit.*`: requests per caller and class.
     pub rate_limits: super::rate_limits::RateLimits,
+    /// `tiphys.serviceaccountlogin.*`: Kubernetes ServiceAccount tokens as bearer tokens.
+    pub service_account_login: super::service_account_login::ServiceAccountLogin,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -148,9 +150,12 @@ impl Settings {
         };
         let rate_limits =
             super::rate_limits::RateLimits::parse(&cm.data).map_err(|(key, why)| err(cm, &key, why))?;
+        let service_account_login = super::service_account_login::ServiceAccountLogin::parse(&cm.data)
+            .map_err(|(key, why)| err(cm, &key, why))?;
         Ok(Self {
             oidc,
             rate_limits,
+            service_account_login,
             oidc_tls_insecure_skip_verify: parse_bool(cm, "oidc.tls.insecure.skip.verify")?.unwrap_or(false),
             url: parse_url(cm)?,
             admin_enabled,
@@ -197,18 +202,27 @@ fn get_trimmed<'a>(obj: &'a RawObject, key: &str) -> Option<&'a str> {
     obj.data.get(key).map(|v| v.trim()).filter(|v| !v.is_empty())
 }
 
-/// Go's strconv.ParseBool, which is what Argo CD uses.
+/// Go's strconv.ParseBool, which is what Argo CD uses: `None` for anything else.
+pub fn go_bool(value: &str) -> Option<bool> {
+    match value {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
+        _ => None,
+    }
+}
+
+/// [`go_bool`] of `key` in `obj`, an error located at the key.
 fn parse_bool(obj: &RawObject, key: &str) -> Result<Option<bool>, ConfigError> {
     let Some(value) = obj.data.get(key) else {
         return Ok(None);
     };
-    match value.trim() {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(Some(true)),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(Some(false)),
-        other => Err(err(
+    let value = value.trim();
+    match go_bool(value) {
+        Some(b) => Ok(Some(b)),
+        None => Err(err(
             obj,
             key,
-            format!("{other:?} is not a boolean; use true or false (or 1/0, t/f)"),
+            format!("{value:?} is not a boolean; use true or false (or 1/0, t/f)"),
         )),
     }
 }

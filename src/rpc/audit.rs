@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use super::{Handler, UnaryFnRef};
 use crate::error::AppError;
-use crate::principal::Caller;
+use crate::principal::{Caller, Credentials};
 use crate::service::Ctx;
 
 /// Names of request fields that say which object a call is about. Values of other fields are
@@ -51,10 +51,14 @@ pub fn audited(method: &'static str, mutates: bool, handler: Handler) -> Handler
             // A denial has its line already, from the one place that makes one (`Rbac::deny`
             // or `Rbac::refuse`, with what was checked or why): one line per denial.
             let denied = matches!(reply, Err(AppError::PermissionDenied(_)));
-            let refused = matches!(
-                reply,
-                Err(AppError::Unauthenticated(_) | AppError::Throttled(..) | AppError::RateLimited(..))
-            );
+            // A token that could not be checked (its reviewer did not answer) is refused too.
+            let unchecked = matches!(who.1.credentials, Credentials::Unchecked(_))
+                && matches!(reply, Err(AppError::Unavailable(_)));
+            let refused = unchecked
+                || matches!(
+                    reply,
+                    Err(AppError::Unauthenticated(_) | AppError::Throttled(..) | AppError::RateLimited(..))
+                );
             if (mutates && !denied) || refused {
                 let (app, caller) = who;
                 let groups = app.rbac.policy().groups(caller.principal.claims()).join(",");

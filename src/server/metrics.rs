@@ -352,6 +352,24 @@ impl Collector for AppNumbers {
                     .encode_counter::<NoLabelSet, _, u64>(&auth.rate_limits.refused(class), None)?;
             }
         }
+        {
+            let reviews = &auth.authenticator.service_accounts().reviews;
+            let mut family = encoder.encode_descriptor(
+                "tiphys_serviceaccount_token_reviews",
+                "TokenReviews of ServiceAccount tokens asked of the --kube API server, by answer.",
+                None,
+                MetricType::Counter,
+            )?;
+            for (result, n) in [
+                ("accepted", &reviews.accepted),
+                ("refused", &reviews.refused),
+                ("failed", &reviews.failed),
+            ] {
+                family
+                    .encode_family(&[("result", result)])?
+                    .encode_counter::<NoLabelSet, _, u64>(&n.load(Ordering::Relaxed), None)?;
+            }
+        }
         gauge(
             &mut encoder,
             "tiphys_rate_limit_buckets",
