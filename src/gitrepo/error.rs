@@ -95,15 +95,7 @@ pub fn classify(text: &str, host: &str) -> GitError {
     ]) {
         GitError::BadPrivateKey
     } else if has(&[
-        "permission denied",
-        "401",
-        "403",
-        "authentication",
-        "unauthorized",
-        "credentials",
-    ]) {
-        GitError::Auth { host }
-    } else if has(&[
+        // Before the credentials: an untrusted server is never the password's fault.
         "unknownissuer",
         "unknown issuer",
         "invalid peer certificate",
@@ -111,9 +103,20 @@ pub fn classify(text: &str, host: &str) -> GitError {
         "badsignature",
         "notvalidforname",
         "not valid for name",
-        "expired",
+        "certificate has expired",
+        "certificate expired",
+        "certificateexpired",
     ]) {
         GitError::Certificate { host }
+    } else if has(&[
+        "permission denied",
+        "authentication",
+        "unauthorized",
+        "credentials",
+    ]) || has_status(text, "401")
+        || has_status(text, "403")
+    {
+        GitError::Auth { host }
     } else if has(&[
         "certificate required",
         "certificaterequired",
@@ -143,16 +146,28 @@ pub fn classify(text: &str, host: &str) -> GitError {
         GitError::Unreachable { host }
     } else if has(&["http status 400", "400 bad request"]) {
         GitError::BadRequest { host }
-    } else if has(&[
-        "404",
-        "not found",
-        "does not appear to be a git repository",
-        "repository not exported",
-        "not a git repository",
-        "no such file",
-    ]) {
+    } else if has_status(text, "404")
+        || has(&[
+            "not found",
+            "does not appear to be a git repository",
+            "repository not exported",
+            "not a git repository",
+            "no such file",
+        ])
+    {
         GitError::NoRepository { host }
     } else {
         GitError::Failed { host }
     }
+}
+
+/// Whether `text` holds the HTTP status `code` as a number of its own. A bare substring test
+/// would find "401" in a port such as 127.0.0.1:40123, and so blame the credentials for an
+/// untrusted certificate whenever the kernel picked such a port.
+fn has_status(text: &str, code: &str) -> bool {
+    text.match_indices(code).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + code.len()..].chars().next();
+        !before.is_some_and(|c| c.is_ascii_digit()) && !after.is_some_and(|c| c.is_ascii_digit())
+    })
 }

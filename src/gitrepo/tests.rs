@@ -77,6 +77,19 @@ fn failures_are_classified_into_fixed_words_naming_only_the_host() {
         ),
         ("no credentials were returned at all", "authentication"),
         ("invalid peer certificate: unknownissuer", "is not trusted"),
+        // Ports that hold a status code's digits decide nothing.
+        (
+            "invalid peer certificate: unknownissuer (https://127.0.0.1:40123/repo.git)",
+            "is not trusted",
+        ),
+        (
+            "tcp connect error 127.0.0.1:34037: connection refused",
+            "cannot be reached",
+        ),
+        (
+            "received http status 403 for https://127.0.0.1:44040/x",
+            "authentication",
+        ),
         ("http status client error (400 bad request)", "HTTP 400"),
         (
             "tcp connect error: connection refused (os error 111)",
