@@ -9,9 +9,9 @@ use crate::service::application::source;
 
 const NO_REPO_SERVER: &str = "tiphys does not run a repo server: OCI metadata and manifests generated from \
      uploaded files come from one";
-const NO_LIVE_CLUSTER: &str = "tiphys does not serve resource actions, server-side diffs, pod logs or \
-     resource links yet (live resources themselves are served: GetResource, PatchResource, DeleteResource, \
-     ListResourceEvents)";
+const NO_LIVE_CLUSTER: &str = "tiphys does not serve resource actions, server-side diffs or resource links \
+     yet (live resources themselves are served: GetResource, PatchResource, DeleteResource, \
+     ListResourceEvents, PodLogs)";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     vec![
@@ -170,13 +170,13 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [delete("/api/v1/applications/{name}/resource")],
             call(app::delete_resource),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/PodLogs",
             [
                 get("/api/v1/applications/{name}/pods/{podName}/logs"),
                 get("/api/v1/applications/{name}/logs"),
             ],
-            NO_LIVE_CLUSTER,
+            call(app::pod_logs),
         ),
         unserved(
             "/application.ApplicationService/ListResourceLinks",

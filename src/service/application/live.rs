@@ -208,13 +208,7 @@ pub async fn list_events(ctx: Ctx, q: EventsQuery) -> Result<Reply, AppError> {
         .map_err(|e| AppError::Unavailable(format!("error listing resource events: {e}")))?;
         return Ok(Reply::Message(listed));
     }
-    let tree = match cache(&ctx.app)? {
-        Some(cache) => {
-            let name = instance(&ctx.app, &doc);
-            read_or_refresh(&ctx.app, &doc, "resource tree", || cache.resource_tree(&name)).await?
-        }
-        None => json!({}),
-    };
+    let tree = tree(&ctx.app, &doc).await?;
     let found = nodes(&tree).any(|n| {
         field(n, "uid") == q.resource_uid
             && field(n, "name") == q.resource_name
@@ -335,14 +329,7 @@ struct Live<'a> {
 /// The resource `q` names, if the application's tree has it (with a uid: created), and the
 /// cluster it lives in.
 async fn locate<'a>(state: &'a App, doc: &DocRef, q: &ResourceRequest) -> Result<Live<'a>, AppError> {
-    let tree = match cache(state)? {
-        Some(cache) => {
-            let name = instance(state, doc);
-            read_or_refresh(state, doc, "resource tree", || cache.resource_tree(&name)).await?
-        }
-        // No controller: no tree, so nothing is part of the application.
-        None => json!({}),
-    };
+    let tree = tree(state, doc).await?;
     let node = nodes(&tree)
         .find(|n| {
             field(n, "group") == q.group
@@ -370,6 +357,18 @@ async fn locate<'a>(state: &'a App, doc: &DocRef, q: &ResourceRequest) -> Result
     })
 }
 
+/// The application's tree as the controller last wrote it (asking for one if there is none).
+pub(super) async fn tree(state: &App, doc: &DocRef) -> Result<Value, AppError> {
+    Ok(match cache(state)? {
+        Some(cache) => {
+            let name = instance(state, doc);
+            read_or_refresh(state, doc, "resource tree", || cache.resource_tree(&name)).await?
+        }
+        // No controller: no tree, so nothing is part of the application.
+        None => json!({}),
+    })
+}
+
 fn nodes(tree: &Value) -> impl Iterator<Item = &Value> {
     ["nodes", "orphanedNodes"]
         .into_iter()
@@ -377,12 +376,15 @@ fn nodes(tree: &Value) -> impl Iterator<Item = &Value> {
         .flatten()
 }
 
-fn field<'v>(v: &'v Value, name: &str) -> &'v str {
+pub(super) fn field<'v>(v: &'v Value, name: &str) -> &'v str {
     v.get(name).and_then(Value::as_str).unwrap_or("")
 }
 
 /// The cluster the application deploys to, and the client that reaches it.
-fn destination<'a>(state: &'a App, doc: &DocRef) -> Result<(&'a Clusters, Target, String), AppError> {
+pub(super) fn destination<'a>(
+    state: &'a App,
+    doc: &DocRef,
+) -> Result<(&'a Clusters, Target, String), AppError> {
     let clusters = state.clusters.as_deref().ok_or_else(|| {
         AppError::FailedPrecondition(format!(
             "{}: live resources are not served",
@@ -513,7 +515,7 @@ fn manifest(state: &App, obj: Value) -> Reply {
 /// A failed call to the destination, in the error table: the API server's refusals with the
 /// code upstream's `kubeErrToGRPC` (util/grpc/errors.go) gives them, prefixed with what was
 /// being done; a cluster that cannot be reached or used names its server.
-fn cluster_failure(server: &str, target: &Target, what: &str, err: &ClusterError) -> AppError {
+pub(super) fn cluster_failure(server: &str, target: &Target, what: &str, err: &ClusterError) -> AppError {
     if let ClusterError::Refusal { code, message } = err {
         let message = format!("{what}: {message}");
         return match code {

@@ -8,6 +8,7 @@
 
 mod deletion;
 mod live;
+mod logs;
 mod masking;
 mod refresh;
 mod resources;
@@ -20,6 +21,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 pub use self::live::{delete_resource, get_resource, list_events, patch_resource};
+pub use self::logs::pod_logs;
 pub use self::resources::{ResourcesQuery, managed_resources, resource_tree, watch_resource_tree};
 use self::selector::Selector;
 pub use self::sync::{rollback, sync, terminate_operation};
