@@ -115,13 +115,17 @@ fn source_of(kind: Kind) -> Option<Source> {
     sources().find(|(k, _)| *k == kind).map(|(_, s)| s)
 }
 
+/// The kinds that live in the enabled application namespaces too.
+const WATCHED_EVERYWHERE: [Resource; 2] = [Resource::APPLICATION, Resource::APPLICATION_SET];
+
 /// How the registry reaches the kinds Kubernetes holds.
 pub(super) struct KubeSide {
     connection: Connection,
     /// The control namespace: where the watched objects live.
     namespace: String,
-    /// `--application-namespaces`: when any is enabled, Applications are watched cluster-wide
-    /// and those of the namespaces not enabled are dropped as they arrive.
+    /// `--application-namespaces`: when any is enabled, Applications and ApplicationSets are
+    /// watched cluster-wide and those of the namespaces not enabled are dropped as they arrive
+    /// (upstream's argocd-server serves both kinds in the same namespaces).
     app_namespaces: AppNamespaces,
     /// Bumped whenever a watch changes the view: what a write that lost a conflict waits for.
     moved: tokio::sync::watch::Sender<u64>,
@@ -139,17 +143,19 @@ impl KubeSide {
         source_of(kind).is_some()
     }
 
-    /// Whether the view takes in `kind` from `namespace`: Applications only from the control
-    /// namespace and the enabled ones, everything else from the control namespace (a
-    /// cluster-wide watch delivers only Applications from elsewhere).
+    /// Whether the view takes in `kind` from `namespace`: Applications and ApplicationSets only
+    /// from the control namespace and the enabled ones, everything else from the control
+    /// namespace (a cluster-wide watch delivers only those two kinds from elsewhere).
     fn serves(&self, kind: Kind, namespace: &str) -> bool {
-        kind != Kind::Application || self.app_namespaces.enabled(namespace, &self.namespace)
+        !matches!(kind, Kind::Application | Kind::ApplicationSet)
+            || self.app_namespaces.enabled(namespace, &self.namespace)
     }
 
-    /// Where Applications are watched: cluster-wide once a namespace besides the control
-    /// namespace is enabled (as upstream's informer), else the control namespace.
+    /// Where Applications and ApplicationSets are watched: cluster-wide once a namespace besides
+    /// the control namespace is enabled (as upstream's informers), else the control namespace.
     fn watches_all(&self, source: Source) -> bool {
-        matches!(source, Source::Custom(r) if r == Resource::APPLICATION) && !self.app_namespaces.is_empty()
+        matches!(source, Source::Custom(r) if WATCHED_EVERYWHERE.contains(&r))
+            && !self.app_namespaces.is_empty()
     }
 
     /// The watch of `source`.
@@ -294,7 +300,7 @@ impl Registry {
     /// Fails, naming every missing one, unless the API server serves the custom resources
     /// the registry holds there, and naming the verb, unless this server may list its Secrets:
     /// the first thing a start on an installation checks. With `app_namespaces` it must also
-    /// list and watch Applications cluster-wide.
+    /// list and watch Applications and ApplicationSets cluster-wide.
     pub async fn require_kube_kinds(
         connection: &Connection,
         namespace: &str,
@@ -302,18 +308,19 @@ impl Registry {
     ) -> anyhow::Result<()> {
         let resources: Vec<Resource> = CUSTOM_KINDS.iter().map(|(_, r)| *r).collect();
         check_crds(connection, namespace, &resources).await?;
-        if !app_namespaces.is_empty() {
-            let apps: Api<DynamicObject> =
-                Api::all_with(connection.client.clone(), &Resource::APPLICATION.api_resource());
+        for resource in WATCHED_EVERYWHERE.iter().filter(|_| !app_namespaces.is_empty()) {
+            let objects: Api<DynamicObject> =
+                Api::all_with(connection.client.clone(), &resource.api_resource());
             let params = kube::api::ListParams::default().limit(1);
-            let plural = Resource::APPLICATION.plural;
-            apps.list_metadata(&params)
+            let plural = resource.plural;
+            objects
+                .list_metadata(&params)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}", store_error(e, connection, Verb::List, plural, "")))?;
             // A watch is its own verb to RBAC: ask for one that ends at once.
             let watch = kube::api::WatchParams::default().timeout(1);
             // Refused at once, or granted: the stream itself is not needed.
-            let _granted = apps
+            let _granted = objects
                 .watch_metadata(&watch, "0")
                 .await
                 .map_err(|e| anyhow::anyhow!("{}", store_error(e, connection, Verb::Watch, plural, "")))?;

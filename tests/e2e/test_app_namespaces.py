@@ -304,6 +304,87 @@ def test_bad_namespaces_are_answered_as_upstream_answers_them(env):
     assert r.status == 400 and "invalid namespace" in r.json()["message"], r
 
 
+SETS = "/api/v1/applicationsets"
+
+
+def appset_cr(name, namespace, proj=PROJECT):
+    """A set of one list generator; no applicationset-controller runs, so it only is stored."""
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"generators": [{"list": {"elements": [{"cluster": "in"}]}}],
+                     "template": {"metadata": {"name": "{{cluster}}-" + name},
+                                  "spec": {"project": proj,
+                                           "source": {"repoURL": "https://git.invalid/sets.git", "path": "p",
+                                                      "targetRevision": "HEAD"},
+                                           "destination": {"server": "https://kubernetes.default.svc",
+                                                           "namespace": "default"}}}}}
+
+
+def set_keys(items):
+    return {(s["metadata"]["namespace"], s["metadata"]["name"]) for s in items}
+
+
+def test_applicationsets_are_served_in_the_same_namespaces_as_argocd_server_serves_them(env):
+    """upstream's argocd-server serves ApplicationSets in the namespaces of its
+    --application-namespaces (server/applicationset: isNamespaceEnabled), from a cluster-wide
+    informer; tiphys does the same."""
+    ours, by_kubectl, hidden = uniq("nsset"), uniq("kset"), uniq("hset")
+    created = env.api.call("POST", SETS, appset_cr(ours, APPS_A))
+    assert created.status == 200 and created.json()["metadata"]["namespace"] == APPS_A, created
+    assert env.plane.get_json("applicationset", ours, "-n", APPS_A)["spec"]["template"]["spec"]["project"] == PROJECT
+    assert env.plane.kubectl("get", "applicationset", ours, "-n", NS, "--ignore-not-found").strip() == ""
+    env.plane.apply([appset_cr(hidden, OTHER, OPEN_PROJECT)])
+    env.plane.apply([appset_cr(by_kubectl, REGEX_NS)])
+    try:
+        wanted = {(APPS_A, ours), (REGEX_NS, by_kubectl)}
+        listed = wait_for("both sets listed by tiphys", lambda: wanted <= (k := set_keys(
+            env.api.get(SETS).json().get("items") or [])) and k, timeout=20, interval=0.2)
+        assert (OTHER, hidden) not in listed, listed
+        status, theirs = env.peer.call("GET", SETS)
+        assert status == 200, theirs
+        assert listed == set_keys(theirs.get("items") or []), (listed, theirs)
+        # One namespace; one set, compared with argocd-server's at one resourceVersion.
+        r = env.api.get(f"{SETS}?appsetNamespace={APPS_A}")
+        assert r.status == 200 and set_keys(r.json()["items"]) == {(APPS_A, ours)}, r
+        for _ in range(20):
+            status, upstream = env.peer.call("GET", f"{SETS}/{ours}?appsetNamespace={APPS_A}")
+            assert status == 200, upstream
+            mine = env.api.get(f"{SETS}/{ours}?appsetNamespace={APPS_A}").json()
+            if mine["metadata"]["resourceVersion"] == upstream["metadata"]["resourceVersion"]:
+                break
+            time.sleep(0.5)
+        # Go writes the empty generator template and status that tiphys leaves out (noted in the
+        # stop note; not a matter of namespaces).
+        found = [d for d in differences(mine, upstream) if not any(d[0].startswith(k) for k in KNOWN_DIFFERENCES)
+                 and d[0] not in ("spec.generators[0].list.template", "status")]
+        assert not found, found
+        # Without the namespace the control namespace is asked, where it is not.
+        assert env.api.get(f"{SETS}/{ours}").status == 404
+        # A namespace not enabled: listed empty, as upstream lists it; a get and a create are
+        # refused in upstream's words (its code is Unknown, 500; tiphys's 400, README).
+        r = env.api.get(f"{SETS}?appsetNamespace={OTHER}")
+        status, upstream = env.peer.call("GET", f"{SETS}?appsetNamespace={OTHER}")
+        assert r.status == status == 200 and not r.json().get("items") and not upstream.get("items"), (r, upstream)
+        refused = uniq("nset")
+        for method, path, body in (("GET", f"{SETS}/{hidden}?appsetNamespace={OTHER}", None),
+                                   ("POST", SETS, appset_cr(refused, OTHER, OPEN_PROJECT))):
+            r = env.api.call(method, path, body)
+            status, upstream = env.peer.call(method, path, body)
+            assert r.status == 400 and r.json()["message"] == f"namespace '{OTHER}' is not permitted", r
+            assert status == 500 and upstream["message"] == f"namespace '{OTHER}' is not permitted", upstream
+        assert env.plane.kubectl("get", "applicationset", refused, "-n", OTHER, "--ignore-not-found").strip() == ""
+        # RBAC objects name the namespace: USER may get applications only, so no set is listed.
+        r = env.user.get(SETS)
+        assert r.status == 200 and not r.json().get("items"), r
+        r = env.api.call("DELETE", f"{SETS}/{ours}?appsetNamespace={APPS_A}")
+        assert r.status == 200, r
+        wait_for("the set gone", lambda: env.plane.kubectl(
+            "get", "applicationset", ours, "-n", APPS_A, "--ignore-not-found").strip() == "", timeout=20)
+    finally:
+        for ns, name in ((APPS_A, ours), (OTHER, hidden), (REGEX_NS, by_kubectl)):
+            env.plane.kubectl("delete", "applicationset", name, "-n", ns, "--ignore-not-found", check=False)
+
+
 def test_a_service_account_without_cluster_wide_reads_is_named_at_start(controlplane, tmp_path):
     """Reading the control namespace is not enough once other namespaces are enabled."""
     namespaced = [{"apiGroups": ["argoproj.io"], "resources": ["applications", "appprojects", "applicationsets"],
@@ -315,3 +396,22 @@ def test_a_service_account_without_cluster_wide_reads_is_named_at_start(controlp
     out = res.stdout + res.stderr
     assert res.returncode != 0, out
     assert "may not list applications in all namespaces (cluster-wide)" in out, out
+
+    # Cluster-wide Applications but not ApplicationSets: the sets are named.
+    name = uniq("nsapps")
+    cluster_wide = [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": name},
+         "rules": [{"apiGroups": ["argoproj.io"], "resources": ["applications"], "verbs": ["get", "list", "watch"]}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": NS}]}]
+    kubeconfig = service_account_kubeconfig(controlplane, tmp_path, name, namespaced)
+    controlplane.apply(cluster_wide)
+    try:
+        res = run_server_expecting_exit(tmp_path, "--kube", "--kubeconfig", str(kubeconfig), "--namespace", NS,
+                                        "--application-namespaces", ENABLED)
+        out = res.stdout + res.stderr
+        assert res.returncode != 0, out
+        assert "may not list applicationsets in all namespaces (cluster-wide)" in out, out
+    finally:
+        controlplane.kubectl("delete", "clusterrolebinding,clusterrole", name, "--ignore-not-found", check=False)

@@ -22,8 +22,8 @@ use serde_json::{Map, Value, json};
 
 pub use self::watch::watch;
 use super::access::{Access, Missing};
-use super::application::rbac_object;
-use super::limits::{check_annotations, check_labels, check_object_name, string_map};
+use super::application::{rbac_object, served};
+use super::limits::{check_annotations, check_labels, check_namespace, check_object_name, string_map};
 use super::resource::parse_resource_version;
 use super::sensitive::{canonical, check_no_password};
 use crate::app::App;
@@ -44,17 +44,40 @@ fn doc_object(state: &App, doc: &DocRef) -> String {
     )
 }
 
-/// ApplicationSets live in the server's namespace only (upstream's `applicationset.namespaces`
-/// is not supported).
+/// The namespace a request names (none: the server's), if ApplicationSets may live there: the
+/// server's namespace and those `--application-namespaces` enables, as upstream's argocd-server
+/// serves ApplicationSets in the same namespaces as Applications (server/applicationset:
+/// `isNamespaceEnabled`). Upstream answers any other with an unknown error (500) saying
+/// "namespace '…' is not permitted"; tiphys says the same as a 400.
 fn namespace_of(state: &App, requested: &str) -> Result<String, AppError> {
-    if requested.is_empty() || requested == state.namespace {
-        Ok(state.namespace.clone())
+    if requested.is_empty() {
+        return Ok(state.namespace.clone());
+    }
+    check_namespace(requested)?;
+    if served(state, requested) {
+        Ok(requested.to_owned())
     } else {
         Err(AppError::InvalidArgument(format!(
-            "namespace '{requested}' is not permitted: ApplicationSets live in the server's namespace {:?}",
-            state.namespace
+            "namespace '{requested}' is not permitted"
         )))
     }
+}
+
+/// The namespace a list or watch names, if any. Any well-formed one: upstream lists the sets
+/// of the namespace asked for and then drops those of namespaces not served, so a namespace not
+/// served lists nothing, without an error.
+fn listed_namespace(requested: &str) -> Result<Option<String>, AppError> {
+    if requested.is_empty() {
+        return Ok(None);
+    }
+    check_namespace(requested)?;
+    Ok(Some(requested.to_owned()))
+}
+
+/// Whether a set in `ns` is shown by a list of `listed` ([`listed_namespace`]): only from a
+/// namespace sets are served in.
+fn shown(state: &App, listed: Option<&str>, ns: &str) -> bool {
+    served(state, ns) && listed.is_none_or(|wanted| wanted == ns)
 }
 
 fn not_found(name: &str) -> AppError {
@@ -102,13 +125,13 @@ pub struct ListQuery {
 pub async fn list(ctx: Ctx, q: ListQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let selector = super::application::selector::Selector::parse(&q.selector)?;
-    let ns = namespace_of(&ctx.app, &q.appset_namespace)?;
+    let ns = listed_namespace(&q.appset_namespace)?;
     let (resource_version, docs) = ctx.app.registry.list(Kind::ApplicationSet);
     let items = Access::hidden(RESOURCE, "get").visible(
         &ctx.app,
         principal,
         docs.into_iter().filter(|doc| {
-            doc.key.namespace == ns
+            shown(&ctx.app, ns.as_deref(), &doc.key.namespace)
                 && (q.projects.is_empty() || q.projects.contains(&doc.summary.project))
                 && selector.matches(&doc.summary.labels)
         }),

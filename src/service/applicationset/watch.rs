@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{RESOURCE, doc_object, namespace_of};
+use super::{RESOURCE, doc_object, listed_namespace, shown};
 use crate::error::AppError;
 use crate::registry::{DocRef, Kind};
 use crate::service::access::Access;
@@ -28,7 +28,7 @@ pub struct WatchQuery {
 pub async fn watch(ctx: Ctx, q: WatchQuery) -> Result<Reply, AppError> {
     ctx.caller.require()?;
     let selector = Selector::parse(&q.selector)?;
-    let ns = namespace_of(&ctx.app, &q.app_set_namespace)?;
+    let ns = listed_namespace(&q.app_set_namespace)?;
     let (initial, sub) = subscribe(
         &ctx,
         Kind::ApplicationSet,
@@ -39,7 +39,7 @@ pub async fn watch(ctx: Ctx, q: WatchQuery) -> Result<Reply, AppError> {
     let state = Arc::clone(&ctx.app);
     let caller = ctx.caller.clone();
     let visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync> = Arc::new(move |doc: &DocRef| {
-        doc.key.namespace == ns
+        shown(&state, ns.as_deref(), &doc.key.namespace)
             && (q.name.is_empty() || doc.key.name == q.name)
             && (q.projects.is_empty() || q.projects.contains(&doc.summary.project))
             && selector.matches(&doc.summary.labels)
