@@ -8,6 +8,7 @@ pub mod application;
 pub mod applicationset;
 pub mod certificate;
 pub mod cluster;
+pub mod deeplinks;
 pub mod gotemplate;
 pub mod gpgkey;
 pub mod limits;
