@@ -11,7 +11,7 @@ On the control plane (controlplane.py; tools/upstream/isolated): tiphys --kube b
 argocd-server, the application synced by the real controller, the same argocd-cm for both, and
 their answers compared: the application's links, a ConfigMap's and a Secret's links (the Secret's
 values masked in what the template sees), the project's links, and a resource not in the tree
-refused alike.
+refused alike; a condition that fails only when run (`in` on a string) drops its link on both.
 """
 
 import json
@@ -151,7 +151,10 @@ RESOURCE_LINKS = """
   if: resource.kind == "Secret"
 - url: "https://cm.example/{{ .resource.metadata.namespace }}"
   title: ConfigMap
-  if: resource.kind == "ConfigMap" and "chain" in resource.metadata.name
+  if: resource.kind == "ConfigMap" and resource.metadata.name contains "chain"
+- url: "https://never.example"
+  title: Failing
+  if: '"chain" in resource.metadata.name'
 - url: "https://bad.example"
   title: Bad
   if: resource.kind +
