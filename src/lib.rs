@@ -17,6 +17,7 @@ pub mod clusters;
 pub mod config;
 pub mod controller_cache;
 pub mod error;
+pub mod expr;
 pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;

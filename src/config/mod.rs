@@ -2,6 +2,7 @@
 //! `argocd-secret` read from `--config-dir`, validated into [`Settings`], and
 //! re-read while the server runs. A bad edit never replaces a good config.
 
+pub mod deep_links;
 pub mod duration;
 pub mod http_url;
 mod kube;

@@ -50,6 +50,8 @@ pub struct Settings {
     pub rate_limits: super::rate_limits::RateLimits,
     /// `tiphys.serviceaccountlogin.*`: Kubernetes ServiceAccount tokens as bearer tokens.
     pub service_account_login: super::service_account_login::ServiceAccountLogin,
+    /// `application.links`, `resource.links`, `project.links`.
+    pub deep_links: super::deep_links::DeepLinks,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -152,7 +154,10 @@ impl Settings {
             super::rate_limits::RateLimits::parse(&cm.data).map_err(|(key, why)| err(cm, &key, why))?;
         let service_account_login = super::service_account_login::ServiceAccountLogin::parse(&cm.data)
             .map_err(|(key, why)| err(cm, &key, why))?;
+        let deep_links =
+            super::deep_links::DeepLinks::parse(&cm.data).map_err(|(key, why)| err(cm, &key, why))?;
         Ok(Self {
+            deep_links,
             oidc,
             rate_limits,
             service_account_login,

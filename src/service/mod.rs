@@ -8,6 +8,8 @@ pub mod application;
 pub mod applicationset;
 pub mod certificate;
 pub mod cluster;
+pub mod deeplinks;
+pub mod gotemplate;
 pub mod gpgkey;
 pub mod limits;
 pub mod notification;

@@ -14,6 +14,7 @@
 mod cases;
 mod csv;
 mod duration;
+mod expr;
 mod glob;
 mod oracle;
 mod re2;

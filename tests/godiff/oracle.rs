@@ -22,6 +22,8 @@ pub struct Answer {
     pub panic: bool,
     /// Go's glob only: what the pattern's parse tree means by gobwas's grammar (not compared).
     pub grammar: Option<bool>,
+    /// expr only: the value, as a one-item list (so that `nil` is `[null]`).
+    pub value: Option<Vec<Value>>,
 }
 
 impl Answer {
@@ -59,7 +61,24 @@ impl Answer {
             && self.matched == other.matched
             && self.nanos == other.nanos
             && self.fields == other.fields
+            && self.value.as_deref().map(numbers_as_floats) == other.value.as_deref().map(numbers_as_floats)
     }
+}
+
+/// Go's JSON writes a whole float as an integer: compare every number as a float.
+fn numbers_as_floats(values: &[Value]) -> Vec<Value> {
+    fn walk(v: &Value) -> Value {
+        match v {
+            Value::Number(n) => n
+                .as_f64()
+                .and_then(serde_json::Number::from_f64)
+                .map_or(Value::Null, Value::Number),
+            Value::Array(items) => Value::Array(items.iter().map(walk).collect()),
+            Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), walk(v))).collect()),
+            other => other.clone(),
+        }
+    }
+    values.iter().map(walk).collect()
 }
 
 /// The `godiff` binary: in one of the `TIPHYS_UPSTREAM_BIN` folders, or built (it takes seconds

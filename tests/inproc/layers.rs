@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
         "checks",
         "clock",
         "error",
+        "expr",
         "fsutil",
         "glob",
         "jose",

@@ -9,9 +9,9 @@ use crate::service::application::source;
 
 const NO_REPO_SERVER: &str = "tiphys does not run a repo server: OCI metadata and manifests generated from \
      uploaded files come from one";
-const NO_LIVE_CLUSTER: &str = "tiphys does not serve resource actions, server-side diffs or resource links \
-     yet (live resources themselves are served: GetResource, PatchResource, DeleteResource, \
-     ListResourceEvents, PodLogs)";
+const NO_LIVE_CLUSTER: &str = "tiphys does not serve resource actions or server-side diffs yet (live \
+     resources themselves are served: GetResource, PatchResource, DeleteResource, \
+     ListResourceEvents, PodLogs, ListResourceLinks)";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     vec![
@@ -178,10 +178,10 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             ],
             call(app::pod_logs),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/ListResourceLinks",
             [get("/api/v1/applications/{name}/resource/links")],
-            NO_LIVE_CLUSTER,
+            call(app::list_resource_links),
         ),
     ]
 }

@@ -95,20 +95,25 @@ pub struct EventsQuery {
 pub async fn get_resource(ctx: Ctx, q: ResourceRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let doc = authorize(&ctx.app, principal, &q, "get")?;
-    let mut live = locate(&ctx.app, &doc, &q).await?;
+    let obj = live_object(&ctx.app, &doc, &q).await?;
+    Ok(manifest(&ctx.app, obj))
+}
+
+/// The live object `q` names, read from the cluster, if the application's tree has it (not
+/// masked: see [`masked`]).
+pub(super) async fn live_object(state: &App, doc: &DocRef, q: &ResourceRequest) -> Result<Value, AppError> {
+    let mut live = locate(state, doc, q).await?;
     if !q.version.is_empty() {
         live.version.clone_from(&q.version);
     }
-    let obj = live
-        .run("get", "error getting resource", |api, name| async move {
-            let request = kube::core::Request::new(api.resource_url());
-            let get = request
-                .get(&name, &GetParams::default())
-                .map_err(kube::Error::BuildRequest)?;
-            api.into_client().request::<Value>(get).await
-        })
-        .await?;
-    Ok(manifest(&ctx.app, obj))
+    live.run("get", "error getting resource", |api, name| async move {
+        let request = kube::core::Request::new(api.resource_url());
+        let get = request
+            .get(&name, &GetParams::default())
+            .map_err(kube::Error::BuildRequest)?;
+        api.into_client().request::<Value>(get).await
+    })
+    .await
 }
 
 /// A patch of the live resource, answered with what the cluster made of it.
@@ -262,7 +267,7 @@ async fn events(client: kube::Client, namespace: String, selector: String) -> Re
 /// by the fine-grained `<action>/<group>/<kind>/<namespace>/<name>`; unless argocd-cm disables
 /// the inheritance (it does when the key is absent, as upstream 3.x's default), the plain action
 /// allows it too. Only the last check made can deny, so a denial is audited once.
-fn authorize(
+pub(super) fn authorize(
     state: &App,
     principal: &Principal,
     q: &ResourceRequest,
@@ -500,6 +505,11 @@ async fn raw_patch(
 
 /// `ApplicationResourceResponse`: the object as JSON text, a Secret masked.
 fn manifest(state: &App, obj: Value) -> Reply {
+    Reply::Message(json!({"manifest": masked(state, obj).to_string()}))
+}
+
+/// `obj` with its values masked when it is a Secret (and the annotations argocd-cm names).
+pub(super) fn masked(state: &App, obj: Value) -> Value {
     let sensitive: BTreeSet<String> = masking::sensitive_annotations(
         state
             .config
@@ -508,8 +518,7 @@ fn manifest(state: &App, obj: Value) -> Reply {
             .get("resource.sensitive.mask.annotations")
             .map(String::as_str),
     );
-    let shown = masking::masked(obj, &sensitive);
-    Reply::Message(json!({"manifest": shown.to_string()}))
+    masking::masked(obj, &sensitive)
 }
 
 /// A failed call to the destination, in the error table: the API server's refusals with the

@@ -7,6 +7,7 @@
 //! same fixed "permission denied" as for an existing application they may not see.
 
 mod deletion;
+mod links;
 mod live;
 mod logs;
 mod masking;
@@ -20,6 +21,7 @@ pub(crate) mod watch;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use self::links::{list_links, list_resource_links};
 pub use self::live::{delete_resource, get_resource, list_events, patch_resource};
 pub use self::logs::pod_logs;
 pub use self::resources::{ResourcesQuery, managed_resources, resource_tree, watch_resource_tree};
@@ -841,19 +843,4 @@ fn assigned_windows(state: &App, app: &AppView) -> Assignment {
         cluster_name: &dest.name,
     };
     Assignment::of(windows, &target)
-}
-
-#[derive(Deserialize, Default, Debug)]
-#[serde(default, rename_all = "camelCase")]
-pub struct NamedQuery {
-    pub name: String,
-    pub app_namespace: String,
-    pub project: String,
-}
-
-/// Links configured for applications (argocd-cm `application.links`): none configured.
-pub async fn list_links(ctx: Ctx, q: NamedQuery) -> Result<Reply, AppError> {
-    let principal = ctx.caller.require()?;
-    authorized(&ctx.app, principal, &q.app_namespace, &q.name, &q.project, "get")?;
-    Ok(Reply::Message(Value::Object(Map::new())))
 }

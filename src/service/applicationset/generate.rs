@@ -9,11 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 
-use super::gotemplate::{Budget, MissingKey};
-use super::render::{Style, merge_template, render_value, sanitize_name};
+use super::render::{Style, merge_template, render_value};
 use crate::app::App;
 use crate::error::AppError;
 use crate::service::cluster::lookup;
+use crate::service::gotemplate::{Budget, MissingKey, sanitize_name};
 use crate::service::limits::check_object_name;
 
 /// Generators upstream has and tiphys does not render.

@@ -11,7 +11,6 @@
 //! a create with a stale `metadata.resourceVersion` is a conflict, never a lost write.
 
 mod generate;
-mod gotemplate;
 mod render;
 mod watch;
 

@@ -4,8 +4,8 @@
 
 use serde_json::{Map, Value};
 
-use super::gotemplate::{self, Budget, MissingKey};
 use crate::error::AppError;
+use crate::service::gotemplate::{self, Budget, MissingKey};
 
 /// How the strings of a template are rendered, and the budget they share.
 #[derive(Clone, Copy)]
@@ -117,28 +117,10 @@ fn is_empty(value: &Value) -> bool {
     }
 }
 
-/// A name made fit for Kubernetes (upstream's `SanitizeName`, the `nameNormalized` parameter):
-/// lower case, every character but `a-z 0-9 - .` replaced by `-`, at most 253 characters, no
-/// leading or trailing `-` or `.`.
-pub fn sanitize_name(name: &str) -> String {
-    let lowered: String = name
-        .to_lowercase()
-        .chars()
-        .map(|c| {
-            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.' {
-                c
-            } else {
-                '-'
-            }
-        })
-        .take(253)
-        .collect();
-    lowered.trim_matches(|c| c == '-' || c == '.').to_owned()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::service::gotemplate::sanitize_name;
     use serde_json::json;
 
     fn params(v: Value) -> Map<String, Value> {

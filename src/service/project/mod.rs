@@ -17,6 +17,7 @@ use self::tokens::{carry_tokens, strip_tokens};
 pub use self::tokens::{create_token, delete_token};
 use self::validate::{check_project, normalize_policies};
 use super::access::{Access, Missing};
+use super::deeplinks;
 use super::limits::check_object_name;
 use super::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER, ProjectRules};
 use super::redact;
@@ -119,11 +120,21 @@ pub async fn list_events(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     Ok(Reply::Message(serde_json::json!({"metadata": {}})))
 }
 
-/// Deep links for projects (argocd-cm `project.links`): none configured.
+/// The project's deep links (argocd-cm `project.links`), over `project` (its status emptied),
+/// as upstream's server/project/project.go ListLinks makes them.
 pub async fn list_links(ctx: Ctx, q: ProjectQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    authorized(&ctx.app, principal, &q.name, "get")?;
-    Ok(Reply::Message(Value::Object(Map::new())))
+    let doc = authorized(&ctx.app, principal, &q.name, "get")?;
+    let objects = deeplinks::Objects {
+        project: Some(deeplinks::sanitized_project(doc.value())),
+        ..deeplinks::Objects::default()
+    };
+    let settings = ctx.app.config.peek();
+    Ok(Reply::Message(deeplinks::evaluate(
+        &settings.deep_links.project,
+        objects,
+        &doc.key.name,
+    )))
 }
 
 /// The project's sync windows that are active now (all of them, whichever applications they

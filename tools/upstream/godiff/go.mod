@@ -4,6 +4,7 @@ go 1.25.5
 
 require (
 	github.com/argoproj/pkg/v2 v2.0.1
+	github.com/expr-lang/expr v1.17.7
 	github.com/gobwas/glob v0.2.3
 	k8s.io/apimachinery v0.34.0
 )

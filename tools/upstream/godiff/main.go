@@ -18,6 +18,10 @@
 //	    regexp.MatchString (Casbin's regexMatch, policy.matchMode: regex)
 //	{"op":"csv","input":"p, a, \"b,c\""}                         -> {"ok":true,"fields":["p","a","b,c"]}
 //	    encoding/csv with TrimLeadingSpace, one Read (Argo CD's policy line reader)
+//	{"op":"expr","input":"app.x == 1","env":{"app":{"x":1}}}   -> {"ok":true,"value":[true]}
+//	    github.com/expr-lang/expr Eval, as Argo CD's deep links evaluate a link's "if" (the
+//	    env's numbers as Kubernetes' unstructured objects hold them: int64 when whole, else
+//	    float64); the value is wrapped in a one-item list so that nil can be told from absent
 //
 // A case Go panics on answers {"ok":false,"panic":true,"error":...}, and the program goes on.
 package main
@@ -33,6 +37,7 @@ import (
 	"time"
 
 	pkgtime "github.com/argoproj/pkg/v2/time"
+	"github.com/expr-lang/expr"
 	"github.com/gobwas/glob"
 	"github.com/gobwas/glob/syntax"
 	"github.com/gobwas/glob/syntax/ast"
@@ -46,6 +51,7 @@ type request struct {
 	Separators string            `json:"separators"`
 	Selector   string            `json:"selector"`
 	Labels     map[string]string `json:"labels"`
+	Env        json.RawMessage   `json:"env"`
 }
 
 type answer struct {
@@ -57,6 +63,7 @@ type answer struct {
 	Fields []string `json:"fields,omitempty"`
 	// Grammar is the glob's meaning by its parse tree (see globGrammar).
 	Grammar *bool `json:"grammar,omitempty"`
+	Value   []any `json:"value,omitempty"`
 }
 
 func refused(err error) answer { return answer{Error: err.Error()} }
@@ -116,8 +123,53 @@ func run(req request) (out answer) {
 			return refused(err)
 		}
 		return answer{OK: true, Fields: append([]string{}, fields...)}
+	case "expr":
+		env, err := unstructuredEnv(req.Env)
+		if err != nil {
+			return refused(err)
+		}
+		v, err := expr.Eval(req.Input, env)
+		if err != nil {
+			return refused(err)
+		}
+		return answer{OK: true, Value: []any{v}}
 	}
 	return answer{Error: "unknown op " + req.Op}
+}
+
+// unstructuredEnv decodes a JSON object with the number types of an unstructured object.
+func unstructuredEnv(raw json.RawMessage) (map[string]any, error) {
+	env := map[string]any{}
+	if len(raw) == 0 {
+		return env, nil
+	}
+	d := json.NewDecoder(strings.NewReader(string(raw)))
+	d.UseNumber()
+	if err := d.Decode(&env); err != nil {
+		return nil, err
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case json.Number:
+			if i, err := x.Int64(); err == nil {
+				return i
+			}
+			f, _ := x.Float64()
+			return f
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e)
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e)
+			}
+		}
+		return v
+	}
+	walk(env)
+	return env, nil
 }
 
 // globGrammar is the anchored regexp that the glob tree means by gobwas's documented grammar:

@@ -1,5 +1,5 @@
 //! The part of Go's `text/template` (with a few of the sprig functions) that ApplicationSet
-//! templates use, for `spec.goTemplate: true`.
+//! templates (`spec.goTemplate: true`) and deep links (argocd-cm `*.links` URLs) use.
 //!
 //! Why our own: the one Rust crate that implements Go templates (`gtmpl`) has had no release
 //! since 2021 and has no `missingkey` option, which upstream exposes as `goTemplateOptions`.
@@ -875,7 +875,7 @@ fn call(name: &str, args: Vec<Val>) -> Result<Val, String> {
         "upper" => one(name, &args).and_then(|s| text(s.to_uppercase())),
         "title" => one(name, &args).and_then(|s| text(title(&s))),
         "trim" => one(name, &args).and_then(|s| text(s.trim().to_owned())),
-        "normalize" => one(name, &args).and_then(|s| text(super::render::sanitize_name(&s))),
+        "normalize" => one(name, &args).and_then(|s| text(sanitize_name(&s))),
         "b64enc" => one(name, &args).and_then(|s| text(base64::engine::general_purpose::STANDARD.encode(s))),
         "b64dec" => one(name, &args).and_then(|s| {
             let bytes = base64::engine::general_purpose::STANDARD
@@ -1067,6 +1067,25 @@ pub fn render(
     budget: &Budget,
 ) -> Result<String, String> {
     Template::parse(src)?.execute(&Value::Object(params.clone()), missing, budget)
+}
+
+/// A name made fit for Kubernetes (upstream's `SanitizeName`, the `nameNormalized` parameter):
+/// lower case, every character but `a-z 0-9 - .` replaced by `-`, at most 253 characters, no
+/// leading or trailing `-` or `.`.
+pub fn sanitize_name(name: &str) -> String {
+    let lowered: String = name
+        .to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .take(253)
+        .collect();
+    lowered.trim_matches(|c| c == '-' || c == '.').to_owned()
 }
 
 #[cfg(test)]
