@@ -263,8 +263,12 @@ fn number(n: f64) -> Result<Value, String> {
         .ok_or_else(|| format!("cannot encode the number {n} to JSON"))
 }
 
+/// Lua's own name of a value's type (mlua tells whole numbers apart; Lua 5.1 does not).
 fn type_name(v: &LuaValue) -> &'static str {
-    v.type_name()
+    match v {
+        LuaValue::Integer(_) => "number",
+        other => other.type_name(),
+    }
 }
 
 /// What the script did wrong, without Lua's stack trace.
