@@ -112,6 +112,8 @@ pub struct App {
     /// The API server of the installation (`--kube`), where its objects and the applications'
     /// events are kept; `None` on the embedded store and etcd.
     pub kube: Option<kube::Client>,
+    /// The time use cases stamp what they write with (a restart's `restartedAt`).
+    pub clock: crate::clock::Clock,
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
@@ -253,6 +255,7 @@ impl App {
                 .map(|limits| Arc::new(crate::clusters::Clusters::new(limits, in_cluster.clone()))),
             controller_cache,
             kube: in_cluster,
+            clock: options.clock,
         })
     }
 

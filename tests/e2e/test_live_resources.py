@@ -48,22 +48,27 @@ def kube(controlplane, tmp_path_factory):
 def users(controlplane, kube):
     """Three local accounts on both servers: `liveget` may only get applications; `livecm` may also
     update ConfigMaps (fine-grained); `liveupd` may update and delete applications (plain)."""
-    plane = controlplane
-    saved = [plane.get_json("configmap", name, "-n", NS) for name in ("argocd-cm", "argocd-rbac-cm")]
-    policy = saved[1].get("data", {}).get("policy.csv", "")
     lines = [f"p, {u}, applications, get, default/*, allow" for u in USERS] + [
         "p, livecm, applications, update/*/ConfigMap/*/*, default/*, allow",
         "p, liveupd, applications, update, default/*, allow",
         "p, liveupd, applications, delete, default/*, allow",
     ]
+    yield from local_accounts(controlplane, kube, USERS, lines)
+
+
+def local_accounts(plane, kube, users, lines):
+    """Local accounts `users` on both servers with the policy `lines` added, their tokens from each
+    (by name: SimpleNamespace(ours, theirs)) yielded, then all of it undone."""
+    saved = [plane.get_json("configmap", name, "-n", NS) for name in ("argocd-cm", "argocd-rbac-cm")]
+    policy = saved[1].get("data", {}).get("policy.csv", "")
     plane.kubectl("patch", "configmap", "argocd-cm", "-n", NS, "--type", "merge",
-                  "-p", json.dumps({"data": {f"accounts.{u}": "login" for u in USERS}}))
+                  "-p", json.dumps({"data": {f"accounts.{u}": "login" for u in users}}))
     plane.kubectl("patch", "secret", "argocd-secret", "-n", NS, "--type", "merge",
-                  "-p", json.dumps({"stringData": {f"accounts.{u}.password": HASHES[ALICE_PW] for u in USERS}}))
+                  "-p", json.dumps({"stringData": {f"accounts.{u}.password": HASHES[ALICE_PW] for u in users}}))
     plane.kubectl("patch", "configmap", "argocd-rbac-cm", "-n", NS, "--type", "merge",
                   "-p", json.dumps({"data": {"policy.csv": policy + "\n" + "\n".join(lines) + "\n"}}))
     tokens = {}
-    for u in USERS:
+    for u in users:
         ours = wait_for(f"{u} able to log in to tiphys", lambda u=u: (r := request(
             kube.server, "POST", "/api/v1/session", {"username": u, "password": ALICE_PW})).status == 200
             and r.json()["token"], timeout=20, interval=0.2)
@@ -78,8 +83,8 @@ def users(controlplane, kube):
         if present:
             plane.kubectl("patch", kind, name, "-n", NS, "--type", "json", "-p", json.dumps(
                 [{"op": "remove", "path": f"/data/{k}"} for k in present]))
-    remove("configmap", "argocd-cm", [f"accounts.{u}" for u in USERS])
-    remove("secret", "argocd-secret", [f"accounts.{u}.password" for u in USERS])
+    remove("configmap", "argocd-cm", [f"accounts.{u}" for u in users])
+    remove("secret", "argocd-secret", [f"accounts.{u}.password" for u in users])
     if "policy.csv" in saved[1].get("data", {}):
         plane.kubectl("patch", "configmap", "argocd-rbac-cm", "-n", NS, "--type", "merge",
                       "-p", json.dumps({"data": {"policy.csv": policy}}))

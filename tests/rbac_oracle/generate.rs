@@ -45,6 +45,7 @@ const ACTIONS: &[&str] = &[
     "delete",
     "sync",
     "action/apps/Deployment/restart",
+    "action//ConfigMap/set-greeting",
     "update/apps/Deployment/ns/web",
     "delete//Pod/ns/p",
 ];
@@ -68,6 +69,7 @@ const GLOB_ACTIONS: &[&str] = &[
     "*",
     "update/*",
     "action/*",
+    "action/apps/Deployment/*",
     "delete/*",
     "[gs]*",
     "?et",

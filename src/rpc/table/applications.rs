@@ -9,9 +9,9 @@ use crate::service::application::source;
 
 const NO_REPO_SERVER: &str = "tiphys does not run a repo server: OCI metadata and manifests generated from \
      uploaded files come from one";
-const NO_LIVE_CLUSTER: &str = "tiphys does not serve resource actions or server-side diffs yet (live \
-     resources themselves are served: GetResource, PatchResource, DeleteResource, \
-     ListResourceEvents, PodLogs, ListResourceLinks)";
+const NO_LIVE_CLUSTER: &str = "tiphys does not serve server-side diffs yet (live resources themselves are \
+     served: GetResource, PatchResource, DeleteResource, ListResourceEvents, PodLogs, ListResourceLinks, \
+     ListResourceActions, RunResourceAction)";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     vec![
@@ -147,23 +147,23 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [post("/api/v1/applications/{name}/resource", Body::Field("patch"))],
             call(app::patch_resource),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/ListResourceActions",
             [get("/api/v1/applications/{name}/resource/actions")],
-            NO_LIVE_CLUSTER,
+            call(app::list_resource_actions),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/RunResourceAction",
             [post(
                 "/api/v1/applications/{name}/resource/actions",
                 Body::Field("action"),
             )],
-            NO_LIVE_CLUSTER,
+            call(app::run_resource_action),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/RunResourceActionV2",
             [post("/api/v1/applications/{name}/resource/actions/v2", Body::All)],
-            NO_LIVE_CLUSTER,
+            call(app::run_resource_action_v2),
         ),
         rpc(
             "/application.ApplicationService/DeleteResource",

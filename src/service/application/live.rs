@@ -106,14 +106,7 @@ pub(super) async fn live_object(state: &App, doc: &DocRef, q: &ResourceRequest) 
     if !q.version.is_empty() {
         live.version.clone_from(&q.version);
     }
-    live.run("get", "error getting resource", |api, name| async move {
-        let request = kube::core::Request::new(api.resource_url());
-        let get = request
-            .get(&name, &GetParams::default())
-            .map_err(kube::Error::BuildRequest)?;
-        api.into_client().request::<Value>(get).await
-    })
-    .await
+    live.fetch().await
 }
 
 /// A patch of the live resource, answered with what the cluster made of it.
@@ -320,20 +313,24 @@ fn parse_switch(value: Option<&str>) -> Result<bool, AppError> {
 }
 
 /// One of the application's resources, where to reach it.
-struct Live<'a> {
+pub(super) struct Live<'a> {
     clusters: &'a Clusters,
     target: Target,
     server: String,
-    group: String,
+    pub(super) group: String,
     version: String,
-    kind: String,
-    namespace: String,
+    pub(super) kind: String,
+    pub(super) namespace: String,
     name: String,
 }
 
 /// The resource `q` names, if the application's tree has it (with a uid: created), and the
 /// cluster it lives in.
-async fn locate<'a>(state: &'a App, doc: &DocRef, q: &ResourceRequest) -> Result<Live<'a>, AppError> {
+pub(super) async fn locate<'a>(
+    state: &'a App,
+    doc: &DocRef,
+    q: &ResourceRequest,
+) -> Result<Live<'a>, AppError> {
     let tree = tree(state, doc).await?;
     let node = nodes(&tree)
         .find(|n| {
@@ -422,10 +419,43 @@ pub(super) fn destination<'a>(
     Ok((clusters, target, server))
 }
 
-impl Live<'_> {
+impl<'a> Live<'a> {
+    /// Another object in the same cluster.
+    pub(super) fn sibling(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Live<'a> {
+        Live {
+            clusters: self.clusters,
+            target: self.target.clone(),
+            server: self.server.clone(),
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
+    /// The live object, as the cluster has it now.
+    pub(super) async fn fetch(&self) -> Result<Value, AppError> {
+        self.run("get", "error getting resource", |api, name| async move {
+            let request = kube::core::Request::new(api.resource_url());
+            let get = request
+                .get(&name, &GetParams::default())
+                .map_err(kube::Error::BuildRequest)?;
+            api.into_client().request::<Value>(get).await
+        })
+        .await
+    }
+
     /// Runs `call` on the resource's API (found by discovery, which must offer `verb`), with
     /// the resource's name, in the destination, bounded by the cluster timeout.
-    async fn run<T, F, Fut>(&self, verb: &str, what: &str, call: F) -> Result<T, AppError>
+    pub(super) async fn run<T, F, Fut>(&self, verb: &str, what: &str, call: F) -> Result<T, AppError>
     where
         F: Fn(Api<DynamicObject>, String) -> Fut,
         Fut: Future<Output = Result<T, kube::Error>>,
@@ -481,7 +511,7 @@ fn api_of(
 
 /// A patch sent as it came, with its own content type: the API server applies it (and says
 /// why one does not apply), as upstream's dynamic client lets it.
-async fn raw_patch(
+pub(super) async fn raw_patch(
     api: Api<DynamicObject>,
     name: String,
     patch_type: &'static str,

@@ -6,6 +6,7 @@
 //! caller who could see an application of that name gets "not found", anyone else gets the
 //! same fixed "permission denied" as for an existing application they may not see.
 
+mod actions;
 mod deletion;
 mod links;
 mod live;
@@ -21,6 +22,7 @@ pub(crate) mod watch;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use self::actions::{list_resource_actions, run_resource_action, run_resource_action_v2};
 pub use self::links::{list_links, list_resource_links};
 pub use self::live::{delete_resource, get_resource, list_events, patch_resource};
 pub use self::logs::pod_logs;
