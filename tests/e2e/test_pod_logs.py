@@ -20,17 +20,20 @@ Runs under tools/upstream/isolated (see controlplane.py); .ci/test-all runs it t
 
 import json
 import ssl
+import urllib.error
 import urllib.parse
 import urllib.request
 from types import SimpleNamespace
 
-import grpc
 import pytest
 
 from appkit import APPS, Api, app_body, grpc_channel, grpc_web, md, uniq
-from authkit import ALICE_PW, HASHES, bearer, connection, login_token, request
+from authkit import bearer, connection
 from conftest import free_port
-from test_kube_backend import NS, start_kube_server, upstream_call
+from test_kube_backend import NS
+# tiphys --kube --redis --cluster-access on, and local accounts on both servers.
+from test_live_resources import kube, local_accounts  # noqa: F401 (fixture)
+from test_resource_tree import upstream_token  # noqa: F401 (fixture)
 from test_upstream_chain import Repo, wait_for
 
 pytestmark = pytest.mark.controlplane
@@ -62,24 +65,6 @@ def node_object(kubelet_port):
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE},
             "status": {"addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
                        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}}}}
-
-
-@pytest.fixture(scope="module")
-def kube(controlplane, tmp_path_factory):
-    d = tmp_path_factory.mktemp("logs")
-    server = start_kube_server(d, controlplane.state["kubeconfig"], "--redis", controlplane.state["redis"]["address"],
-                               "--cluster-access", "on")
-    token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
-    yield SimpleNamespace(server=server, api=Api(server, token))
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def upstream_token(controlplane):
-    status, body = upstream_call(controlplane, "POST", "/api/v1/session",
-                                 body={"username": "admin", "password": controlplane.state["argocd"]["admin_password"]})
-    assert status == 200, body
-    return body["token"]
 
 
 @pytest.fixture(scope="module")
@@ -236,32 +221,9 @@ def test_the_limit_of_pods_is_argocd_cms(plane, kube, logged, upstream_token):
 @pytest.fixture(scope="module")
 def reader(controlplane, kube):
     """A local account that may get applications but not their logs, on both servers."""
-    plane = controlplane
-    rbac = plane.get_json("configmap", "argocd-rbac-cm", "-n", NS).get("data", {})
-    policy = rbac.get("policy.csv", "")
-    plane.kubectl("patch", "configmap", "argocd-cm", "-n", NS, "--type", "merge",
-                  "-p", json.dumps({"data": {f"accounts.{USER}": "login"}}))
-    plane.kubectl("patch", "secret", "argocd-secret", "-n", NS, "--type", "merge",
-                  "-p", json.dumps({"stringData": {f"accounts.{USER}.password": HASHES[ALICE_PW]}}))
-    plane.kubectl("patch", "configmap", "argocd-rbac-cm", "-n", NS, "--type", "merge", "-p", json.dumps(
-        {"data": {"policy.csv": policy + f"\np, {USER}, applications, get, default/*, allow\n"}}))
-    mine = wait_for(f"{USER} able to log in to tiphys", lambda: (r := request(
-        kube.server, "POST", "/api/v1/session", {"username": USER, "password": ALICE_PW})).status == 200
-        and r.json()["token"], timeout=20, interval=0.2)
-    upstream = wait_for(f"{USER} able to log in to argocd-server", lambda: (r := upstream_call(
-        plane, "POST", "/api/v1/session", body={"username": USER, "password": ALICE_PW}))[0] == 200
-        and r[1]["token"], timeout=30, interval=0.5)
-    yield SimpleNamespace(ours=mine, theirs=upstream)
-
-    def remove(kind, name, keys):
-        present = [k for k in keys if k in (plane.get_json(kind, name, "-n", NS).get("data") or {})]
-        if present:
-            plane.kubectl("patch", kind, name, "-n", NS, "--type", "json", "-p", json.dumps(
-                [{"op": "remove", "path": f"/data/{k}"} for k in present]))
-    remove("configmap", "argocd-cm", [f"accounts.{USER}"])
-    remove("secret", "argocd-secret", [f"accounts.{USER}.password"])
-    plane.kubectl("patch", "configmap", "argocd-rbac-cm", "-n", NS, "--type", "merge",
-                  "-p", json.dumps({"data": {"policy.csv": policy}}))
+    accounts = local_accounts(controlplane, kube, [USER], [f"p, {USER}, applications, get, default/*, allow"])
+    yield next(accounts)[USER]
+    next(accounts, None)
 
 
 def denials(server):

@@ -15,15 +15,13 @@ import json
 import time
 import urllib.parse
 from datetime import datetime, timezone
-from types import SimpleNamespace
 
 import grpc
 import pytest
 
-from appkit import APPS, Api, grpc_channel, grpc_web, md, rpc_error
-from authkit import login_token
-from test_kube_backend import NS, start_kube_server, upstream_call
-from test_live_resources import both, decide, denials, local_accounts, ours_call, same_error
+from appkit import APPS, grpc_channel, grpc_web, md, rpc_error
+from test_kube_backend import NS, upstream_call
+from test_live_resources import both, decide, denials, kube, local_accounts, ours_call, same_error  # noqa: F401 (kube: fixture)
 # The application synced by the real controller, on this module's tiphys (`kube`).
 from test_resource_tree import synced, upstream_token  # noqa: F401 (fixtures)
 from test_upstream_chain import wait_for
@@ -58,16 +56,6 @@ def custom_actions(suffix):
         "    return {",
         "",
     ])
-
-
-@pytest.fixture(scope="module")
-def kube(controlplane, tmp_path_factory):
-    d = tmp_path_factory.mktemp("actions")
-    server = start_kube_server(d, controlplane.state["kubeconfig"], "--redis", controlplane.state["redis"]["address"],
-                               "--cluster-access", "on")
-    token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
-    yield SimpleNamespace(server=server, api=Api(server, token))
-    server.stop()
 
 
 @pytest.fixture(scope="module")
