@@ -8,6 +8,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use mlua::chunk::ChunkMode;
 use mlua::{HookTriggers, Lua, LuaOptions, StdLib, Table, Value as LuaValue, VmState};
 use serde_json::{Map, Number, Value};
 
@@ -51,6 +52,7 @@ pub fn run(source: &str, obj: &Value, params: &[(String, String)], now_s: i64) -
     set().map_err(|e| message(&e))?;
     let returned: LuaValue = lua
         .load(source)
+        .set_mode(ChunkMode::Text)
         .set_name("=action")
         .eval()
         .map_err(|e| message(&e))?;
@@ -88,10 +90,14 @@ fn sandbox(now_s: i64) -> mlua::Result<Lua> {
         },
     )?;
     let globals = lua.globals();
-    // What reads files, loads code from outside or outlives one call.
+    // What reads files, loads code from outside or outlives one call. Lua 5.1's `load` and
+    // `loadstring` also take precompiled chunks, which the VM does not verify (a crafted one can
+    // corrupt its memory), and `string.dump` makes them: none of the three is left.
     for name in [
         "dofile",
         "loadfile",
+        "load",
+        "loadstring",
         "require",
         "module",
         "coroutine",
@@ -99,6 +105,9 @@ fn sandbox(now_s: i64) -> mlua::Result<Lua> {
         "print",
     ] {
         globals.raw_set(name, LuaValue::Nil)?;
+    }
+    if let Ok(string) = globals.raw_get::<Table>("string") {
+        string.raw_set("dump", LuaValue::Nil)?;
     }
     let os = lua.create_table()?;
     os.raw_set(
@@ -353,6 +362,11 @@ mod tests {
             "return dofile('x')",
             "return os.execute('true')",
             "return require('io')",
+            "return loadstring('return 1')()",
+            "return load(function() return nil end)",
+            "return string.dump(function() end)",
+            // A precompiled chunk is refused as the script itself.
+            "\u{1b}LuaQ\0\u{1}\u{4}",
         ] {
             assert!(run(script, &json!({}), &[], 0).is_err(), "{script}");
         }
