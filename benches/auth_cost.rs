@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use http::HeaderMap;
-use tiphys::app::{App, Options};
 use tiphys::auth::Channel;
+use tiphys::state::{Options, ServerState};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -22,7 +22,7 @@ async fn main() -> anyhow::Result<()> {
         etcd.prefix = format!("/tiphys-auth-cost-{}/", std::process::id());
         options.store = tiphys::store::Backend::Etcd(etcd);
     }
-    let app = Arc::new(App::open(options).await?);
+    let app = Arc::new(ServerState::open(options).await?);
     app.auth.logins.ensure_initial_admin().await?;
     let token = app.auth.tokens.issue_login("admin");
     let auth = &app.auth.authenticator;

@@ -245,7 +245,7 @@ pub async fn seed(
     range: std::ops::Range<usize>,
 ) -> anyhow::Result<usize> {
     // The keys a server on this store starts with (no applications are sealed, but be exact).
-    let keys = tiphys::app::secrets_keys(&*store, &tiphys::config::Settings::default(), None, true).await?;
+    let keys = tiphys::state::secrets_keys(&*store, &tiphys::config::Settings::default(), None, true).await?;
     let registry = Registry::open(store, Arc::new(keys)).await?;
     let (count, mut bytes) = (range.len(), 0);
     for start in range.clone().step_by(batch) {

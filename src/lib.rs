@@ -3,11 +3,11 @@
 //!
 //! The layers point one way (the README's Architecture section draws them, and
 //! `tests/inproc/layers.rs` checks them): `cli` → `server` → `grpc` | `api` | `ui` →
-//! `rpc` → `service` → `app` → `auth` → `oidc` → `config` → `rbac` → `principal` →
+//! `rpc` → `audit` → `service` → `state` → `auth` → `oidc` → `config` → `rbac` → `principal` →
 //! `registry` → `store` → the leaves. `fuzzing` (the fuzz targets' bodies) sits above them all.
 
 pub mod api;
-pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod buildinfo;
 pub mod checks;
@@ -24,8 +24,6 @@ pub mod fuzzing;
 pub mod gitrepo;
 pub mod glob;
 pub mod grpc;
-pub mod jose;
-pub mod json;
 pub mod kubernetes;
 pub mod labels;
 pub mod oidc;
@@ -40,6 +38,7 @@ pub mod schema;
 pub mod seal;
 pub mod server;
 pub mod service;
+pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod tlsclient;

@@ -10,7 +10,7 @@ pub enum LogFormat {
 }
 
 /// `level` is used when `RUST_LOG` is unset, e.g. `info` or `tiphys=debug`. The audit trail
-/// (target `audit`, `rpc::audit`) is logged whatever the level, unless the filter names it
+/// (target `audit`, module `crate::audit`) is logged whatever the level, unless the filter names it
 /// (`audit=off`).
 pub fn init(format: LogFormat, level: &str) {
     let directives = std::env::var("RUST_LOG")

@@ -20,7 +20,6 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use super::cookies::append as append_cookies;
 use super::extract::{Scope, Who};
-use crate::app::App;
 use crate::auth::cookie::{self, CookieScope};
 use crate::clock::now_s;
 use crate::config::http_url;
@@ -29,6 +28,7 @@ use crate::oidc::login::{LOGIN_TTL, LoginStates, SEAL_KEY_ID, SEAL_PURPOSE, STAT
 use crate::oidc::provider::AuthorizationRequest;
 use crate::oidc::verify::{Claims, Expect};
 use crate::service::SessionCookie;
+use crate::state::ServerState;
 
 /// RFC 3986 unreserved characters stay; everything else is encoded.
 const COMPONENT: &AsciiSet = &NON_ALPHANUMERIC
@@ -104,7 +104,7 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-fn sso(state: &App) -> Result<Current, Box<Response>> {
+fn sso(state: &ServerState) -> Result<Current, Box<Response>> {
     match state.oidc.current() {
         Ok(Some(current)) => Ok(current),
         Ok(None) => Err(Box::new(page(StatusCode::NOT_FOUND, SSO_OFF))),
@@ -171,7 +171,7 @@ fn read_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 
 /// `GET /auth/login?return_url=…`: off to the provider.
 pub async fn login(
-    State(state): State<Arc<App>>,
+    State(state): State<Arc<ServerState>>,
     Scope(scope): Scope,
     RawQuery(query): RawQuery,
 ) -> Response {
@@ -245,7 +245,7 @@ pub async fn login(
 
 /// `GET /auth/callback?code=…&state=…`: the provider sends the browser back.
 pub async fn callback(
-    State(state): State<Arc<App>>,
+    State(state): State<Arc<ServerState>>,
     Who(_, auth): Who,
     Scope(scope): Scope,
     headers: HeaderMap,
@@ -408,7 +408,11 @@ async fn merge_user_info_groups(current: &Current, url: &str, access: &str, clai
 /// and sends the browser on: to `logoutURL` (with `{{token}}` and
 /// `{{logoutRedirectURL}}` filled in, URL-encoded), or to the provider's
 /// `end_session_endpoint`, for an SSO session; to the dashboard otherwise.
-pub async fn logout(State(state): State<Arc<App>>, Who(caller, auth): Who, Scope(scope): Scope) -> Response {
+pub async fn logout(
+    State(state): State<Arc<ServerState>>,
+    Who(caller, auth): Who,
+    Scope(scope): Scope,
+) -> Response {
     let sid = caller.principal.sso().and_then(|s| s.session.as_deref());
     let id_token = match sid {
         // A session that cannot be read now still ends; only the provider's logout is skipped.

@@ -17,9 +17,9 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
 use serde_json::Value;
 
-use crate::app::App;
 use crate::registry::{Key, Kind};
 use crate::service::limits;
+use crate::state::ServerState;
 
 const GREY: &str = "#9aa5ad";
 const HEIGHT: u32 = 20;
@@ -94,7 +94,7 @@ impl Default for Status {
     }
 }
 
-pub async fn badge(State(state): State<Arc<App>>, RawQuery(raw): RawQuery) -> Response {
+pub async fn badge(State(state): State<Arc<ServerState>>, RawQuery(raw): RawQuery) -> Response {
     let query = Query::parse(raw.as_deref().unwrap_or(""));
     let enabled = state
         .config
@@ -108,7 +108,7 @@ pub async fn badge(State(state): State<Arc<App>>, RawQuery(raw): RawQuery) -> Re
     }
 }
 
-fn status(state: &App, query: &Query, enabled: bool) -> Result<Status, String> {
+fn status(state: &ServerState, query: &Query, enabled: bool) -> Result<Status, String> {
     let mut out = Status::default();
     if !enabled {
         return Ok(out);

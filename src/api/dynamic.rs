@@ -21,7 +21,6 @@ use prost_reflect::{Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
 use super::fields::Fields;
-use crate::app::App;
 use crate::auth::cookie::CookieScope;
 use crate::error::AppError;
 use crate::principal::{BodyRefused, ClientScheme, RequestContext};
@@ -30,6 +29,7 @@ use crate::rpc::{Body as BodyMap, Handler, Rpc};
 use crate::schema::Schema;
 use crate::schema::gojson::kind_of;
 use crate::service::{Ctx, Reply, StreamItem};
+use crate::state::ServerState;
 
 /// How often a quiet stream sends a keepalive.
 const KEEPALIVE: Duration = Duration::from_secs(15);
@@ -37,7 +37,7 @@ const KEEPALIVE: Duration = Duration::from_secs(15);
 const LIST_CHUNK: usize = 64;
 
 /// Adds a route for every REST mapping in the table.
-pub fn routes(mut router: Router<Arc<App>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<App>> {
+pub fn routes(mut router: Router<Arc<ServerState>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<ServerState>> {
     let mut entries: Vec<(String, http::Method, Arc<Endpoint>)> = Vec::new();
     for rpc in rpcs {
         for (index, (axum_path, param_fields)) in rpc
@@ -56,11 +56,11 @@ pub fn routes(mut router: Router<Arc<App>>, rpcs: &[Arc<Rpc>]) -> Router<Arc<App
         }
     }
     entries.extend(sibling_fallbacks(&entries));
-    let mut by_path: HashMap<String, axum::routing::MethodRouter<Arc<App>>> = HashMap::new();
+    let mut by_path: HashMap<String, axum::routing::MethodRouter<Arc<ServerState>>> = HashMap::new();
     let mut order = Vec::new();
     for (axum_path, method, endpoint) in entries {
         let filter = MethodFilter::try_from(method).unwrap_or(MethodFilter::GET);
-        let handler = move |State(app): State<Arc<App>>, req: Request| {
+        let handler = move |State(app): State<Arc<ServerState>>, req: Request| {
             let endpoint = Arc::clone(&endpoint);
             // Boxed here: the whole call's state is large, and the futures axum wraps
             // around this one are moved and boxed in turn (two large allocations and copies
@@ -200,14 +200,18 @@ struct Endpoint {
     fixed: Vec<(String, String)>,
 }
 
-async fn serve(app: Arc<App>, endpoint: &Endpoint, req: Request) -> Response {
+async fn serve(app: Arc<ServerState>, endpoint: &Endpoint, req: Request) -> Response {
     match serve_inner(app, endpoint, req).await {
         Ok(response) => response,
         Err(err) => err.into_response(),
     }
 }
 
-async fn serve_inner(state: Arc<App>, endpoint: &Endpoint, req: Request) -> Result<Response, AppError> {
+async fn serve_inner(
+    state: Arc<ServerState>,
+    endpoint: &Endpoint,
+    req: Request,
+) -> Result<Response, AppError> {
     let rpc = &endpoint.rpc;
     let call = match &rpc.handler {
         Handler::Unimplemented(why) => {

@@ -29,12 +29,12 @@ impl<S: Send + Sync> FromRequestParts<S> for Who {
 /// client reached us over https (directly or through a trusted proxy).
 pub struct Scope(pub CookieScope);
 
-impl FromRequestParts<std::sync::Arc<crate::app::App>> for Scope {
+impl FromRequestParts<std::sync::Arc<crate::state::ServerState>> for Scope {
     type Rejection = std::convert::Infallible;
 
     async fn from_request_parts(
         parts: &mut Parts,
-        state: &std::sync::Arc<crate::app::App>,
+        state: &std::sync::Arc<crate::state::ServerState>,
     ) -> Result<Self, Self::Rejection> {
         let scheme = parts
             .extensions

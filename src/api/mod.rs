@@ -19,12 +19,12 @@ use axum::response::Response;
 use axum::routing::{any, get, post};
 use http::StatusCode;
 
-use crate::app::App;
 use crate::error::rest_error;
+use crate::state::ServerState;
 
 /// The REST API, `/auth/…`, `/healthz`, `/swagger.json` and `/swagger-ui` (for a server under
 /// `rootpath`); the caller adds the fallback (the dashboard).
-pub fn router(state: Arc<App>, rootpath: &str) -> Router {
+pub fn router(state: Arc<ServerState>, rootpath: &str) -> Router {
     // Written out, as FIXED_ROUTES lists them (the e2e route census reads these lines).
     let api = Router::new()
         .route("/auth/logout", get(auth::logout).post(auth::logout))

@@ -10,14 +10,14 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, StatusCode};
 
-use crate::app::App;
 use crate::principal::BodyRefused;
 use crate::service::webhook;
+use crate::state::ServerState;
 
 /// The route, as the dispatcher knows it (after the root path is stripped).
 pub const PATH: &str = "/api/webhook";
 
-pub async fn webhook(State(state): State<Arc<App>>, headers: HeaderMap, body: Body) -> Response {
+pub async fn webhook(State(state): State<Arc<ServerState>>, headers: HeaderMap, body: Body) -> Response {
     let body = match axum::body::to_bytes(body, usize::MAX).await {
         Ok(body) => body,
         Err(err) => return BodyRefused::app_error(&err).into_response(),

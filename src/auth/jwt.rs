@@ -121,7 +121,9 @@ pub fn decode(token: &str) -> Result<Unverified<'_>, JwtError> {
         match jsonwebtoken::decode_header(token) {
             Ok(header) => format!("{:?}", header.alg),
             Err(err) => match err.kind() {
-                ErrorKind::Json(_) => crate::jose::named_algorithm(token).ok_or(JwtError::BadHeader)?,
+                ErrorKind::Json(_) => {
+                    crate::oidc::verify::named_algorithm(token).ok_or(JwtError::BadHeader)?
+                }
                 _ => return Err(JwtError::Malformed),
             },
         }

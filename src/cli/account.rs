@@ -13,12 +13,12 @@ use super::conn::ClientOpts;
 use super::login::{create_session, token_subject};
 use super::output::{self, Format};
 use super::prompt;
-use crate::json::is_zero;
 use crate::pb::account::{
     Account, CanIRequest, CreateTokenRequest, DeleteTokenRequest, GetAccountRequest, ListAccountRequest,
     UpdatePasswordRequest,
 };
 use crate::pb::session::GetUserInfoRequest;
+use crate::schema::is_zero;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum AccountCommand {

@@ -121,7 +121,7 @@ pub async fn store_keys(
 ) -> anyhow::Result<SecretsKeys> {
     let config = crate::config::ConfigWatch::new(config_dir.map(Path::to_path_buf))
         .map_err(|e| exit::invalid(format!("--config-dir: {e}")))?;
-    crate::app::secrets_keys(store, &config.current(), key_file, false)
+    crate::state::secrets_keys(store, &config.current(), key_file, false)
         .await
         .map_err(|e| exit::invalid(format!("{e:#}")))
 }

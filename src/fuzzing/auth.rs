@@ -95,7 +95,7 @@ const KEY: &[u8] = b"fuzzing-server-secret-key";
 ///   then it says so.
 pub fn token(data: &[u8]) {
     let Some(text) = super::text(data) else { return };
-    let _ = crate::jose::named_algorithm(text);
+    let _ = crate::oidc::verify::named_algorithm(text);
     if let Ok(unverified) = jwt::decode(text) {
         let alg = unverified.algorithm().to_owned();
         let _ = unverified.claimed_issuer();

@@ -15,26 +15,26 @@ use tonic::{Request, Response, Status};
 
 use super::codec::RawCodec;
 use super::encode::{encode_event, encode_list_head, list_item_prefix};
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::{BodyLimit, OverLimit, RequestContext};
 use crate::registry::{DocRef, Registry};
 use crate::rpc::{Handler, Rpc};
 use crate::schema::Schema;
 use crate::service::{Ctx, Reply, StreamItem};
+use crate::state::ServerState;
 
 /// One gRPC service of the method table (`/<service>/<method>` for each of its methods).
 #[derive(Clone)]
 pub struct DynService {
     name: &'static str,
     rpcs: Arc<HashMap<&'static str, Arc<Rpc>, foldhash::fast::RandomState>>,
-    state: Arc<App>,
+    state: Arc<ServerState>,
     max_message_bytes: usize,
 }
 
 impl DynService {
     /// One service per gRPC service named in `rpcs`, in the table's order.
-    pub fn for_table(rpcs: &[Arc<Rpc>], state: &Arc<App>, max_message_bytes: usize) -> Vec<Self> {
+    pub fn for_table(rpcs: &[Arc<Rpc>], state: &Arc<ServerState>, max_message_bytes: usize) -> Vec<Self> {
         let mut services: Vec<Self> = Vec::new();
         for rpc in rpcs {
             let Some(name) = super::services::service_name(rpc.path) else {
@@ -116,9 +116,9 @@ impl tower::Service<http::Request<tonic::body::Body>> for DynService {
 
 /// One method call: decode, run the use case, encode.
 struct Call {
-    call: Arc<crate::rpc::UnaryFnRef>,
+    call: Arc<crate::service::UseCase>,
     method: MethodDescriptor,
-    state: Arc<App>,
+    state: Arc<ServerState>,
 }
 
 impl Call {

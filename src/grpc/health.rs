@@ -9,16 +9,16 @@ use tonic_health::pb::health_server::{Health, HealthServer};
 use tonic_health::pb::{HealthCheckRequest, HealthCheckResponse};
 use tonic_health::server::{HealthReporter, HealthService};
 
-use crate::app::App;
-use crate::app::drain::SHUTTING_DOWN;
+use crate::state::ServerState;
+use crate::state::drain::SHUTTING_DOWN;
 
 pub struct Draining {
     inner: HealthService,
-    app: Arc<App>,
+    app: Arc<ServerState>,
 }
 
 /// The health service whose statuses `reporter` sets.
-pub fn server(reporter: &HealthReporter, app: &Arc<App>) -> HealthServer<Draining> {
+pub fn server(reporter: &HealthReporter, app: &Arc<ServerState>) -> HealthServer<Draining> {
     HealthServer::new(Draining {
         inner: HealthService::from_health_reporter(reporter.clone()),
         app: Arc::clone(app),

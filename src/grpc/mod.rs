@@ -12,14 +12,14 @@ use std::sync::Arc;
 use self::dynamic::DynService;
 pub use self::services::GrpcServices;
 
-use crate::app::App;
 use crate::principal::Caller;
 use crate::principal::RequestContext;
+use crate::state::ServerState;
 
 /// Every gRPC service the server offers (one per service of the method table, health and
 /// reflection), with the message size limit applied.
 pub fn routes(
-    state: &Arc<App>,
+    state: &Arc<ServerState>,
     health: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
     max_message_bytes: usize,
 ) -> GrpcServices {

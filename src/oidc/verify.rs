@@ -24,6 +24,8 @@
 
 use std::str::FromStr as _;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::errors::ErrorKind;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
@@ -157,6 +159,20 @@ pub struct Parsed<'a> {
     kid: Option<String>,
 }
 
+/// The `alg` a JWT header names when `jsonwebtoken` cannot read the header because it does not
+/// know that algorithm (`none`, `hs256`, …): only to say so. `None` when the algorithm is a known
+/// one (the header is wrong elsewhere) or the header is no JSON object with a text `alg`. Local
+/// tokens (`auth::jwt`) use it too.
+pub fn named_algorithm(token: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Alg {
+        alg: String,
+    }
+    let header = URL_SAFE_NO_PAD.decode(token.split('.').next()?).ok()?;
+    let alg = serde_json::from_slice::<Alg>(&header).ok()?.alg;
+    Algorithm::from_str(&alg).is_err().then_some(alg)
+}
+
 /// Reads a token's header: the algorithm must be allowed, no `crit`.
 pub fn parse(token: &str) -> Result<Parsed<'_>, VerifyError> {
     if token.len() > MAX_TOKEN_BYTES {
@@ -164,8 +180,9 @@ pub fn parse(token: &str) -> Result<Parsed<'_>, VerifyError> {
     }
     let header = jsonwebtoken::decode_header(token).map_err(|err| match err.kind() {
         // An algorithm jsonwebtoken does not know (`none`) fails the header.
-        ErrorKind::Json(_) => crate::jose::named_algorithm(token)
-            .map_or(VerifyError::Malformed, |alg| VerifyError::Algorithm(clip(&alg))),
+        ErrorKind::Json(_) => {
+            named_algorithm(token).map_or(VerifyError::Malformed, |alg| VerifyError::Algorithm(clip(&alg)))
+        }
         _ => VerifyError::Malformed,
     })?;
     if header.crit.is_some() {
@@ -286,8 +303,7 @@ impl Parsed<'_> {
 
 /// The length of an RSA modulus (base64url, big-endian), in bytes.
 fn rsa_modulus_bytes(n: &str) -> usize {
-    use base64::Engine as _;
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
+    URL_SAFE_NO_PAD
         .decode(n.trim_end_matches('='))
         .map(|n| n.iter().skip_while(|b| **b == 0).count())
         .unwrap_or(0)

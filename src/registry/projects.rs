@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::json::is_zero;
+use crate::schema::is_zero;
 
 /// One issued token as a role records it (`JWTToken`).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]

@@ -4,12 +4,9 @@
 //! (`crate::schema`). Use cases receive the request in its JSON form, deserialized into their
 //! own request type, and answer with a [`Reply`].
 
-mod audit;
-pub use audit::refused_login;
 mod table;
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use futures_util::StreamExt as _;
@@ -18,10 +15,7 @@ use serde_json::Value;
 
 pub use self::table::table;
 use crate::error::AppError;
-use crate::service::{Ctx, Reply};
-
-pub type UnaryFnRef =
-    dyn Fn(Ctx, Value) -> Pin<Box<dyn Future<Output = Result<Reply, AppError>> + Send>> + Send + Sync;
+use crate::service::{Ctx, Reply, UseCase};
 
 /// How the REST body maps into the request message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +41,7 @@ pub type ReadFn = fn(Value) -> Result<(), AppError>;
 
 pub enum Handler {
     /// The use case, and how it reads its request.
-    Call(Arc<UnaryFnRef>, ReadFn),
+    Call(Arc<UseCase>, ReadFn),
     /// Not served by tiphys, with the reason given to the caller.
     Unimplemented(&'static str),
 }
@@ -86,7 +80,7 @@ where
     Fut: Future<Output = Result<Reply, AppError>> + Send + 'static,
 {
     let f = Arc::new(f);
-    let call: Arc<UnaryFnRef> = Arc::new(move |ctx, json| {
+    let call: Arc<UseCase> = Arc::new(move |ctx, json| {
         let f = Arc::clone(&f);
         Box::pin(async move {
             let req = read::<Req>(json)?;
@@ -121,7 +115,7 @@ fn read<Req: DeserializeOwned>(json: Value) -> Result<Req, AppError> {
 }
 
 fn shutting_down() -> AppError {
-    AppError::Unavailable(crate::app::drain::SHUTTING_DOWN.to_owned())
+    AppError::Unavailable(crate::state::drain::SHUTTING_DOWN.to_owned())
 }
 
 pub fn route(method: http::Method, path: &'static str, body: Body) -> Route {

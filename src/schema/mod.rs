@@ -27,6 +27,13 @@ use serde_json::Value;
 use self::plan::{MessagePlan, NameMap};
 pub use self::unknown::{Step, UnknownField, path_string};
 
+/// `omitempty` for the REST bodies tiphys writes from serde types rather than through the schema
+/// (`#[serde(skip_serializing_if = "crate::schema::is_zero")]`): Go's `encoding/json` leaves out
+/// empty strings, zero numbers, `false`, and empty lists and maps.
+pub fn is_zero<T: Default + PartialEq>(value: &T) -> bool {
+    *value == T::default()
+}
+
 /// The encoded descriptors of every API the server answers (built by `build.rs`).
 pub const DESCRIPTORS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/api_descriptor.bin"));
 

@@ -172,3 +172,14 @@ fn application_set_spec_has_upstreams_field_numbers() {
     assert_eq!(spec["applyNestedSelectors"], json!(true));
     assert_eq!(spec["ignoreApplicationDifferences"], json!([{"name": "x"}]));
 }
+
+#[test]
+fn omitempty_recognises_zero_values() {
+    use super::is_zero;
+    assert!(is_zero(&String::new()));
+    assert!(is_zero(&0_i64));
+    assert!(is_zero(&false));
+    assert!(is_zero(&Vec::<String>::new()));
+    assert!(!is_zero(&"x".to_owned()));
+    assert!(!is_zero(&true));
+}

@@ -143,7 +143,7 @@ pub struct ServerArgs {
     pub login_failure_window: Duration,
     /// Watches (gRPC, gRPC-Web or server-sent events) one caller may hold open at once; more
     /// are refused with 429 / RESOURCE_EXHAUSTED.
-    #[arg(long, env = "TIPHYS_MAX_WATCHES_PER_CALLER", default_value_t = crate::app::streams::DEFAULT_PER_CALLER,
+    #[arg(long, env = "TIPHYS_MAX_WATCHES_PER_CALLER", default_value_t = crate::state::stream_slots::DEFAULT_PER_CALLER,
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_watches_per_caller: u32,
     /// Open connections at most (0: sized from the file-descriptor limit). Beyond it, a
@@ -254,8 +254,8 @@ pub struct ServerConfig {
 
 impl ServerConfig {
     /// How the application state of this server is opened.
-    pub fn app_options(&self) -> crate::app::Options {
-        crate::app::Options {
+    pub fn app_options(&self) -> crate::state::Options {
+        crate::state::Options {
             data_dir: self.data_dir.clone(),
             store: self.store.clone(),
             kube: self.kube.clone(),

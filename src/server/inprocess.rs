@@ -21,7 +21,7 @@ use super::config::ServerArgs;
 use super::conn::ConnInfo;
 use super::dispatch::{Dispatcher, RequestBody};
 use super::metrics::Metrics;
-use crate::app::App;
+use crate::state::ServerState;
 
 #[derive(Parser)]
 struct Flags {
@@ -32,7 +32,7 @@ struct Flags {
 /// A server in this process.
 #[derive(Clone)]
 pub struct InProcess {
-    pub app: Arc<App>,
+    pub app: Arc<ServerState>,
     pub metrics: Arc<Metrics>,
     dispatcher: Arc<Dispatcher>,
     conn: ConnInfo,
@@ -50,7 +50,7 @@ impl InProcess {
         argv.extend(flags.iter().map(|f| (*f).to_owned()));
         let args = Flags::try_parse_from(argv)?.server;
         let config = args.validate()?;
-        let app = Arc::new(App::open(config.app_options()).await?);
+        let app = Arc::new(ServerState::open(config.app_options()).await?);
         crate::service::certificate::seed::seed_app(&app).await?;
         app.auth.logins.ensure_initial_admin().await?;
         let metrics = Arc::new(Metrics::default());

@@ -21,7 +21,7 @@ use super::conn::ConnInfo;
 use super::dispatch::Dispatcher;
 use super::idle::{IdleIo, InFlight, Requests};
 use super::loglimit::LogKind;
-use super::streams::ConnStreams;
+use super::stream_executor::ConnStreams;
 
 /// The first byte of a TLS connection: a handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;

@@ -18,8 +18,8 @@ pub use super::loglimit::{LogKind, LogLimiter};
 use super::outcome::Outcome;
 use super::protocol::Protocol;
 use super::routes::Routes;
-use crate::app::App;
 use crate::rbac::Refusal;
+use crate::state::ServerState;
 
 /// Upper bounds of the latency histogram, in seconds.
 const BUCKETS: [f64; 10] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 2.5];
@@ -311,7 +311,7 @@ impl Metrics {
 
 /// What the application counts (logins, revocations, RBAC, configuration reloads), read at
 /// each scrape from the parts that keep the numbers.
-pub struct AppNumbers(pub Arc<App>);
+pub struct AppNumbers(pub Arc<ServerState>);
 
 impl std::fmt::Debug for AppNumbers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -455,7 +455,7 @@ fn gauge(
 }
 
 /// Every metric of the server, for the `/metrics` endpoint.
-pub fn registry(metrics: Arc<Metrics>, app: Arc<App>) -> Registry {
+pub fn registry(metrics: Arc<Metrics>, app: Arc<ServerState>) -> Registry {
     let mut registry = Registry::default();
     registry.register_collector(Box::new(metrics));
     registry.register_collector(Box::new(AppNumbers(app)));

@@ -19,7 +19,7 @@ pub mod redirect;
 pub mod routes;
 pub mod shutdown;
 pub mod store_args;
-pub mod streams;
+pub mod stream_executor;
 pub mod tls;
 pub mod tls_kube;
 
@@ -35,15 +35,15 @@ use self::listener::Front;
 use self::metrics::Metrics;
 use self::shutdown::Shutdown;
 use self::tls::{CertSource, TlsPolicy};
-use crate::app::App;
 use crate::config::ConfigWatch;
+use crate::state::ServerState;
 
 /// A server whose sockets are bound and which is ready to serve.
 pub struct Server {
     listener: TcpListener,
     metrics_listener: TcpListener,
     front: Arc<Front>,
-    state: Arc<App>,
+    state: Arc<ServerState>,
     config_watch: Arc<ConfigWatch>,
     metrics: Arc<Metrics>,
     health: tonic_health::server::HealthReporter,
@@ -110,7 +110,7 @@ impl Server {
             )
         };
 
-        let state = Arc::new(App::open(config.app_options()).await?);
+        let state = Arc::new(ServerState::open(config.app_options()).await?);
         if from_installation {
             let client = (state.kube.clone())
                 .ok_or_else(|| anyhow::anyhow!("--kube is set, but no API server client was opened"))?;
@@ -242,7 +242,7 @@ impl Server {
 async fn drain(
     shutdown: Shutdown,
     delay: std::time::Duration,
-    state: Arc<App>,
+    state: Arc<ServerState>,
     health: tonic_health::server::HealthReporter,
     stop_accepting: CancellationToken,
 ) {
@@ -269,7 +269,7 @@ async fn drain(
 /// Single sign-on needs the external URL: the provider sends browsers back
 /// to `<url>/auth/callback`. Without it, say so instead of starting with a
 /// broken redirect URI.
-fn check_sso_url(state: &App) -> anyhow::Result<()> {
+fn check_sso_url(state: &ServerState) -> anyhow::Result<()> {
     if state.config.current().oidc.is_some() && state.url().is_empty() {
         anyhow::bail!(
             "oidc.config is set in argocd-cm, but the server's external URL is not: set `url` in argocd-cm \
@@ -292,7 +292,7 @@ async fn bind(addr: SocketAddr, flags: &str) -> anyhow::Result<TcpListener> {
 
 /// Revocations are kept only until the revoked token would have expired, SSO sessions
 /// until they end, used SSO login states until their logins would have expired.
-async fn purge_expired(app: Arc<App>, cancel: CancellationToken) {
+async fn purge_expired(app: Arc<ServerState>, cancel: CancellationToken) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
     loop {
         tokio::select! {
@@ -312,7 +312,7 @@ async fn purge_expired(app: Arc<App>, cancel: CancellationToken) {
 async fn serve_metrics(
     listener: TcpListener,
     metrics: Arc<Metrics>,
-    state: Arc<App>,
+    state: Arc<ServerState>,
     cancel: CancellationToken,
 ) {
     use axum::routing::get;

@@ -11,10 +11,10 @@
 //! caller who would have been allowed on the object wherever it could live learns that it is
 //! missing; anyone else gets exactly the denial an existing object would give.
 
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::rbac::{Denial, Refusal};
+use crate::state::ServerState;
 
 /// What a use case asks of the objects it touches: one RBAC resource and action, and how a
 /// denial reads.
@@ -72,12 +72,12 @@ impl<'a> Access<'a> {
 
     /// Whether the caller may act on `object` (no audit: for hiding list entries and
     /// answering questions).
-    pub fn allows(&self, app: &App, principal: &Principal, object: &str) -> bool {
+    pub fn allows(&self, app: &ServerState, principal: &Principal, object: &str) -> bool {
         app.rbac.allows(principal, self.resource, self.action, object)
     }
 
     /// Ok when the caller may act on `object`, else the denial.
-    pub fn check(&self, app: &App, principal: &Principal, object: &str) -> Result<(), AppError> {
+    pub fn check(&self, app: &ServerState, principal: &Principal, object: &str) -> Result<(), AppError> {
         if self.allows(app, principal, object) {
             Ok(())
         } else {
@@ -89,7 +89,7 @@ impl<'a> Access<'a> {
     /// "create or update" checks); else the denial, naming this action.
     pub fn check_either(
         &self,
-        app: &App,
+        app: &ServerState,
         principal: &Principal,
         other: &'a str,
         object: &str,
@@ -103,7 +103,7 @@ impl<'a> Access<'a> {
 
     /// The denial of this access to `object`, recorded, for a use case that decided with
     /// [`Access::allows`] because more than RBAC's answer mattered (a project role's members).
-    pub fn deny(&self, app: &App, principal: &Principal, object: &str) -> AppError {
+    pub fn deny(&self, app: &ServerState, principal: &Principal, object: &str) -> AppError {
         app.rbac
             .deny(self.denial, principal, self.resource, self.action, object)
     }
@@ -114,7 +114,7 @@ impl<'a> Access<'a> {
     /// answer) would reveal an object in a project the caller cannot see.
     pub fn check_taken(
         &self,
-        app: &App,
+        app: &ServerState,
         principal: &Principal,
         requested: &str,
         existing: &str,
@@ -130,7 +130,7 @@ impl<'a> Access<'a> {
     /// on every object it could have had, the denial to anyone else.
     pub fn load<T>(
         &self,
-        app: &App,
+        app: &ServerState,
         principal: &Principal,
         found: Option<T>,
         object_of: impl FnOnce(&T) -> String,
@@ -160,7 +160,7 @@ impl<'a> Access<'a> {
     /// The items the caller may act on; the others are left out, as if they did not exist.
     pub fn visible<T>(
         &self,
-        app: &App,
+        app: &ServerState,
         principal: &Principal,
         items: impl IntoIterator<Item = T>,
         object_of: impl Fn(&T) -> String,
@@ -176,6 +176,12 @@ impl<'a> Access<'a> {
 /// with the kind and `message` as its reason, and one count. `object` names what was refused
 /// (the application's RBAC object, a repository, an account). The caller gets `message`, so
 /// keep upstream's wording where upstream refuses the same thing: scripts match on it.
-pub fn refuse(app: &App, principal: &Principal, kind: Refusal, object: &str, message: String) -> AppError {
+pub fn refuse(
+    app: &ServerState,
+    principal: &Principal,
+    kind: Refusal,
+    object: &str,
+    message: String,
+) -> AppError {
     app.rbac.refuse(kind, principal, object, message)
 }

@@ -8,14 +8,14 @@ use serde_json::json;
 
 use super::access::{Access, refuse};
 use super::{Ctx, Empty, Reply};
-use crate::app::App;
 use crate::auth::LoginError;
 use crate::auth::accounts::Account;
 use crate::auth::accounts::Accounts;
 use crate::error::AppError;
-use crate::json::is_zero;
 use crate::principal::Principal;
 use crate::rbac::{Refusal, resources};
+use crate::schema::is_zero;
+use crate::state::ServerState;
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -100,12 +100,12 @@ fn is_self(principal: &Principal, name: &str) -> bool {
 
 /// May `principal` do `action` to account `name`? A local account always may
 /// act on itself (as upstream); anyone else needs `accounts, <action>, <name>`.
-fn may(app: &App, principal: &Principal, action: &str, name: &str) -> bool {
+fn may(app: &ServerState, principal: &Principal, action: &str, name: &str) -> bool {
     is_self(principal, name) || Access::detailed("accounts", action).allows(app, principal, name)
 }
 
 /// [`may`], as an error and an audit line when not.
-fn ensure(app: &App, principal: &Principal, action: &str, name: &str) -> Result<(), AppError> {
+fn ensure(app: &ServerState, principal: &Principal, action: &str, name: &str) -> Result<(), AppError> {
     if is_self(principal, name) {
         return Ok(());
     }

@@ -28,4 +28,4 @@ pub mod sync_windows;
 pub mod version;
 pub mod webhook;
 
-pub use self::reply::{Answer, Ctx, Empty, Reply, SessionCookie, StreamItem};
+pub use self::reply::{Answer, Ctx, Empty, Reply, SessionCookie, StreamItem, UseCase};

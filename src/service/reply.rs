@@ -7,15 +7,20 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use serde_json::Value;
 
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Caller;
 use crate::registry::DocRef;
+use crate::state::ServerState;
+
+/// A use case on the JSON form of its request: what the method table calls and the audit
+/// trail wraps, whatever the transport.
+pub type UseCase =
+    dyn Fn(Ctx, Value) -> futures_util::future::BoxFuture<'static, Result<Reply, AppError>> + Send + Sync;
 
 /// What a use case gets besides its request.
 #[derive(Clone)]
 pub struct Ctx {
-    pub app: Arc<App>,
+    pub app: Arc<ServerState>,
     pub caller: Caller,
     /// The registry's view had caught up with the store when the request arrived
     /// ([`RequestContext::fenced`](crate::principal::RequestContext)).

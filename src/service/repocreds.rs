@@ -15,11 +15,11 @@ use super::repository::templates::Templates;
 use super::repository::{Flavor, READ, WRITE, check_url};
 use super::secret_name::{self, Claim};
 use super::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, list, not_found, object_mut, write};
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key};
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 /// Template types upstream knows (empty means git).
 const TYPES: &[&str] = &["", "git", "helm", "oci"];
@@ -61,7 +61,7 @@ fn validate(f: Flavor, view: &CredsView) -> Result<(), AppError> {
 /// The stored template for `url`, if the caller may perform `action` on it; a missing one
 /// answers "not found" only to a caller who would be allowed on it.
 fn authorized(
-    state: &App,
+    state: &ServerState,
     f: Flavor,
     principal: &Principal,
     url: &str,
@@ -133,7 +133,7 @@ pub async fn create_write(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppErro
 /// `update`); an identical one is left as is. A body declared in the Secret of a template at
 /// another URL moves that template here (`secret_name`), with the needs of an update.
 async fn put(
-    state: &App,
+    state: &ServerState,
     f: Flavor,
     principal: &Principal,
     mut value: Value,

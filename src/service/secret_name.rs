@@ -16,9 +16,9 @@ use serde_json::Value;
 use super::limits::check_secret_name;
 use super::redact;
 use super::sensitive::{object_mut, store_error};
-use crate::app::App;
 use crate::error::AppError;
 use crate::registry::{Change, DocRef, Key, Kind};
+use crate::state::ServerState;
 
 pub const FIELD: &str = "secretName";
 
@@ -44,7 +44,7 @@ pub fn settle(value: &mut Value, stored: Option<&Value>) -> Result<(), AppError>
 
 /// The stored object of `kind`, other than the one at `except`, declared under `name`. Writes
 /// are rare and a kind holds few objects, so a scan is enough.
-fn holder(state: &App, kind: Kind, name: &str, except: &Key) -> Option<DocRef> {
+fn holder(state: &ServerState, kind: Kind, name: &str, except: &Key) -> Option<DocRef> {
     if name.is_empty() {
         return None;
     }
@@ -73,7 +73,7 @@ pub enum Claim {
 /// The claim of a create of `value` at `key`, where `existing` is the value stored there.
 /// `visible` is asked before another object is said to hold the name (SEC-14).
 pub fn claim(
-    state: &App,
+    state: &ServerState,
     kind: Kind,
     key: &Key,
     value: &Value,
@@ -104,7 +104,7 @@ pub fn claim(
 
 /// For an update of the object at `key` to `value`: a new name must be free.
 pub fn check_free(
-    state: &App,
+    state: &ServerState,
     kind: Kind,
     key: &Key,
     value: &Value,
@@ -134,7 +134,7 @@ pub fn move_needs_upsert(kind: Kind, value: &Value, from: &DocRef, to: &str) -> 
 /// Moves the object `from` to `key`, now holding `value`, in one commit that fails if `from`
 /// changed meanwhile or `key` was taken; the object as written.
 pub async fn move_to(
-    state: &App,
+    state: &ServerState,
     what: &str,
     from: &DocRef,
     key: Key,

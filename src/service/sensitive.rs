@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::{Ctx, Reply, redact};
-use crate::app::App;
+use crate::state::ServerState;
 
 use crate::error::AppError;
 use crate::registry::{Change, DocRef, Kind, RegistryError};
@@ -45,7 +45,7 @@ pub fn store_error(what: &str, err: RegistryError) -> AppError {
 }
 
 /// Applies one change; the new document (`None` after a deletion).
-pub async fn write(state: &App, what: &str, change: Change) -> Result<Option<DocRef>, AppError> {
+pub async fn write(state: &ServerState, what: &str, change: Change) -> Result<Option<DocRef>, AppError> {
     state
         .registry
         .apply_one(change)

@@ -6,9 +6,9 @@ use serde_json::json;
 
 use super::{Ctx, Empty, Reply, SessionCookie};
 use crate::error::AppError;
-use crate::json::is_zero;
 use crate::principal::Caller;
 use crate::rbac::Policy;
+use crate::schema::is_zero;
 
 /// `GetUserInfoResponse`, with Go `encoding/json` rules (anonymous → `{}`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

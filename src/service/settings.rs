@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{Ctx, Empty, Reply};
-use crate::app::App;
 use crate::config::oidc::{ClaimRequest, OidcConfig};
 use crate::error::AppError;
-use crate::json::is_zero;
 use crate::principal::Principal;
+use crate::schema::is_zero;
+use crate::state::ServerState;
 
 /// The settings a caller may see. Field names and the always-present nested
 /// objects (`googleAnalytics`, `help`, `kustomizeOptions`) follow Argo CD,
@@ -145,7 +145,7 @@ pub struct SettingsSource {
 }
 
 impl SettingsSource {
-    pub fn of(state: &App) -> Self {
+    pub fn of(state: &ServerState) -> Self {
         let settings = state.config.current();
         Self {
             url: state.url(),

@@ -9,8 +9,8 @@ use serde::Serialize;
 use super::{Ctx, Empty, Reply};
 use crate::buildinfo;
 use crate::error::AppError;
-use crate::json::is_zero;
 use crate::principal::Principal;
+use crate::schema::is_zero;
 
 /// The server's version facts, with Argo CD's capitalised field names.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]

@@ -1,6 +1,6 @@
 //! A 403 is recorded where it is made. `AppError::PermissionDenied` holds a
 //! `tiphys::error::Denied`, whose only constructor (`Denied::once_recorded`) is public because
-//! the authorizer lives above the error table; the audit trail (`src/rpc/audit.rs`) writes no
+//! the authorizer lives above the error table; the audit trail (`src/audit.rs`) writes no
 //! line for a 403, trusting that whoever made it wrote one. These scans keep that true:
 //!
 //! - only `src/rbac/mod.rs` (`Rbac::deny`, `Rbac::refuse`, which write the audit line and

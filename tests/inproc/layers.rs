@@ -3,7 +3,7 @@
 //! cycle exists outside one folder, and the architecture drawn in the README stays true.
 //!
 //! ```text
-//! main → cli → server → grpc | api | ui → rpc → service → app → auth → oidc → config → rbac
+//! main → cli → server → grpc | api | ui → rpc → audit → service → state → auth → oidc → config → rbac
 //!      → principal → registry → kubernetes → store → gitrepo | clusters → leaves (error, schema, pb, clock, random, …)
 //! ```
 
@@ -20,8 +20,6 @@ const LAYERS: &[&[&str]] = &[
         "expr",
         "fsutil",
         "glob",
-        "jose",
-        "json",
         "labels",
         "openpgp",
         "pb",
@@ -43,8 +41,9 @@ const LAYERS: &[&[&str]] = &[
     &["config"],
     &["oidc"],
     &["auth"],
-    &["app"],
+    &["state"],
     &["service"],
+    &["audit"],
     &["rpc"],
     &["grpc", "api", "ui"],
     &["server"],
@@ -235,7 +234,7 @@ fn the_checker_sees_grouped_plain_and_super_uses() {
     let text =
         "use crate::{rbac::{Rbac, Denial}, server::X};\nlet x = crate::error::AppError::X; // crate::cli";
     assert_eq!(used_modules(&code(text), 1), ["rbac", "server", "error"]);
-    // From src/app/mod.rs (depth 1), `super::` is the crate root; from src/app/x.rs it is `app`.
+    // From src/state/mod.rs (depth 1), `super::` is the crate root; from src/state/x.rs it is `state`.
     assert_eq!(used_modules("use super::{cli::Cli, x};", 1), ["cli", "x"]);
     let text = "use super::{cli::Cli, x};\nuse super::super::server::S;";
     assert_eq!(used_modules(text, 2), ["server"]);

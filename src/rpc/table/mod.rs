@@ -40,7 +40,10 @@ fn rpc<const N: usize>(path: &'static str, rest: [Route; N], handler: Handler) -
     Arc::new(Rpc {
         path,
         rest: rest.into(),
-        handler: super::audit::audited(path, mutates, handler),
+        handler: match handler {
+            Handler::Call(call, read) => Handler::Call(crate::audit::audited(path, mutates, call), read),
+            unserved => unserved,
+        },
         method: crate::schema::Schema::get().method(path),
     })
 }

@@ -15,13 +15,13 @@ use serde_json::Value;
 
 use super::authorized;
 use super::live::{ResourceRequest, authorize, live_object, masked};
-use crate::app::App;
 use crate::error::AppError;
 use crate::registry::{DocRef, Key, Kind};
 use crate::service::cluster::lookup::{self, Lookup};
 use crate::service::deeplinks::{self, Objects, sanitized_cluster, sanitized_project};
 use crate::service::project_rules::ProjectRules;
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 /// `ListAppLinksRequest` (its application namespace is `namespace`).
 #[derive(Deserialize, Default, Debug)]
@@ -85,7 +85,10 @@ pub async fn list_resource_links(ctx: Ctx, q: ResourceRequest) -> Result<Reply, 
 
 /// The destination cluster and the project, as the links see them: both absent when the
 /// destination names no configured cluster; an error when the project does not permit it.
-fn cluster_and_project(state: &App, doc: &DocRef) -> Result<(Option<Value>, Option<Value>), AppError> {
+fn cluster_and_project(
+    state: &ServerState,
+    doc: &DocRef,
+) -> Result<(Option<Value>, Option<Value>), AppError> {
     let app = doc.value();
     let dest = |f: &str| {
         app.pointer(&format!("/spec/destination/{f}"))

@@ -21,7 +21,6 @@ use serde_json::{Value, json};
 use super::masking;
 use super::resources::{cache, instance, read_or_refresh};
 use super::{RESOURCE, authorized, doc_object, namespace_of};
-use crate::app::App;
 use crate::clusters::{ClusterError, Clusters, Target};
 use crate::error::AppError;
 use crate::principal::Principal;
@@ -30,6 +29,7 @@ use crate::service::access::Access;
 use crate::service::cluster::connection;
 use crate::service::cluster::lookup::{self, Lookup};
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 /// argocd-cm's switch between upstream 3.x's two ways of authorizing a change of a resource.
 const INHERITANCE_KEY: &str = "server.rbac.disableApplicationFineGrainedRBACInheritance";
@@ -101,7 +101,11 @@ pub async fn get_resource(ctx: Ctx, q: ResourceRequest) -> Result<Reply, AppErro
 
 /// The live object `q` names, read from the cluster, if the application's tree has it (not
 /// masked: see [`masked`]).
-pub(super) async fn live_object(state: &App, doc: &DocRef, q: &ResourceRequest) -> Result<Value, AppError> {
+pub(super) async fn live_object(
+    state: &ServerState,
+    doc: &DocRef,
+    q: &ResourceRequest,
+) -> Result<Value, AppError> {
     let mut live = locate(state, doc, q).await?;
     if !q.version.is_empty() {
         live.version.clone_from(&q.version);
@@ -261,7 +265,7 @@ async fn events(client: kube::Client, namespace: String, selector: String) -> Re
 /// the inheritance (it does when the key is absent, as upstream 3.x's default), the plain action
 /// allows it too. Only the last check made can deny, so a denial is audited once.
 pub(super) fn authorize(
-    state: &App,
+    state: &ServerState,
     principal: &Principal,
     q: &ResourceRequest,
     action: &str,
@@ -277,7 +281,7 @@ pub(super) fn authorize(
 }
 
 /// Whether the plain `action` on the application is allowed (no audit: a check follows).
-fn plain_allows(state: &App, principal: &Principal, q: &ResourceRequest, action: &str) -> bool {
+fn plain_allows(state: &ServerState, principal: &Principal, q: &ResourceRequest, action: &str) -> bool {
     let ns = namespace_of(state, &q.app_namespace);
     state
         .registry
@@ -298,7 +302,7 @@ pub fn fine_grained(action: &str, q: &ResourceRequest) -> String {
 
 /// argocd-cm's switch: absent or empty means disabled, as upstream's
 /// `ApplicationFineGrainedRBACInheritanceDisabled` reads it; otherwise a Go boolean.
-fn inheritance_disabled(state: &App) -> Result<bool, AppError> {
+fn inheritance_disabled(state: &ServerState) -> Result<bool, AppError> {
     parse_switch(state.config.peek().cm.get(INHERITANCE_KEY).map(String::as_str))
 }
 
@@ -327,7 +331,7 @@ pub(super) struct Live<'a> {
 /// The resource `q` names, if the application's tree has it (with a uid: created), and the
 /// cluster it lives in.
 pub(super) async fn locate<'a>(
-    state: &'a App,
+    state: &'a ServerState,
     doc: &DocRef,
     q: &ResourceRequest,
 ) -> Result<Live<'a>, AppError> {
@@ -360,7 +364,7 @@ pub(super) async fn locate<'a>(
 }
 
 /// The application's tree as the controller last wrote it (asking for one if there is none).
-pub(super) async fn tree(state: &App, doc: &DocRef) -> Result<Value, AppError> {
+pub(super) async fn tree(state: &ServerState, doc: &DocRef) -> Result<Value, AppError> {
     Ok(match cache(state)? {
         Some(cache) => {
             let name = instance(state, doc);
@@ -384,7 +388,7 @@ pub(super) fn field<'v>(v: &'v Value, name: &str) -> &'v str {
 
 /// The cluster the application deploys to, and the client that reaches it.
 pub(super) fn destination<'a>(
-    state: &'a App,
+    state: &'a ServerState,
     doc: &DocRef,
 ) -> Result<(&'a Clusters, Target, String), AppError> {
     let clusters = state.clusters.as_deref().ok_or_else(|| {
@@ -534,12 +538,12 @@ pub(super) async fn raw_patch(
 }
 
 /// `ApplicationResourceResponse`: the object as JSON text, a Secret masked.
-fn manifest(state: &App, obj: Value) -> Reply {
+fn manifest(state: &ServerState, obj: Value) -> Reply {
     Reply::Message(json!({"manifest": masked(state, obj).to_string()}))
 }
 
 /// `obj` with its values masked when it is a Secret (and the annotations argocd-cm names).
-pub(super) fn masked(state: &App, obj: Value) -> Value {
+pub(super) fn masked(state: &ServerState, obj: Value) -> Value {
     let sensitive: BTreeSet<String> = masking::sensitive_annotations(
         state
             .config

@@ -201,7 +201,7 @@ fn selected_pods(tree: &Value, q: &PodLogsQuery) -> Vec<(String, String)> {
         .collect()
 }
 
-fn max_pods(state: &crate::app::App) -> Result<usize, AppError> {
+fn max_pods(state: &crate::state::ServerState) -> Result<usize, AppError> {
     match state.config.peek().cm.get(MAX_PODS_KEY).map(String::as_str) {
         None | Some("") => Ok(DEFAULT_MAX_PODS),
         Some(text) => text

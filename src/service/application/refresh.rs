@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use crate::app::App;
 use crate::error::AppError;
 use crate::registry::{Change, DocRef, Kind};
+use crate::state::ServerState;
 
 const REFRESH: &str = "argocd.argoproj.io/refresh";
 const HYDRATE: &str = "argocd.argoproj.io/hydrate";
@@ -18,7 +18,7 @@ const HYDRATE: &str = "argocd.argoproj.io/hydrate";
 const REFRESH_WAIT: Duration = Duration::from_secs(60);
 
 /// `doc` once the controller has answered a refresh of `kind` (`hard`, or else `normal`).
-pub async fn refreshed(state: &App, doc: &DocRef, kind: &str) -> Result<DocRef, AppError> {
+pub async fn refreshed(state: &ServerState, doc: &DocRef, kind: &str) -> Result<DocRef, AppError> {
     let kind = if kind == "hard" { "hard" } else { "normal" };
     let registry = &state.registry;
     // Subscribed before the write, so that the controller's answer cannot slip by.

@@ -25,11 +25,11 @@ use serde_json::{Map, Value};
 
 use super::authorized;
 use super::watch::RECHECK;
-use crate::app::App;
 use crate::controller_cache::{ControllerCache, instance_name};
 use crate::error::AppError;
 use crate::registry::DocRef;
 use crate::service::{Ctx, Reply, StreamItem};
+use crate::state::ServerState;
 
 const NOT_CONFIGURED: &str = "the application controller's cache is not configured: start tiphys with \
      --redis <host:port of Argo CD's Redis> to serve resource trees and managed resources";
@@ -50,7 +50,7 @@ pub struct ResourcesQuery {
 
 impl ResourcesQuery {
     /// The application, if the caller may `get` it.
-    fn application(&self, state: &App, ctx: &Ctx) -> Result<DocRef, AppError> {
+    fn application(&self, state: &ServerState, ctx: &Ctx) -> Result<DocRef, AppError> {
         let principal = ctx.caller.require()?;
         authorized(
             state,
@@ -78,7 +78,7 @@ impl ResourcesQuery {
 }
 
 /// The controller's cache, when there is a controller; see the module comment.
-pub(super) fn cache(state: &App) -> Result<Option<Arc<ControllerCache>>, AppError> {
+pub(super) fn cache(state: &ServerState) -> Result<Option<Arc<ControllerCache>>, AppError> {
     if !state.registry.beside_controller() {
         return Ok(None);
     }
@@ -90,7 +90,7 @@ pub(super) fn cache(state: &App) -> Result<Option<Arc<ControllerCache>>, AppErro
 }
 
 /// The name the controller files `doc` under.
-pub(super) fn instance(state: &App, doc: &DocRef) -> String {
+pub(super) fn instance(state: &ServerState, doc: &DocRef) -> String {
     instance_name(&doc.key.namespace, &doc.key.name, &state.namespace)
 }
 
@@ -135,7 +135,7 @@ fn selected(items: Vec<Value>, q: &ResourcesQuery) -> Vec<Value> {
 /// (the controller will not write until they are gone), else what it finds once the controller
 /// has refreshed the application.
 pub(super) async fn read_or_refresh<T, Fut>(
-    state: &App,
+    state: &ServerState,
     doc: &DocRef,
     what: &str,
     read: impl Fn() -> Fut,
@@ -217,7 +217,7 @@ pub async fn watch_resource_tree(ctx: Ctx, q: ResourcesQuery) -> Result<Reply, A
 
 /// A tree stream after its first message.
 struct Follow {
-    state: Arc<App>,
+    state: Arc<ServerState>,
     ctx: Ctx,
     query: ResourcesQuery,
     cache: Arc<ControllerCache>,
@@ -259,7 +259,7 @@ impl Follow {
 /// it there (`status.resourceHealthSource: appTree`), as upstream's `inferResourcesStatusHealth`.
 /// Without the tree (not written yet, Redis unreachable) the resources stay as stored, as
 /// upstream leaves them.
-pub(crate) async fn with_tree_health(state: &App, doc: DocRef) -> Reply {
+pub(crate) async fn with_tree_health(state: &ServerState, doc: DocRef) -> Reply {
     let from_tree = doc
         .value()
         .pointer("/status/resourceHealthSource")

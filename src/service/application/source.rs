@@ -8,12 +8,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::authorized;
-use crate::app::App;
 use crate::error::AppError;
 use crate::registry::{Key, Kind};
 use crate::service::repository::browse::{self, SnapshotFiles};
 use crate::service::repository::content;
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 /// RevisionMetadataQuery, RevisionChartDetailsQuery and ApplicationManifestQuery, as far as
 /// they are read.
@@ -47,7 +47,7 @@ fn source_at(spec: &Value, index: i32) -> Result<Value, AppError> {
 }
 
 /// The stored repository of `url`, or one without credentials.
-fn repository(app: &App, url: &str) -> Value {
+fn repository(app: &ServerState, url: &str) -> Value {
     app.registry
         .get(&Key::new(Kind::Repository, "", url))
         .map(|doc| doc.value())
@@ -150,7 +150,7 @@ pub async fn manifests(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppError> {
 /// (the default): each Git source's revision exists and its path holds something to deploy.
 /// Helm chart sources are not fetched. Nothing is checked when repositories are not
 /// contacted (`--repo-access off`).
-pub async fn check_sources(app: &App, name: &str, spec: &Value) -> Result<(), AppError> {
+pub async fn check_sources(app: &ServerState, name: &str, spec: &Value) -> Result<(), AppError> {
     if !app.repos.limits().enabled {
         return Ok(());
     }

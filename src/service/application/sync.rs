@@ -5,13 +5,13 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::{AppView, assigned_windows, authorized, doc_object, validate};
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::rbac::Refusal;
 use crate::registry::{Change, DocRef};
 use crate::service::access::{Access, refuse};
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 #[derive(Deserialize, Default, Debug)]
 #[serde(default, rename_all = "camelCase")]
@@ -44,7 +44,7 @@ pub async fn sync(ctx: Ctx, req: SyncRequest) -> Result<Reply, AppError> {
 }
 
 /// One attempt of [`sync`], on the application as it is now.
-async fn sync_once(state: &App, principal: &Principal, req: &SyncRequest) -> Result<Reply, AppError> {
+async fn sync_once(state: &ServerState, principal: &Principal, req: &SyncRequest) -> Result<Reply, AppError> {
     let (existing, object) = may_sync(state, principal, &req.app_namespace, &req.name, &req.project)?;
     // Local manifests replace what the repository says: they need `override` (SEC-23).
     if !req.manifests.is_empty() {
@@ -159,7 +159,7 @@ pub async fn rollback(ctx: Ctx, req: RollbackRequest) -> Result<Reply, AppError>
 
 /// One attempt of [`rollback`], on the application as it is now.
 async fn rollback_once(
-    state: &App,
+    state: &ServerState,
     principal: &Principal,
     req: &RollbackRequest,
     id: i64,
@@ -224,7 +224,7 @@ async fn rollback_once(
 /// `SetAppOperation` (util/argo/argo.go) does, drops the last operation's state, so that
 /// nobody takes the previous outcome for this one's.
 async fn set_operation(
-    state: &App,
+    state: &ServerState,
     existing: &DocRef,
     value: &mut Value,
     operation: Value,
@@ -277,7 +277,7 @@ pub async fn terminate_operation(ctx: Ctx, req: TerminateRequest) -> Result<Repl
 
 /// One attempt of [`terminate_operation`], on the application as it is now.
 async fn terminate_once(
-    state: &App,
+    state: &ServerState,
     principal: &Principal,
     req: &TerminateRequest,
 ) -> Result<Reply, AppError> {
@@ -344,7 +344,7 @@ fn check_auto_sync(app: &Value, req: &SyncRequest) -> Result<(), AppError> {
 /// that an invalid window of the project blocks ("the project has an invalid sync window").
 /// `object` is the application's RBAC object, for the audit line.
 fn check_sync_windows(
-    state: &App,
+    state: &ServerState,
     principal: &Principal,
     app: &AppView,
     object: &str,
@@ -356,7 +356,7 @@ fn check_sync_windows(
 }
 
 fn may_sync(
-    state: &App,
+    state: &ServerState,
     principal: &Principal,
     app_ns: &str,
     name: &str,

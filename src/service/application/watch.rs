@@ -9,13 +9,13 @@ use futures_util::StreamExt as _;
 use futures_util::stream;
 
 use super::{AppQuery, Filter, doc_object};
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Caller;
 use crate::registry::{DocRef, EventType, Kind, Subscription, WatchError};
 use crate::service::access::Access;
 use crate::service::resource::parse_resource_version;
 use crate::service::{Ctx, Reply, StreamItem};
+use crate::state::ServerState;
 
 /// How often a quiet watch re-checks that the caller's session is still valid.
 pub(crate) const RECHECK: Duration = Duration::from_secs(10);
@@ -98,7 +98,7 @@ pub(crate) fn events(
 /// Live events (each object as `field` of its event), ending with an error when the session ends
 /// or the watch cannot continue.
 fn live_events(
-    state: Arc<App>,
+    state: Arc<ServerState>,
     caller: Caller,
     sub: Subscription,
     visible: Arc<dyn Fn(&DocRef) -> bool + Send + Sync>,

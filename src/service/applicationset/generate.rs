@@ -10,11 +10,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 
 use super::render::{Style, merge_template, render_value};
-use crate::app::App;
 use crate::error::AppError;
 use crate::service::cluster::lookup;
 use crate::service::gotemplate::{Budget, MissingKey, sanitize_name};
 use crate::service::limits::check_object_name;
+use crate::state::ServerState;
 
 /// Generators upstream has and tiphys does not render.
 const UNSUPPORTED: [&str; 6] = [
@@ -102,7 +102,7 @@ fn check_list(list: &[Value], path: &str, depth: usize) -> Result<(), AppError> 
 }
 
 /// The Applications `appset` (canonical JSON, namespace set) generates, in generator order.
-pub fn applications(state: &App, appset: &Value) -> Result<Vec<Value>, AppError> {
+pub fn applications(state: &ServerState, appset: &Value) -> Result<Vec<Value>, AppError> {
     let spec = appset.get("spec").cloned().unwrap_or(Value::Null);
     let options: Vec<String> = spec
         .get("goTemplateOptions")
@@ -194,7 +194,7 @@ fn application(template: &Value, namespace: &str) -> Value {
 
 /// The parameter sets of one generator entry (`at` names it in messages), its selector applied.
 fn params(
-    state: &App,
+    state: &ServerState,
     generator: &Value,
     at: &str,
     style: Style<'_>,
@@ -280,7 +280,7 @@ fn list_params(list: &Value, at: &str, style: Style<'_>) -> Result<Vec<Map<Strin
 }
 
 fn cluster_params(
-    state: &App,
+    state: &ServerState,
     spec: &Value,
     at: &str,
     style: Style<'_>,
@@ -357,7 +357,7 @@ fn lookup_strings(value: Option<&Value>) -> BTreeMap<String, String> {
 }
 
 fn matrix_params(
-    state: &App,
+    state: &ServerState,
     matrix: &Value,
     at: &str,
     style: Style<'_>,

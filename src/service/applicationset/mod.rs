@@ -25,16 +25,16 @@ use super::application::{rbac_object, served};
 use super::limits::{check_annotations, check_labels, check_namespace, check_object_name, string_map};
 use super::resource::parse_resource_version;
 use super::sensitive::{canonical, check_no_password};
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 const RESOURCE: &str = "applicationsets";
 
 /// The RBAC object of a stored set.
-fn doc_object(state: &App, doc: &DocRef) -> String {
+fn doc_object(state: &ServerState, doc: &DocRef) -> String {
     rbac_object(
         &state.namespace,
         &doc.summary.project,
@@ -48,7 +48,7 @@ fn doc_object(state: &App, doc: &DocRef) -> String {
 /// serves ApplicationSets in the same namespaces as Applications (server/applicationset:
 /// `isNamespaceEnabled`). Upstream answers any other with an unknown error (500) saying
 /// "namespace '…' is not permitted"; tiphys says the same as a 400.
-fn namespace_of(state: &App, requested: &str) -> Result<String, AppError> {
+fn namespace_of(state: &ServerState, requested: &str) -> Result<String, AppError> {
     if requested.is_empty() {
         return Ok(state.namespace.clone());
     }
@@ -75,7 +75,7 @@ fn listed_namespace(requested: &str) -> Result<Option<String>, AppError> {
 
 /// Whether a set in `ns` is shown by a list of `listed` ([`listed_namespace`]): only from a
 /// namespace sets are served in.
-fn shown(state: &App, listed: Option<&str>, ns: &str) -> bool {
+fn shown(state: &ServerState, listed: Option<&str>, ns: &str) -> bool {
     served(state, ns) && listed.is_none_or(|wanted| wanted == ns)
 }
 
@@ -86,7 +86,7 @@ fn not_found(name: &str) -> AppError {
 /// The set `name` if the caller may perform `action` on it; a missing set and one the caller may
 /// not see answer alike (SEC-13).
 fn authorized(
-    state: &App,
+    state: &ServerState,
     principal: &Principal,
     ns: &str,
     name: &str,
@@ -175,7 +175,7 @@ struct Checked {
 
 /// A caller's set, checked as upstream does before anything else (generators, templated
 /// project, name, labels), in its canonical form, in the server's namespace, without `status`.
-fn checked(state: &App, sent: Option<Value>) -> Result<Checked, AppError> {
+fn checked(state: &ServerState, sent: Option<Value>) -> Result<Checked, AppError> {
     let Some(mut value @ Value::Object(_)) = sent else {
         return Err(AppError::InvalidArgument(
             "the request has no applicationset".to_owned(),
@@ -265,7 +265,7 @@ fn check_repo_urls(value: &Value, path: &str) -> Result<(), AppError> {
 /// `applicationsets, create` on the set, and its project must exist (upstream's
 /// `checkCreatePermissions`); then its Applications, each of whose projects must exist and allow
 /// the caller the same.
-fn check_create(state: &App, principal: &Principal, set: &Checked) -> Result<Vec<Value>, AppError> {
+fn check_create(state: &ServerState, principal: &Principal, set: &Checked) -> Result<Vec<Value>, AppError> {
     let object = rbac_object(&state.namespace, &set.project, &set.key.namespace, &set.name);
     Access::detailed(RESOURCE, "create").check(state, principal, &object)?;
     check_project_exists(state, &set.project)?;
@@ -295,7 +295,7 @@ fn check_create(state: &App, principal: &Principal, set: &Checked) -> Result<Vec
     Ok(apps)
 }
 
-fn check_project_exists(state: &App, project: &str) -> Result<(), AppError> {
+fn check_project_exists(state: &ServerState, project: &str) -> Result<(), AppError> {
     if state
         .registry
         .get(&Key::new(Kind::AppProject, &state.namespace, project))

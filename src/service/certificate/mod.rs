@@ -25,10 +25,10 @@ use serde_json::{Value, json};
 use self::known_hosts::HostKey;
 use super::access::Access;
 use super::sensitive::{canonical, same_as_stored};
-use crate::app::App;
 use crate::error::AppError;
 use crate::registry::{Change, DocRef, Key, Kind, RegistryError};
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 pub const RESOURCE: &str = "certificates";
 const LIST: &str = "github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.RepositoryCertificateList";
@@ -169,7 +169,7 @@ fn host_glob(pattern: &str) -> Result<regex::Regex, AppError> {
 }
 
 /// Every stored certificate, SSH keys first, each kind by host.
-fn stored(app: &App) -> Vec<(DocRef, Stored)> {
+fn stored(app: &ServerState) -> Vec<(DocRef, Stored)> {
     let (_, docs) = app.registry.list(Kind::Certificate);
     let mut all: Vec<_> = docs
         .into_iter()
@@ -379,7 +379,7 @@ pub async fn delete(ctx: Ctx, q: Query) -> Result<Reply, AppError> {
     list_of(removed)
 }
 
-async fn apply(app: &App, changes: Vec<Change>) -> Result<(), AppError> {
+async fn apply(app: &ServerState, changes: Vec<Change>) -> Result<(), AppError> {
     if changes.is_empty() {
         return Ok(());
     }

@@ -60,7 +60,7 @@ fn located(object: &RawObject, key: &str, error: String) -> ConfigError {
 
 /// [`seed`] for a server's state, from the config dir it was started with. The server calls it
 /// right after opening its state, before it serves.
-pub async fn seed_app(app: &crate::app::App) -> anyhow::Result<usize> {
+pub async fn seed_app(app: &crate::state::ServerState) -> anyhow::Result<usize> {
     seed(&app.registry, app.config.dir()).await
 }
 

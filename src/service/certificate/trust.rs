@@ -5,12 +5,12 @@ use rustls_pki_types::CertificateDer;
 use ssh_key::PublicKey;
 
 use super::{HTTPS, SSH, Stored, key, tls};
-use crate::app::App;
 use crate::registry::Kind;
+use crate::state::ServerState;
 
 /// The CA certificates kept for TLS host `server` (`host` or `host:port`: the bundle is kept
 /// per host, as upstream's). Empty when none are kept.
-pub fn ca_certificates_for(app: &App, server: &str) -> Vec<CertificateDer<'static>> {
+pub fn ca_certificates_for(app: &ServerState, server: &str) -> Vec<CertificateDer<'static>> {
     let host = tls::host_of(server);
     app.registry
         .get(&key(HTTPS, host, ""))
@@ -20,7 +20,7 @@ pub fn ca_certificates_for(app: &App, server: &str) -> Vec<CertificateDer<'stati
 
 /// The host keys kept for SSH host `host` on `port` (entries for `host`, `[host]:port` off
 /// port 22, and hashed names of either). Empty when none are kept.
-pub fn known_host_keys_for(app: &App, host: &str, port: u16) -> Vec<PublicKey> {
+pub fn known_host_keys_for(app: &ServerState, host: &str, port: u16) -> Vec<PublicKey> {
     let (_, docs) = app.registry.list(Kind::Certificate);
     docs.iter()
         .map(Stored::deserialize_doc)

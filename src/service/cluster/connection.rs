@@ -9,10 +9,10 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::lookup::Entry;
-use crate::app::App;
 use crate::clusters::{Checked, ClusterError, Clusters, Target};
 use crate::error::AppError;
 use crate::service::sensitive::unknown_state;
+use crate::state::ServerState;
 
 pub(crate) const NOT_CONTACTED: &str = "this server does not contact clusters (--cluster-access off)";
 
@@ -23,7 +23,7 @@ pub struct Shown {
 }
 
 /// The connection of the cluster `entry`, as answered.
-pub async fn shown(app: &App, entry: &Entry, wait: bool) -> Shown {
+pub async fn shown(app: &ServerState, entry: &Entry, wait: bool) -> Shown {
     let Some(clusters) = &app.clusters else {
         return unknown(NOT_CONTACTED);
     };
@@ -83,7 +83,7 @@ pub fn combine(cached: Option<&Value>, own: Shown, applications: i64) -> Value {
 /// Create asks the cluster its version before it stores it, as upstream's does
 /// (server/cluster/cluster.go): a cluster these credentials cannot reach is refused, saying why,
 /// and one that answers starts Successful. Nothing is asked with `--cluster-access off`.
-pub async fn reach_before_create(app: &App, value: &Value) -> Result<(), AppError> {
+pub async fn reach_before_create(app: &ServerState, value: &Value) -> Result<(), AppError> {
     let Some(clusters) = &app.clusters else {
         return Ok(());
     };
@@ -118,7 +118,7 @@ pub fn refusal(err: &ClusterError, message: String) -> AppError {
 
 /// Records that `target`, the connection of the cluster `value`, was just reached (a Create, a
 /// rotated token): it starts Successful.
-pub fn record(app: &App, value: &Value, target: &Target, reached: crate::clusters::Reached) {
+pub fn record(app: &ServerState, value: &Value, target: &Target, reached: crate::clusters::Reached) {
     if let Some(clusters) = &app.clusters {
         let key = key(target, &namespaces(value));
         clusters.states().record(&key, Ok(reached), None);
@@ -127,7 +127,7 @@ pub fn record(app: &App, value: &Value, target: &Target, reached: crate::cluster
 
 /// Forgets what tiphys keeps of the cluster `entry` (InvalidateCache), so that the next answer
 /// checks it anew.
-pub fn forget(app: &App, entry: &Entry) {
+pub fn forget(app: &ServerState, entry: &Entry) {
     if let (Some(clusters), Ok(target)) = (&app.clusters, Target::read(&entry.value)) {
         clusters.forget(&target.server);
         clusters.states().forget(&key(&target, &namespaces(&entry.value)));

@@ -6,12 +6,12 @@
 
 use serde_json::Value;
 
-use crate::app::App;
+use crate::state::ServerState;
 
 /// The controller's info of each of `servers` (in their order), or `None` where there is none:
 /// no controller cache, nothing written for that server, or Redis unreachable (logged; upstream
 /// ignores that error too, and the cluster is answered without the info).
-pub(crate) async fn load(state: &App, servers: &[&str]) -> Vec<Option<Value>> {
+pub(crate) async fn load(state: &ServerState, servers: &[&str]) -> Vec<Option<Value>> {
     let none = || vec![None; servers.len()];
     let Some(cache) = state
         .controller_cache

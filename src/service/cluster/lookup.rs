@@ -6,11 +6,11 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::app::App;
 use crate::error::AppError;
 use crate::registry::{DocRef, Key, Kind};
 use crate::service::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER};
 use crate::service::redact;
+use crate::state::ServerState;
 
 /// `ClusterID`: how a path names a cluster (`/api/v1/clusters/{id.value}?id.type=…`).
 #[derive(Deserialize, Default, Debug, Clone, PartialEq, Eq)]
@@ -149,7 +149,7 @@ impl Entry {
 }
 
 /// `cluster.inClusterEnabled` from argocd-cm: anything but `"false"` enables it, as upstream.
-pub fn in_cluster_enabled(state: &App) -> bool {
+pub fn in_cluster_enabled(state: &ServerState) -> bool {
     state
         .config
         .peek()
@@ -160,7 +160,7 @@ pub fn in_cluster_enabled(state: &App) -> bool {
 
 /// Every cluster the API shows, in server order (the built-in one last), with the registry
 /// revision they are current at.
-pub fn all(state: &App) -> (u64, Vec<Entry>) {
+pub fn all(state: &ServerState) -> (u64, Vec<Entry>) {
     let enabled = in_cluster_enabled(state);
     let (rv, docs) = state.registry.list(Kind::Cluster);
     let mut entries: Vec<Entry> = docs
@@ -175,7 +175,7 @@ pub fn all(state: &App) -> (u64, Vec<Entry>) {
 }
 
 /// The cluster `lookup` names: by server straight from the registry, by name among all.
-pub fn find(state: &App, lookup: &Lookup) -> Option<Entry> {
+pub fn find(state: &ServerState, lookup: &Lookup) -> Option<Entry> {
     match lookup {
         Lookup::Server(server) => {
             let builtin = server == IN_CLUSTER_SERVER;
@@ -200,7 +200,7 @@ pub struct AppCounts {
 }
 
 impl AppCounts {
-    pub fn load(state: &App) -> Self {
+    pub fn load(state: &ServerState) -> Self {
         let mut counts = Self::default();
         let (_, apps) = state.registry.list(Kind::Application);
         for app in apps {

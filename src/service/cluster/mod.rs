@@ -34,11 +34,11 @@ use super::secret_name::{self, Claim};
 use super::sensitive::{
     CLUSTER, CLUSTER_LIST, canonical, check_no_password, list, not_found, object_mut, write,
 };
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 const RESOURCE: &str = "clusters";
 const WHAT: &str = "cluster";
@@ -79,7 +79,12 @@ impl ClusterQuery {
 
 /// The cluster `lookup` names if the caller may perform `action` on it; see the module
 /// comment for what a missing or hidden cluster answers.
-fn authorized(state: &App, principal: &Principal, lookup: &Lookup, action: &str) -> Result<Entry, AppError> {
+fn authorized(
+    state: &ServerState,
+    principal: &Principal,
+    lookup: &Lookup,
+    action: &str,
+) -> Result<Entry, AppError> {
     Access::hidden(RESOURCE, action).load(
         state,
         principal,
@@ -119,7 +124,7 @@ fn answer(
 }
 
 /// One cluster as answered; with `wait`, its connection is checked now if it never was.
-async fn answer_one(state: &App, entry: &Entry, wait: bool) -> Result<Reply, AppError> {
+async fn answer_one(state: &ServerState, entry: &Entry, wait: bool) -> Result<Reply, AppError> {
     // The controller's info (Redis) and tiphys's own check are independent: asked at once.
     let servers = [entry.server.as_str()];
     let (cached, shown) = tokio::join!(
@@ -213,7 +218,7 @@ fn client_fields(mut value: Value) -> Value {
 /// A cluster's server must be an http(s) URL with a host and without a password, its name
 /// non-empty, and its labels and annotations within Kubernetes' limits (upstream keeps them on
 /// the cluster's Secret).
-fn validate(state: &App, view: &ClusterView, value: &Value) -> Result<(), AppError> {
+fn validate(state: &ServerState, view: &ClusterView, value: &Value) -> Result<(), AppError> {
     let server = &view.server;
     if server.is_empty() {
         return Err(AppError::InvalidArgument(
@@ -275,12 +280,12 @@ fn store(entry: &Entry, value: Value) -> Change {
     }
 }
 
-async fn save(state: &App, change: Change) -> Result<Reply, AppError> {
+async fn save(state: &ServerState, change: Change) -> Result<Reply, AppError> {
     let doc = write(state, WHAT, change).await?;
     answer_written(state, doc).await
 }
 
-async fn answer_written(state: &App, doc: Option<DocRef>) -> Result<Reply, AppError> {
+async fn answer_written(state: &ServerState, doc: Option<DocRef>) -> Result<Reply, AppError> {
     let Some(doc) = doc else {
         return Ok(Reply::Message(Value::Object(Map::new())));
     };

@@ -23,17 +23,17 @@ use super::project_rules::{IN_CLUSTER_NAME, IN_CLUSTER_SERVER, ProjectRules};
 use super::redact;
 use super::resource::parse_resource_version;
 use super::sync_windows::SyncWindow;
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 const RESOURCE: &str = "projects";
 /// The project every server has; it cannot be deleted (upstream reserves the name).
 const DEFAULT_PROJECT: &str = "default";
 
-fn project_key(state: &App, name: &str) -> Key {
+fn project_key(state: &ServerState, name: &str) -> Key {
     Key::new(Kind::AppProject, &state.namespace, name)
 }
 
@@ -43,7 +43,12 @@ fn not_found(name: &str) -> AppError {
 
 /// Project `name` if the caller may perform `action` on it. The permission is decided first,
 /// on the requested name alone (see the module comment).
-fn authorized(state: &App, principal: &Principal, name: &str, action: &str) -> Result<DocRef, AppError> {
+fn authorized(
+    state: &ServerState,
+    principal: &Principal,
+    name: &str,
+    action: &str,
+) -> Result<DocRef, AppError> {
     Access::detailed(RESOURCE, action).load(
         state,
         principal,
@@ -176,7 +181,7 @@ struct NameView {
 
 /// The project a client sent, as the use cases store it: in the server's namespace, with
 /// normalized policy lines.
-fn client_project(state: &App, project: Option<Value>) -> Result<(Value, MetaView), AppError> {
+fn client_project(state: &ServerState, project: Option<Value>) -> Result<(Value, MetaView), AppError> {
     let mut value = match project {
         Some(v @ Value::Object(_)) => v,
         _ => {
@@ -212,7 +217,7 @@ fn comparable_spec(value: &Value) -> Result<Value, AppError> {
     Ok(canonical.get("spec").cloned().unwrap_or(Value::Null))
 }
 
-async fn write(state: &App, change: Change) -> Result<Reply, AppError> {
+async fn write(state: &ServerState, change: Change) -> Result<Reply, AppError> {
     Ok(Reply::written(state.registry.apply_one(change).await?))
 }
 
@@ -377,7 +382,7 @@ fn comparable_field<'a>(spec: &'a Value, field: &str) -> Option<&'a Value> {
 /// Refuses an update after which applications of the project that its old rules permitted
 /// would no longer be permitted (their sources or destinations), as upstream does.
 fn check_applications_stay_valid(
-    state: &App,
+    state: &ServerState,
     project: &str,
     old: &Value,
     new: &Value,

@@ -18,13 +18,13 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::{RESOURCE, project_key};
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::projects::{Roles, TokenEntry, merge_tokens};
 use crate::registry::{Change, DocRef, RegistryError};
 use crate::service::access::Access;
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 /// Tries of a read-modify-write of a project that others may be writing at the same time.
 const WRITE_ATTEMPTS: usize = 5;
@@ -143,7 +143,7 @@ fn set_role_tokens(project: &mut Value, role: &str, list: Vec<TokenEntry>) {
 /// one of the role's groups. `Ok(None)`: allowed, but the project has no such role.
 /// A missing project and a forbidden one give the same answer to a caller without `update`.
 fn token_target(
-    state: &App,
+    state: &ServerState,
     principal: &Principal,
     project: &str,
     role: &str,
@@ -175,7 +175,7 @@ fn token_target(
 }
 
 /// The denial (with its audit line) for managing the tokens of `project`.
-fn refusal(state: &App, principal: &Principal, project: &str) -> AppError {
+fn refusal(state: &ServerState, principal: &Principal, project: &str) -> AppError {
     UPDATE.deny(state, principal, project)
 }
 
@@ -184,7 +184,7 @@ fn no_role(project: &str, role: &str) -> AppError {
 }
 
 /// Replaces `doc` by `value` unless someone else changed it since it was read.
-async fn write_if_unchanged(state: &App, doc: &DocRef, value: Value) -> Result<bool, AppError> {
+async fn write_if_unchanged(state: &ServerState, doc: &DocRef, value: Value) -> Result<bool, AppError> {
     let change = Change::Update {
         key: doc.key.clone(),
         value,

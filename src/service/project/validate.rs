@@ -149,7 +149,7 @@ pub fn check_project(name: &str, project: &Value) -> Result<(), AppError> {
         }
     }
     // The lines must also load as RBAC loads them at enforcement (quoting, field counts).
-    crate::app::projects::rbac_roles(name, &Roles::read(project))
+    crate::state::projects::rbac_roles(name, &Roles::read(project))
         .rules()
         .map_err(|e| AppError::InvalidArgument(format!("the project's role policy does not load: {e}")))?;
 

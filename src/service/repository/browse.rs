@@ -15,13 +15,13 @@ use serde_json::{Value, json};
 use super::content::{self, Files};
 use super::remote::remote_of;
 use super::{Flavor, READ, RESOURCE, RepoQuery, RepoView, authorized, rbac_object};
-use crate::app::App;
 use crate::error::AppError;
 use crate::gitrepo::{Checked, GitError, Refs, Remote, Snapshot};
 use crate::principal::Principal;
 use crate::rbac::Refusal;
 use crate::service::access::{Access, refuse};
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 /// A failed access check as a caller sees it.
 pub fn not_accessible(err: &GitError) -> AppError {
@@ -49,7 +49,7 @@ fn is_helm(value: &Value) -> bool {
 
 /// Contacts the repository as `remote` says: a Helm repository's index, or a Git
 /// repository's refs (uncached).
-pub async fn check(app: &App, helm: bool, remote: &Remote) -> Result<(), GitError> {
+pub async fn check(app: &ServerState, helm: bool, remote: &Remote) -> Result<(), GitError> {
     if helm {
         app.repos.helm_index(remote, true).await.map(|_| ())
     } else {
@@ -63,7 +63,7 @@ fn state_key(project: &str, url: &str) -> String {
 }
 
 /// Checks the stored repository `value` now and records the outcome.
-pub async fn check_stored(app: &App, f: Flavor, value: &Value) -> Checked {
+pub async fn check_stored(app: &ServerState, f: Flavor, value: &Value) -> Checked {
     let view = RepoView::read(value);
     let remote = remote_of(app, f, value);
     let outcome = check(app, is_helm(value), &remote).await;
@@ -72,7 +72,7 @@ pub async fn check_stored(app: &App, f: Flavor, value: &Value) -> Checked {
 
 /// Records the outcome of a check of repository `url` in `project`, reached as `remote`.
 pub fn record(
-    app: &App,
+    app: &ServerState,
     project: &str,
     url: &str,
     remote: &Remote,
@@ -82,7 +82,7 @@ pub fn record(
 }
 
 /// The last recorded state of repository `url` in `project`, if it was checked.
-pub fn recorded_state(app: &App, project: &str, url: &str) -> Option<Value> {
+pub fn recorded_state(app: &ServerState, project: &str, url: &str) -> Option<Value> {
     app.repos
         .states()
         .peek(&state_key(project, url))
@@ -90,7 +90,7 @@ pub fn recorded_state(app: &App, project: &str, url: &str) -> Option<Value> {
 }
 
 /// Forgets the last check of repository `url` in `project`.
-pub fn forget(app: &App, project: &str, url: &str) {
+pub fn forget(app: &ServerState, project: &str, url: &str) {
     app.repos.states().forget(&state_key(project, url));
 }
 
@@ -99,7 +99,13 @@ pub fn forget(app: &App, project: &str, url: &str) {
 /// the last one). A repository never checked is checked now when `wait` (one repository is
 /// asked for), else in the background, answered `Unknown` meanwhile (a list never waits for
 /// every repository a restarted server has not checked yet).
-pub async fn connection_state(app: &Arc<App>, f: Flavor, value: &Value, force: bool, wait: bool) -> Value {
+pub async fn connection_state(
+    app: &Arc<ServerState>,
+    f: Flavor,
+    value: &Value,
+    force: bool,
+    wait: bool,
+) -> Value {
     if !app.repos.limits().enabled {
         return crate::service::sensitive::unknown_state(&GitError::Disabled.to_string());
     }
@@ -217,19 +223,19 @@ pub async fn helm_charts(ctx: Ctx, q: RepoQuery) -> Result<Reply, AppError> {
 }
 
 /// A Helm repository's index, bounded as every fetch is, and reused for a while.
-pub async fn helm_index(app: &App, remote: &Remote, fresh: bool) -> Result<Arc<Vec<u8>>, AppError> {
+pub async fn helm_index(app: &ServerState, remote: &Remote, fresh: bool) -> Result<Arc<Vec<u8>>, AppError> {
     app.repos.helm_index(remote, fresh).await.map_err(read_failed)
 }
 
 /// The files of `revision` (branch, tag, commit or `HEAD`) of the repository `value`.
-pub async fn files_at(app: &App, value: &Value, revision: &str) -> Result<Arc<Snapshot>, AppError> {
+pub async fn files_at(app: &ServerState, value: &Value, revision: &str) -> Result<Arc<Snapshot>, AppError> {
     Ok(commit_at(app, value, revision).await?.0)
 }
 
 /// The files of `revision` of the repository `value`, and the tags naming its commit (from
 /// the same listing of refs).
 pub async fn files_and_tags_at(
-    app: &App,
+    app: &ServerState,
     value: &Value,
     revision: &str,
 ) -> Result<(Arc<Snapshot>, Vec<String>), AppError> {
@@ -240,7 +246,11 @@ pub async fn files_and_tags_at(
 
 /// The commit `revision` names (resolved on the listed refs, listed anew once if it is not
 /// among them), fetched, with the refs it was resolved on.
-async fn commit_at(app: &App, value: &Value, revision: &str) -> Result<(Arc<Snapshot>, Arc<Refs>), AppError> {
+async fn commit_at(
+    app: &ServerState,
+    value: &Value,
+    revision: &str,
+) -> Result<(Arc<Snapshot>, Arc<Refs>), AppError> {
     let remote = remote_of(app, READ, value);
     let mut refs = app.repos.refs(&remote, false).await.map_err(read_failed)?;
     if refs.resolve(revision).is_none() {
@@ -292,7 +302,12 @@ pub async fn list_apps(ctx: Ctx, q: AppsQuery) -> Result<Reply, AppError> {
 
 /// The project's `sourceRepos` permit the repository, as upstream checks before it reads a
 /// repository for an application of that project.
-fn repo_permitted(app: &App, principal: &Principal, project: &str, url: &str) -> Result<(), AppError> {
+fn repo_permitted(
+    app: &ServerState,
+    principal: &Principal,
+    project: &str,
+    url: &str,
+) -> Result<(), AppError> {
     crate::service::project_rules::ProjectRules::load(&app.registry, &app.namespace, project)?
         .check_source(project, url)
         .map_err(|_| {

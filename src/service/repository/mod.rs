@@ -34,11 +34,11 @@ use super::sensitive::{
     REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state,
     write,
 };
-use crate::app::App;
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
 use crate::service::{Ctx, Reply};
+use crate::state::ServerState;
 
 /// The RBAC resource of repositories and of credential templates.
 pub const RESOURCE: &str = "repositories";
@@ -158,7 +158,7 @@ pub fn answer(value: &Value, templates: &Templates) -> Result<Value, AppError> {
 /// The stored repository with URL `url`, if the caller may perform `action` on it; see the
 /// module comment for what a missing or hidden one answers.
 fn authorized(
-    state: &App,
+    state: &ServerState,
     f: Flavor,
     principal: &Principal,
     url: &str,
@@ -236,7 +236,13 @@ async fn list_in(f: Flavor, ctx: &Ctx, q: &RepoQuery) -> Result<Reply, AppError>
 
 /// The connection state of a repository of flavor `f`: checked for repositories, `Unknown`
 /// for write repositories (tiphys does not push).
-async fn with_state(app: &std::sync::Arc<App>, f: Flavor, value: &Value, force: bool, wait: bool) -> Value {
+async fn with_state(
+    app: &std::sync::Arc<ServerState>,
+    f: Flavor,
+    value: &Value,
+    force: bool,
+    wait: bool,
+) -> Value {
     if f.repos == Kind::Repository {
         browse::connection_state(app, f, value, force, wait).await
     } else {
@@ -294,11 +300,11 @@ fn validate(f: Flavor, view: &RepoView) -> Result<(), AppError> {
     Ok(())
 }
 
-async fn save(state: &App, f: Flavor, change: Change) -> Result<Reply, AppError> {
+async fn save(state: &ServerState, f: Flavor, change: Change) -> Result<Reply, AppError> {
     answer_written(state, f, write(state, f.what, change).await?)
 }
 
-fn answer_written(state: &App, f: Flavor, doc: Option<DocRef>) -> Result<Reply, AppError> {
+fn answer_written(state: &ServerState, f: Flavor, doc: Option<DocRef>) -> Result<Reply, AppError> {
     match doc {
         Some(doc) => {
             let value = doc.value();

@@ -7,9 +7,9 @@ use serde_json::Value;
 
 use super::Flavor;
 use super::templates::{Templates, has_credentials};
-use crate::app::App;
 use crate::gitrepo::{self, Remote};
 use crate::service::certificate::trust;
+use crate::state::ServerState;
 
 /// The fields of a repository (or template, or access query) that say how to reach it.
 #[derive(Deserialize, Default)]
@@ -34,7 +34,7 @@ impl Reach {
 
 /// How to reach the repository `value` (stored, or as a caller sent it), borrowing a
 /// template's credentials when it has none of its own.
-pub fn remote_of(app: &App, f: Flavor, value: &Value) -> Remote {
+pub fn remote_of(app: &ServerState, f: Flavor, value: &Value) -> Remote {
     let own = Reach::read(value);
     let creds = if has_credentials(value) {
         own
@@ -52,7 +52,7 @@ pub fn remote_of(app: &App, f: Flavor, value: &Value) -> Remote {
     build(app, creds)
 }
 
-fn build(app: &App, reach: Reach) -> Remote {
+fn build(app: &ServerState, reach: Reach) -> Remote {
     let mut remote = Remote {
         url: reach.repo,
         username: reach.username,

@@ -5,8 +5,8 @@
 
 use serde_json::Value;
 
-use crate::app::App;
 use crate::registry::Kind;
+use crate::state::ServerState;
 
 /// The fields whose presence means a repository (or a template) carries credentials.
 const CREDENTIAL_STRINGS: &[&str] = &[
@@ -69,7 +69,7 @@ pub struct Templates {
 
 impl Templates {
     /// The templates of kind `creds` (credential templates, or write credential templates).
-    pub fn load(state: &App, creds: Kind) -> Self {
+    pub fn load(state: &ServerState, creds: Kind) -> Self {
         let (_, docs) = state.registry.list(creds);
         Self::from_items(
             docs.into_iter()

@@ -9,10 +9,6 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Body;
-use http::header::{
-    ACCEPT, CONTENT_LENGTH, CONTENT_SECURITY_POLICY, CONTENT_TYPE, LOCATION, REFERRER_POLICY,
-    STRICT_TRANSPORT_SECURITY, X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
-};
 use http::{HeaderValue, Request, Response, StatusCode, Uri, Version};
 use ipnet::IpNet;
 use tonic_health::pb::health_server::{Health, HealthServer};
@@ -27,19 +23,29 @@ use super::idle::InFlight;
 use super::loglimit::LogKind;
 use super::metrics::Metrics;
 use super::outcome::{self, Final};
-use super::protocol::{GRPC_MESSAGE, GRPC_STATUS, Protocol};
-use super::rate_limit::{LOGIN_METHOD, RateClasses};
+use super::protocol::Protocol;
+use super::rate_limit::RateClasses;
 use super::redirect::RedirectHosts;
 use super::routes;
 use super::tls::CertResolver;
-use crate::app::App;
-use crate::auth::cookie::CookieScope;
-use crate::auth::{Ambiguous, Carrier, Channel};
+use crate::auth::{Ambiguous, Carrier};
 use crate::error::{AppError, rest_error};
 use crate::grpc::GrpcServices;
-use crate::principal::{AuthInfo, BodyLimit, ClientScheme, OverLimit, RequestContext};
-use crate::principal::{Caller, Credentials};
-use crate::service::SessionCookie;
+use crate::principal::Credentials;
+use crate::principal::{BodyLimit, ClientScheme};
+use crate::state::ServerState;
+
+mod grpc_web;
+mod headers;
+mod identity;
+mod limits;
+mod responses;
+
+pub(crate) use self::grpc_web::normalize_grpc_web_content_type;
+use self::grpc_web::{fix_bad_base64_status, fix_message_size_status};
+use self::limits::{declared_length, raw_body_limit};
+pub use self::responses::grpc_error;
+use self::responses::{not_found, redirect, refusal};
 
 pub const GRPC_NEEDS_HTTP2: &str = "gRPC needs HTTP/2 end to end, but this call reached tiphys over HTTP/1.1 \
 (a proxy in between downgraded it): use the CLI's --grpc-web flag, or let the proxy speak HTTP/2 (h2c) to the server";
@@ -79,7 +85,7 @@ pub struct Dispatcher {
     grpc_web: GrpcWebService<GrpcServices>,
     http: Router,
     /// Who callers are (`app.auth.authenticator`).
-    app: Arc<App>,
+    app: Arc<ServerState>,
     pub(super) metrics: Arc<Metrics>,
     /// TLS mode: plaintext requests are subject to the edge policy.
     tls_mode: bool,
@@ -104,7 +110,7 @@ impl Dispatcher {
     /// The request handler of a server configured by `config`, over `app`: what the listener
     /// calls for every request (the in-process tests call it directly).
     pub fn new(
-        app: &Arc<App>,
+        app: &Arc<ServerState>,
         config: &ServerConfig,
         metrics: Arc<Metrics>,
         health: HealthServer<impl Health>,
@@ -283,97 +289,6 @@ impl Dispatcher {
         (protocol, route, response)
     }
 
-    /// The one place that works out who the caller is. Static UI files need
-    /// no identity, so they skip the token check.
-    async fn identify(
-        &self,
-        headers: &http::HeaderMap,
-        protocol: Protocol,
-        conn: ConnInfo,
-        scheme: ClientScheme,
-    ) -> Result<(RequestContext, Option<Renewal>), Ambiguous> {
-        let ip = edge::client_ip(headers, conn.peer.ip(), &self.trusted_proxies);
-        let channel = match protocol {
-            Protocol::Grpc | Protocol::GrpcWeb => Channel::Grpc,
-            Protocol::Rest => Channel::Http,
-            Protocol::Ui => {
-                let context = RequestContext {
-                    caller: Caller::anonymous(ip),
-                    auth: AuthInfo::default(),
-                    scheme,
-                    fenced: false,
-                    body_limit: BodyLimit::NONE,
-                };
-                return Ok((context, None));
-            }
-        };
-        // Read your writes on every replica: the view catches up with the registry before the
-        // request reads it. On etcd the token check's quorum read also learns how far (see
-        // `registry::fence`), so a request waits for etcd once, not twice.
-        let began = Instant::now();
-        let identified = self.app.auth.authenticator.identify(headers, channel, ip).await?;
-        let fence = self.app.registry.fresh_since(began).await;
-        let renewal = match (&identified.caller.credentials, identified.renewed) {
-            (Credentials::Valid(presented), Some(token)) => Some(Renewal {
-                token,
-                presented: Arc::clone(presented),
-                carrier: identified.carrier,
-                chunks: identified.cookie_chunks,
-            }),
-            _ => None,
-        };
-        let context = RequestContext {
-            caller: identified.caller,
-            auth: AuthInfo {
-                carrier: identified.carrier,
-                cookie_chunks: identified.cookie_chunks,
-            },
-            scheme,
-            fenced: fence.is_ok(),
-            body_limit: BodyLimit::NONE,
-        };
-        Ok((context, renewal))
-    }
-
-    /// Hands a renewed login token back where only the client can read it:
-    /// `renew-token` metadata on native gRPC (the CLI), a fresh HttpOnly
-    /// cookie for a browser. Never a header a page script could read.
-    async fn hand_back(
-        &self,
-        response: &mut Response<Body>,
-        protocol: Protocol,
-        scheme: ClientScheme,
-        renewal: &Renewal,
-    ) {
-        // The call itself may have ended the session (logout, a password
-        // change): then the renewed token must not outlive it.
-        let authenticator = &self.app.auth.authenticator;
-        if authenticator.still_valid(&renewal.presented).await.is_err()
-            || authenticator.still_valid(&renewal.token).await.is_err()
-        {
-            return;
-        }
-        let token = renewal.token.as_str();
-        match (protocol, renewal.carrier) {
-            (Protocol::Grpc, _) => {
-                if let Ok(v) = HeaderValue::from_str(token) {
-                    response.headers_mut().insert("renew-token", v);
-                }
-            }
-            (Protocol::Rest, Some(Carrier::Cookie))
-                // Login and logout already set (or cleared) the cookie.
-                if !response.headers().contains_key(http::header::SET_COOKIE) =>
-            {
-                let scope = CookieScope::new(&self.app.basehref, scheme);
-                let cookie = SessionCookie::Set(token.to_owned());
-                if let Err(err) = crate::api::cookies::write(response, &scope, &cookie, renewal.chunks) {
-                    tracing::warn!(error = %err, "cannot hand back a renewed session cookie");
-                }
-            }
-            _ => {}
-        }
-    }
-
     /// The client's scheme, or the response that ends the request here.
     fn scheme<B>(
         &self,
@@ -468,111 +383,6 @@ impl Dispatcher {
         }
         call(self.http.clone(), req.map(Body::new)).await
     }
-
-    /// The refusal of a request over its caller's rate limit (429 / `RESOURCE_EXHAUSTED`, with
-    /// `Retry-After`), or `None` to serve it. A refused login is audited here: its use case,
-    /// which audits the others, never runs.
-    async fn over_rate(
-        &self,
-        protocol: Protocol,
-        method: &http::Method,
-        path: &str,
-        headers: &http::HeaderMap,
-        extensions: &http::Extensions,
-    ) -> Option<Response<Body>> {
-        // The parts, not the request: a future holding `&Request<B>` would need `B: Sync`.
-        let context = extensions.get::<RequestContext>()?;
-        let counted = self.rate_classes.of(protocol, method, path, &context.caller)?;
-        let err = self
-            .app
-            .auth
-            .rate_limits
-            .check(counted.class, counted.bucket)
-            .await
-            .err()?;
-        if let Some(method) = counted.login {
-            crate::rpc::refused_login(method, &context.caller, &err);
-            if method == LOGIN_METHOD {
-                let outcomes = &self.app.auth.logins.outcomes;
-                outcomes
-                    .throttled
-                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            }
-        }
-        Some(refusal(protocol, headers, err))
-    }
-
-    /// How much a request may send: the protocol's limit, or, for a caller without a valid
-    /// session, [`UNAUTHENTICATED_BODY_BYTES`]. Git webhooks prove who sent them with a
-    /// signature over the body, so they get the REST limit without a session.
-    fn body_limit(&self, protocol: Protocol, caller: &Caller, path: &str) -> BodyLimit {
-        let full = match protocol {
-            Protocol::Grpc | Protocol::GrpcWeb => BodyLimit {
-                bytes: self.grpc_request_limit.0,
-                over: OverLimit::TooLarge {
-                    noun: "request message",
-                    why: self.grpc_request_limit.1,
-                },
-            },
-            Protocol::Rest => BodyLimit {
-                bytes: self.max_body_bytes,
-                over: OverLimit::TooLarge {
-                    noun: "request body",
-                    why: "--max-body-bytes",
-                },
-            },
-            // The dashboard's files take no body, and identify no one.
-            Protocol::Ui => {
-                return BodyLimit {
-                    bytes: UNAUTHENTICATED_BODY_BYTES.min(self.max_body_bytes),
-                    over: OverLimit::TooLarge {
-                        noun: "request body",
-                        why: "the dashboard takes none",
-                    },
-                };
-            }
-        };
-        let webhook = protocol == Protocol::Rest && path == crate::api::webhook::PATH;
-        if caller.has_access() || full.bytes <= UNAUTHENTICATED_BODY_BYTES || webhook {
-            return full;
-        }
-        BodyLimit {
-            bytes: UNAUTHENTICATED_BODY_BYTES,
-            over: OverLimit::Unauthenticated {
-                rejected: matches!(caller.credentials, Credentials::Rejected(_)),
-            },
-        }
-    }
-
-    fn add_security_headers(&self, response: &mut Response<Body>, scheme: ClientScheme) {
-        let is_html = response
-            .headers()
-            .get(CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|ct| ct.starts_with("text/html"));
-        let headers = response.headers_mut();
-        headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-        headers.insert(REFERRER_POLICY, HeaderValue::from_static("same-origin"));
-        if scheme == ClientScheme::Https {
-            headers.insert(
-                STRICT_TRANSPORT_SECURITY,
-                HeaderValue::from_static("max-age=31536000"),
-            );
-        }
-        if is_html {
-            let h = &self.html_headers;
-            if let Ok(v) = HeaderValue::from_str(&h.content_security_policy)
-                && !h.content_security_policy.is_empty()
-            {
-                headers.insert(CONTENT_SECURITY_POLICY, v);
-            }
-            if let Ok(v) = HeaderValue::from_str(&h.x_frame_options)
-                && !h.x_frame_options.is_empty()
-            {
-                headers.insert(X_FRAME_OPTIONS, v);
-            }
-        }
-    }
 }
 
 /// Calls a service that cannot fail (its errors are responses).
@@ -585,74 +395,6 @@ where
     match service.oneshot(req).await {
         Ok(response) => response.map(Body::new),
         Err(never) => match never {},
-    }
-}
-
-/// A fresh login token for a caller whose token is close to expiry.
-struct Renewal {
-    token: String,
-    /// The token the request presented.
-    presented: Arc<str>,
-    carrier: Option<Carrier>,
-    chunks: usize,
-}
-
-/// `application/grpc-web+proto; charset=…` → `application/grpc-web+proto`:
-/// tonic-web matches the media type exactly. tonic-web also picks the
-/// response encoding from `Accept` alone; a text request from a client that
-/// does not say what it accepts gets a text response, as the protocol intends.
-pub(crate) fn normalize_grpc_web_content_type<B>(req: &mut Request<B>) {
-    let Some(media) = super::protocol::media_type(req.headers()) else {
-        return;
-    };
-    let accepts_grpc_web = req
-        .headers()
-        .get(ACCEPT)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.contains("application/grpc-web"));
-    if media.starts_with("application/grpc-web-text") && !accepts_grpc_web {
-        req.headers_mut()
-            .insert(ACCEPT, HeaderValue::from_static("application/grpc-web-text"));
-    }
-    if let Ok(value) = HeaderValue::from_str(&media) {
-        req.headers_mut().insert(CONTENT_TYPE, value);
-    }
-}
-
-/// tonic reports a request message above the size limit as OUT_OF_RANGE; gRPC
-/// (and grpc-go, which Argo CD's clients know) says RESOURCE_EXHAUSTED.
-fn fix_message_size_status(response: &mut Response<Body>) {
-    let headers = response.headers_mut();
-    let too_large = headers.get(GRPC_STATUS).is_some_and(|v| v == "11")
-        && headers
-            .get(GRPC_MESSAGE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|m| {
-                m.contains("message%20length%20too%20large") || m.contains("message length too large")
-            });
-    if too_large {
-        headers.insert(GRPC_STATUS, HeaderValue::from_static("8"));
-    }
-}
-
-/// tonic-web reports a gRPC-Web text body that is not base64 as INTERNAL ("tonic-web: Invalid
-/// symbol …", "tonic-web: malformed base64 request"): the client sent it, so it is
-/// INVALID_ARGUMENT, with a message that says what was wrong.
-fn fix_bad_base64_status(response: &mut Response<Body>) {
-    let headers = response.headers_mut();
-    let detail = headers
-        .get(GRPC_MESSAGE)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|m| m.strip_prefix("tonic-web:%20"))
-        .filter(|m| m.starts_with("Invalid%20") || m.starts_with("malformed%20base64"))
-        .map(str::to_owned);
-    let Some(detail) = detail.filter(|_| headers.get(GRPC_STATUS).is_some_and(|v| v == "13")) else {
-        return;
-    };
-    let message = format!("malformed%20gRPC-Web%20text%20body:%20not%20valid%20base64%20({detail})");
-    if let Ok(value) = HeaderValue::from_str(&message) {
-        headers.insert(GRPC_STATUS, HeaderValue::from_static("3"));
-        headers.insert(GRPC_MESSAGE, value);
     }
 }
 
@@ -672,70 +414,6 @@ pub(crate) fn strip_prefix(uri: &Uri, root: &str) -> Option<Uri> {
     let mut parts = uri.clone().into_parts();
     parts.path_and_query = Some(pq.parse().ok()?);
     Uri::from_parts(parts).ok()
-}
-
-pub fn grpc_error(code: tonic::Code, message: &str) -> Response<Body> {
-    tonic::Status::new(code, message).into_http::<Body>()
-}
-
-/// A request refused from its headers (its body is never read), in its protocol's form: for
-/// credentials that disagree, a connection beyond `--max-connections`, or a rate limit (whose
-/// `Retry-After` the error table adds, as a header on every protocol).
-fn refusal(protocol: Protocol, headers: &http::HeaderMap, err: AppError) -> Response<Body> {
-    match protocol {
-        Protocol::Grpc => tonic::Status::from(err).into_http::<Body>(),
-        Protocol::GrpcWeb => {
-            // A trailers-only answer, in the gRPC-Web media type the client sent.
-            let mut response = tonic::Status::from(err).into_http::<Body>();
-            if let Some(media) = super::protocol::media_type(headers)
-                && let Ok(value) = HeaderValue::from_str(&media)
-            {
-                response.headers_mut().insert(CONTENT_TYPE, value);
-            }
-            response
-        }
-        Protocol::Rest | Protocol::Ui => axum::response::IntoResponse::into_response(err),
-    }
-}
-
-fn redirect(location: &str) -> Response<Body> {
-    let mut response = Response::new(Body::empty());
-    *response.status_mut() = StatusCode::TEMPORARY_REDIRECT;
-    if let Ok(v) = HeaderValue::from_str(location) {
-        response.headers_mut().insert(LOCATION, v);
-    }
-    response
-}
-
-fn not_found() -> Response<Body> {
-    rest_error(tonic::Code::NotFound, StatusCode::NOT_FOUND, "Not Found")
-}
-
-fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
-    headers
-        .get(CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-}
-
-/// The bytes of body a request may send under `limit`: a gRPC message comes with its 5-byte
-/// prefix, and gRPC-Web text is base64 (a third longer, padded per chunk).
-fn raw_body_limit(protocol: Protocol, limit: BodyLimit, headers: &http::HeaderMap) -> u64 {
-    const FRAME: u64 = 5;
-    match protocol {
-        Protocol::Rest | Protocol::Ui => limit.bytes,
-        Protocol::Grpc => limit.bytes.saturating_add(FRAME),
-        Protocol::GrpcWeb => {
-            let framed = limit.bytes.saturating_add(FRAME);
-            let text = super::protocol::media_type(headers)
-                .is_some_and(|m| m.starts_with("application/grpc-web-text"));
-            if text {
-                framed.div_ceil(3).saturating_mul(4).saturating_add(4096)
-            } else {
-                framed
-            }
-        }
-    }
 }
 
 #[cfg(test)]

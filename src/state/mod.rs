@@ -5,7 +5,7 @@
 
 pub mod drain;
 pub mod projects;
-pub mod streams;
+pub mod stream_slots;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -66,7 +66,7 @@ impl Options {
             basehref: "/".to_owned(),
             login_limits: LoginLimits::default(),
             secrets_key_file: None,
-            max_streams_per_caller: streams::DEFAULT_PER_CALLER as usize,
+            max_streams_per_caller: stream_slots::DEFAULT_PER_CALLER as usize,
             // Tools and in-process tests contact no repository.
             repos: crate::gitrepo::Limits {
                 enabled: false,
@@ -80,7 +80,7 @@ impl Options {
     }
 }
 
-pub struct App {
+pub struct ServerState {
     /// Argo CD's configuration, reloaded while the server runs.
     pub config: Arc<ConfigWatch>,
     /// Accounts, logins, tokens, sessions: who a caller is.
@@ -101,7 +101,7 @@ pub struct App {
     /// Shutdown as the use cases see it: `/healthz`, open streams.
     pub drain: drain::Drain,
     /// Open streams per caller.
-    pub streams: Arc<streams::StreamSlots>,
+    pub streams: Arc<stream_slots::StreamSlots>,
     /// Reads repositories: refs, commits, Helm indexes, connection states.
     pub repos: Arc<crate::gitrepo::Client>,
     /// Contacts destination clusters (connection states); `None` with `--cluster-access off`.
@@ -138,7 +138,7 @@ pub async fn secrets_keys(
     Ok(SecretsKeys::of(file_keys, server_key.map(str::as_bytes)))
 }
 
-impl App {
+impl ServerState {
     /// Opens the store (the data dir's file, one server per data dir, or etcd, shared by
     /// replicas) and everything that lives on it. Every error names what is wrong.
     pub async fn open(mut options: Options) -> anyhow::Result<Self> {
@@ -248,7 +248,7 @@ impl App {
             basehref: options.basehref,
             oidc,
             drain: drain::Drain::default(),
-            streams: streams::StreamSlots::new(options.max_streams_per_caller),
+            streams: stream_slots::StreamSlots::new(options.max_streams_per_caller),
             repos: Arc::new(crate::gitrepo::Client::new(options.repos)),
             clusters: options
                 .clusters

@@ -17,10 +17,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{Handler, UnaryFnRef};
 use crate::error::AppError;
 use crate::principal::{Caller, Credentials};
-use crate::service::Ctx;
+use crate::service::{Ctx, UseCase};
 
 /// Names of request fields that say which object a call is about. Values of other fields are
 /// never read: they may be secrets (a login's password, a repository's key).
@@ -36,13 +35,10 @@ const NAMES: &[&str] = &[
     "username",
 ];
 
-/// `handler`, recording each call as the module's doc says. `mutates`: the method changes
+/// `inner`, recording each call as the module's doc says. `mutates`: the method changes
 /// state (every call is recorded, not only refusals).
-pub fn audited(method: &'static str, mutates: bool, handler: Handler) -> Handler {
-    let Handler::Call(inner, read) = handler else {
-        return handler;
-    };
-    let call: Arc<UnaryFnRef> = Arc::new(move |ctx: Ctx, json: Value| {
+pub fn audited(method: &'static str, mutates: bool, inner: Arc<UseCase>) -> Arc<UseCase> {
+    Arc::new(move |ctx: Ctx, json: Value| {
         let object = mutates.then(|| object_of(&json));
         let who = (Arc::clone(&ctx.app), ctx.caller.clone());
         let reply = inner(ctx, json);
@@ -67,8 +63,7 @@ pub fn audited(method: &'static str, mutates: bool, handler: Handler) -> Handler
             }
             reply
         })
-    });
-    Handler::Call(call, read)
+    })
 }
 
 /// The line of a login refused before its request was read (a rate limit, decided from the
