@@ -17,7 +17,6 @@ pub mod project;
 pub mod project_rules;
 pub mod redact;
 mod reply;
-pub mod repocreds;
 pub mod repository;
 pub mod resource;
 pub mod secret_name;

@@ -13,10 +13,12 @@
 
 use serde_json::Value;
 
+use super::access::Access;
 use super::limits::check_secret_name;
 use super::redact;
 use super::sensitive::{object_mut, store_error};
 use crate::error::AppError;
+use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key, Kind};
 use crate::state::ServerState;
 
@@ -153,4 +155,53 @@ pub async fn move_to(
         .await
         .map_err(|e| store_error(what, e))?;
     Ok(docs.pop().flatten())
+}
+
+/// A create at `key` of an object whose RBAC object is `object`.
+pub struct Create<'a> {
+    pub kind: Kind,
+    /// What one such object is called in messages.
+    pub what: &'a str,
+    pub key: Key,
+    pub object: &'a str,
+    pub upsert: bool,
+}
+
+/// The steps every create of a repository or credential template takes before it compares
+/// with what is stored at its key (one procedure for both, so they cannot drift apart): the
+/// Secret name is settled against `stored`, and when the Secret declares an object at another
+/// URL, that object moves here. A move needs `upsert`, and `update` on both RBAC objects
+/// (`object_of` tells a stored object's). `Some(written)`: the move was the write; `None`: the
+/// create goes on.
+pub async fn settle_create(
+    state: &ServerState,
+    principal: &Principal,
+    access: Access<'_>,
+    create: &Create<'_>,
+    value: &mut Value,
+    stored: Option<&Value>,
+    object_of: impl Fn(&DocRef) -> String,
+) -> Result<Option<Option<DocRef>>, AppError> {
+    settle(value, stored)?;
+    let claimed = claim(state, create.kind, &create.key, value, stored, |holder| {
+        access.check_taken(state, principal, create.object, &object_of(holder))
+    })?;
+    let Claim::Moves(from) = claimed else {
+        return Ok(None);
+    };
+    if !create.upsert {
+        return Err(move_needs_upsert(create.kind, value, &from, &create.key.name));
+    }
+    let update = access.to("update");
+    update.check(state, principal, &object_of(&from))?;
+    update.check(state, principal, create.object)?;
+    let moved = move_to(
+        state,
+        create.what,
+        &from,
+        create.key.clone(),
+        std::mem::take(value),
+    )
+    .await?;
+    Ok(Some(moved))
 }

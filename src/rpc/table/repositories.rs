@@ -4,8 +4,9 @@ use std::sync::Arc;
 
 use super::{delete, get, post, put, rpc, unserved};
 use crate::rpc::{Body, Rpc, call};
+use crate::service::repository as repo;
 use crate::service::repository::browse;
-use crate::service::{repocreds, repository as repo};
+use crate::service::repository::creds as repocreds;
 
 const NO_OCI: &str = "tiphys does not read OCI registries: their tags come from a repo server";
 const NO_WRITE_VALIDATION: &str = "tiphys does not contact repositories, so it cannot check write access: \

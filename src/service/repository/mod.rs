@@ -19,6 +19,7 @@
 
 pub mod browse;
 pub mod content;
+pub mod creds;
 pub mod remote;
 pub mod templates;
 
@@ -29,7 +30,7 @@ use self::templates::{Templates, has_credentials};
 use super::access::{Access, Missing};
 use super::redact;
 use super::resource::check_repo_url;
-use super::secret_name::{self, Claim};
+use super::secret_name::{self, Create};
 use super::sensitive::{
     REPOSITORY, REPOSITORY_LIST, canonical, check_no_password, list, not_found, object_mut, unknown_state,
     write,
@@ -79,6 +80,7 @@ pub const WRITE: Flavor = Flavor {
 const NO_CONNECTION: &str =
     "tiphys does not push to repositories; the connection state of a write repository is not checked";
 /// Repository types upstream knows (empty means git).
+/// Repository and credential template types upstream knows (empty means git).
 const TYPES: &[&str] = &["", "git", "helm", "oci"];
 
 /// What the server owns in a repository: never taken from a caller, never stored.
@@ -347,7 +349,7 @@ pub async fn create_write(ctx: Ctx, req: CreateRequest) -> Result<Reply, AppErro
 async fn create_in(f: Flavor, ctx: Ctx, req: CreateRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     if req.creds_only {
-        return super::repocreds::create_from_repository(&ctx, f, principal, req.repo, req.upsert).await;
+        return creds::create_from_repository(&ctx, f, principal, req.repo, req.upsert).await;
     }
     let mut value = client_fields(req.repo);
     let view = RepoView::read(&value);
@@ -366,24 +368,26 @@ async fn create_in(f: Flavor, ctx: Ctx, req: CreateRequest) -> Result<Reply, App
     let key = Key::new(f.repos, "", &view.repo);
     let existing = ctx.app.registry.get(&key);
     let stored = existing.as_ref().map(|doc| doc.value());
-    secret_name::settle(&mut value, stored.as_ref())?;
-    let claim = secret_name::claim(&ctx.app, f.repos, &key, &value, stored.as_ref(), |holder| {
-        access.check_taken(
-            &ctx.app,
-            principal,
-            &view.rbac_object(),
-            &stored_rbac_object(holder),
-        )
-    })?;
-    if let Claim::Moves(from) = claim {
-        if !req.upsert {
-            return Err(secret_name::move_needs_upsert(f.repos, &value, &from, &view.repo));
-        }
-        let update = access.to("update");
-        update.check(&ctx.app, principal, &stored_rbac_object(&from))?;
-        update.check(&ctx.app, principal, &view.rbac_object())?;
-        let doc = secret_name::move_to(&ctx.app, f.what, &from, key, value).await?;
-        return answer_written(&ctx.app, f, doc);
+    let object = view.rbac_object();
+    let create = Create {
+        kind: f.repos,
+        what: f.what,
+        key: key.clone(),
+        object: &object,
+        upsert: req.upsert,
+    };
+    if let Some(moved) = secret_name::settle_create(
+        &ctx.app,
+        principal,
+        access,
+        &create,
+        &mut value,
+        stored.as_ref(),
+        stored_rbac_object,
+    )
+    .await?
+    {
+        return answer_written(&ctx.app, f, moved);
     }
     let (Some(existing), Some(stored)) = (existing, stored) else {
         return save(&ctx.app, f, Change::Create { key, value }).await;

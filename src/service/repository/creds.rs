@@ -1,6 +1,6 @@
 //! `repocreds.RepoCredsService`: credential templates, stored in the registry under their URL
 //! and used by every repository whose URL they prefix and that has no credentials of its own
-//! (the longest prefix wins; see `repository::templates`). Authorised as repositories are,
+//! (the longest prefix wins; see [`super::templates`]). Authorised as repositories are,
 //! with the URL prefix as the object and no project: `repositories, <action>, <url>`.
 //!
 //! Templates are credentials: answers never carry a secret (`redact::repo_creds`), and a
@@ -9,20 +9,17 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::access::{Access, Missing};
-use super::redact;
-use super::repository::templates::Templates;
-use super::repository::{Flavor, READ, WRITE, check_url};
-use super::secret_name::{self, Claim};
-use super::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, list, not_found, object_mut, write};
+use super::templates::Templates;
+use super::{Flavor, READ, TYPES, WRITE, check_url};
 use crate::error::AppError;
 use crate::principal::Principal;
 use crate::registry::{Change, DocRef, Key};
+use crate::service::access::{Access, Missing};
+use crate::service::redact;
+use crate::service::secret_name::{self, Create};
+use crate::service::sensitive::{REPO_CREDS, REPO_CREDS_LIST, canonical, list, not_found, object_mut, write};
 use crate::service::{Ctx, Reply};
 use crate::state::ServerState;
-
-/// Template types upstream knows (empty means git).
-const TYPES: &[&str] = &["", "git", "helm", "oci"];
 
 /// A template as answered: no secret.
 fn answer(value: &Value) -> Result<Value, AppError> {
@@ -146,18 +143,26 @@ async fn put(
     let key = Key::new(f.creds, "", &view.url);
     let existing = state.registry.get(&key);
     let stored = existing.as_ref().map(|doc| doc.value());
-    secret_name::settle(&mut value, stored.as_ref())?;
-    let claim = secret_name::claim(state, f.creds, &key, &value, stored.as_ref(), |holder| {
-        access.check_taken(state, principal, &view.url, &holder.key.name)
-    })?;
-    if let Claim::Moves(from) = claim {
-        if !upsert {
-            return Err(secret_name::move_needs_upsert(f.creds, &value, &from, &view.url));
-        }
-        let update = access.to("update");
-        update.check(state, principal, &from.key.name)?;
-        update.check(state, principal, &view.url)?;
-        return stored_doc(secret_name::move_to(state, f.creds_what, &from, key, value).await?);
+    let create = Create {
+        kind: f.creds,
+        what: f.creds_what,
+        key: key.clone(),
+        object: &view.url,
+        upsert,
+    };
+    let object_of = |doc: &DocRef| doc.key.name.clone();
+    if let Some(moved) = secret_name::settle_create(
+        state,
+        principal,
+        access,
+        &create,
+        &mut value,
+        stored.as_ref(),
+        object_of,
+    )
+    .await?
+    {
+        return stored_doc(moved);
     }
     let change = match (existing, stored) {
         (Some(existing), Some(stored)) => {
@@ -223,10 +228,7 @@ pub async fn create_from_repository(
         object.insert("repo".to_owned(), url);
     }
     let no_templates = Templates::from_items(Vec::new());
-    Ok(Reply::Message(super::repository::answer(
-        &as_repo,
-        &no_templates,
-    )?))
+    Ok(Reply::Message(super::answer(&as_repo, &no_templates)?))
 }
 
 #[derive(Deserialize, Default, Debug)]
