@@ -1,21 +1,9 @@
 //! The wall clock, read in one place (Unix time; tokens and records store it).
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> i64 {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
-}
-
-/// Seconds since the Unix epoch.
-pub fn now_s() -> i64 {
-    now_ms() / 1000
-}
-
-/// The clock a part of the state reads time from, handed to it rather than read from a
-/// global, so that its tests can stop time and move it by hand. It counts Unix microseconds:
-/// what it measures may be compared between replicas (rate limits kept in Redis).
+/// The clock the state reads time from (tokens, sessions, revocations, logins, rate limits,
+/// certificates), handed to each part rather than read from a global, so that tests can stop
+/// time and move it by hand. It counts Unix microseconds: what it measures may be compared
+/// between replicas (rate limits kept in Redis) and stored (token times).
 #[derive(Clone, Debug)]
 pub struct Clock(std::sync::Arc<Source>);
 
@@ -57,6 +45,21 @@ impl Clock {
         }
     }
 
+    /// Milliseconds since the Unix epoch.
+    pub fn now_ms(&self) -> i64 {
+        i64::try_from(self.now_us() / 1000).unwrap_or(i64::MAX)
+    }
+
+    /// Seconds since the Unix epoch.
+    pub fn now_s(&self) -> i64 {
+        self.now_ms() / 1000
+    }
+
+    /// The time as a `SystemTime` (certificate validity).
+    pub fn system_time(&self) -> std::time::SystemTime {
+        std::time::UNIX_EPOCH + std::time::Duration::from_micros(self.now_us())
+    }
+
     /// Moves a paused clock forward; the system clock ignores it.
     pub fn advance(&self, by: std::time::Duration) {
         if let Source::Paused(at) = &*self.0 {
@@ -79,6 +82,8 @@ mod tests {
         assert_eq!(clock.now_us(), start);
         clock.advance(Duration::from_millis(1500));
         assert_eq!(clock.now_us(), start + 1_500_000);
+        assert_eq!(clock.now_ms(), i64::try_from((start + 1_500_000) / 1000).unwrap());
+        assert_eq!(clock.now_s(), clock.now_ms() / 1000);
         let system = Clock::system();
         assert!(system.now_us().abs_diff(start) < 60_000_000);
     }

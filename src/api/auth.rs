@@ -21,7 +21,6 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use super::cookies::append as append_cookies;
 use super::extract::{Scope, Who};
 use crate::auth::cookie::{self, CookieScope};
-use crate::clock::now_s;
 use crate::config::http_url;
 use crate::oidc::Current;
 use crate::oidc::login::{LOGIN_TTL, LoginStates, SEAL_KEY_ID, SEAL_PURPOSE, STATE_COOKIE, StateError};
@@ -197,7 +196,7 @@ pub async fn login(
     }
     let redirect_uri = format!("{}/auth/callback", url.trim_end_matches('/'));
     let key = state.auth.sealing_key(SEAL_PURPOSE, SEAL_KEY_ID);
-    let begun = match LoginStates::begin(&key, return_to, redirect_uri.clone(), now_s()) {
+    let begun = match LoginStates::begin(&key, return_to, redirect_uri.clone(), state.clock.now_s()) {
         Ok(b) => b,
         Err(err) => {
             tracing::info!(reason = %err, "SSO login refused");
@@ -286,7 +285,12 @@ pub async fn callback(
             fail(StatusCode::BAD_REQUEST, BAD_STATE)
         }
     };
-    let pending = match LoginStates::open(&key, login_state, read_cookie(&headers, STATE_COOKIE), now_s()) {
+    let pending = match LoginStates::open(
+        &key,
+        login_state,
+        read_cookie(&headers, STATE_COOKIE),
+        state.clock.now_s(),
+    ) {
         Ok(p) => p,
         Err(err) => return refused(err),
     };
@@ -323,7 +327,7 @@ pub async fn callback(
         audiences: &audiences,
         skip_audience_when_absent: false,
         nonce: Some(&pending.nonce),
-        now: now_s(),
+        now: state.clock.now_s(),
     };
     let mut claims = match current.provider.verify(&id_token, &expect).await {
         Ok(c) => c,

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::mirror::Mirror;
-use crate::clock::now_ms;
+use crate::clock::Clock;
 use crate::config::{AccountConfig, ConfigWatch, Settings, TokenRecord};
 use crate::error::AppError;
 use crate::store::{self, Entry, Expect, Op, Store, StoreError};
@@ -186,6 +186,7 @@ const UPDATE_ATTEMPTS: usize = 16;
 /// replicas sharing a store never lose each other's changes; a read asks the store, or the
 /// mirror of what this process wrote when it is the store's only writer.
 pub struct Accounts {
+    clock: Clock,
     store: Arc<dyn Store>,
     config: Arc<ConfigWatch>,
     /// The records by account name.
@@ -225,6 +226,7 @@ impl Accounts {
         store: Arc<dyn Store>,
         config: Arc<ConfigWatch>,
         exclusive: bool,
+        clock: Clock,
     ) -> anyhow::Result<Self> {
         let mut records = Vec::new();
         for entry in store.list(PREFIX).await? {
@@ -234,6 +236,7 @@ impl Accounts {
         }
         let mirror = Mirror::load(exclusive, records);
         let accounts = Self {
+            clock,
             store,
             config,
             mirror,
@@ -315,7 +318,7 @@ impl Accounts {
     /// `argocd-secret`, notes lost access, forgets accounts removed from it. Replicas
     /// reloading the same configuration at once agree: the second finds the first's record.
     pub async fn reload(&self, settings: &Settings) -> anyhow::Result<()> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let records = self.records().await?;
         let mut names: BTreeSet<&String> = settings.accounts.keys().collect();
         names.extend(records.keys());

@@ -8,19 +8,24 @@ use std::time::Duration;
 use super::accounts::Accounts;
 use super::jwt::Claims;
 use super::keys::TokenKeys;
-use crate::clock::now_ms;
+use crate::clock::Clock;
 use crate::config::TokenRecord;
 use crate::error::AppError;
 use crate::principal::LOCAL_ISSUER;
 
 pub struct ApiKeys {
+    clock: Clock,
     keys: Arc<TokenKeys>,
     accounts: Arc<Accounts>,
 }
 
 impl ApiKeys {
-    pub fn new(keys: Arc<TokenKeys>, accounts: Arc<Accounts>) -> Self {
-        Self { keys, accounts }
+    pub fn new(keys: Arc<TokenKeys>, accounts: Arc<Accounts>, clock: Clock) -> Self {
+        Self {
+            clock,
+            keys,
+            accounts,
+        }
     }
 
     /// Creates an API key for account `name` with id `id` (a random one when `None`), not
@@ -34,7 +39,7 @@ impl ApiKeys {
         let id = id
             .filter(|i| !i.is_empty())
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let iat = now / 1000;
         let exp = (!expires_in.is_zero())
             .then(|| iat.saturating_add(i64::try_from(expires_in.as_secs()).unwrap_or(i64::MAX)));

@@ -150,8 +150,9 @@ impl Unverified<'_> {
     }
 
     /// Checks the algorithm, the signature and the registered claims, then
-    /// returns the claims.
-    pub fn verify_hs256(self, key: &[u8]) -> Result<Claims, JwtError> {
+    /// returns the claims. `exp` and `nbf` are judged at `now_s` (Unix seconds, the
+    /// state's clock), not by `jsonwebtoken`, which would read the system clock.
+    pub fn verify_hs256(self, key: &[u8], now_s: i64) -> Result<Claims, JwtError> {
         if self.alg != "HS256" {
             return Err(JwtError::Algorithm(self.alg));
         }
@@ -159,10 +160,13 @@ impl Unverified<'_> {
         // API keys may have no expiry; Argo CD's tokens have no audience.
         validation.required_spec_claims.clear();
         validation.validate_aud = false;
-        validation.validate_nbf = true;
-        validation.leeway = 0;
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
         validation.set_issuer(&[ISSUER]);
         match jsonwebtoken::decode::<Claims>(self.token, &DecodingKey::from_secret(key), &validation) {
+            // No leeway, as Argo CD's jwt/v5 checks: expired at `exp`, valid from `nbf`.
+            Ok(data) if data.claims.exp.is_some_and(|exp| now_s >= exp) => Err(JwtError::Expired),
+            Ok(data) if data.claims.nbf > now_s => Err(JwtError::NotYetValid),
             Ok(data) => Ok(data.claims),
             Err(err) => Err(match err.kind() {
                 // The signature is checked before the payload is decoded: say
@@ -211,7 +215,7 @@ mod tests {
     }
 
     fn verify(token: &str, key: &[u8]) -> Result<Claims, JwtError> {
-        decode(token)?.verify_hs256(key)
+        decode(token)?.verify_hs256(key, jsonwebtoken::get_current_timestamp() as i64)
     }
 
     #[test]

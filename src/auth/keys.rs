@@ -137,7 +137,7 @@ impl TokenKeys {
         let claims = match known {
             Some(claims) => claims,
             None => {
-                let claims = Self::check_signature(&current.key, token)?;
+                let claims = Self::check_signature(&current.key, token, now_s)?;
                 if let Ok(mut verified) = current.verified.lock() {
                     if verified.len() >= VERIFIED_CAPACITY {
                         verified.retain(|_, c| c.exp.is_none_or(|exp| now_s < exp));
@@ -159,8 +159,9 @@ impl TokenKeys {
         Ok(claims)
     }
 
-    /// The claims of `token` once its algorithm, signature and issuer check out.
-    fn check_signature(key: &[u8], token: &str) -> Result<Claims, String> {
+    /// The claims of `token` once its algorithm, signature, issuer and times (at `now_s`)
+    /// check out.
+    fn check_signature(key: &[u8], token: &str, now_s: i64) -> Result<Claims, String> {
         let unverified = jwt::decode(token).map_err(|e| e.to_string())?;
         // Only this server signs HS256 tokens; anything else would be an identity
         // provider's token, which is not trusted here.
@@ -174,7 +175,7 @@ impl TokenKeys {
                 None => Err("token has no issuer".to_owned()),
             };
         }
-        let claims = unverified.verify_hs256(key).map_err(|e| e.to_string())?;
+        let claims = unverified.verify_hs256(key, now_s).map_err(|e| e.to_string())?;
         if claims.iss != LOCAL_ISSUER {
             return Err("token issuer is not trusted".to_owned());
         }

@@ -14,7 +14,7 @@ use super::accounts::Accounts;
 use super::password::{PasswordPool, PoolError};
 use super::throttle::{LoginGuard, Refused, ThrottlePolicy};
 use super::tokens::Tokens;
-use crate::clock::now_ms;
+use crate::clock::Clock;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
 use crate::registry::SecretsKeys;
@@ -109,6 +109,7 @@ pub struct LoginOutcomes {
 }
 
 pub struct Logins {
+    clock: Clock,
     store: Arc<dyn Store>,
     config: Arc<ConfigWatch>,
     accounts: Arc<Accounts>,
@@ -131,6 +132,10 @@ impl std::fmt::Debug for Logins {
 
 impl Logins {
     /// Starts the bcrypt threads and drops the failed-login records that no longer count.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the wiring of the parts it uses, done once, by Auth::open"
+    )]
     pub async fn open(
         store: Arc<dyn Store>,
         config: Arc<ConfigWatch>,
@@ -139,10 +144,12 @@ impl Logins {
         data_dir: Option<PathBuf>,
         secrets: Arc<SecretsKeys>,
         limits: LoginLimits,
+        clock: Clock,
     ) -> anyhow::Result<Self> {
         let guard = LoginGuard::new(limits.throttle, Arc::clone(&store));
-        guard.purge(now_ms()).await?;
+        guard.purge(clock.now_ms()).await?;
         Ok(Self {
+            clock,
             pool: PasswordPool::start(limits.hash_threads, limits.max_concurrent)?,
             guard,
             slots: Semaphore::new(limits.max_concurrent),
@@ -194,7 +201,11 @@ impl Logins {
             .try_acquire()
             .map_err(|_| LoginError::Throttled(Duration::from_secs(1)))?;
         let account = self.accounts.get(username).await?;
-        let attempt = match self.guard.admit(username, ip, account.is_some(), now_ms()).await {
+        let attempt = match self
+            .guard
+            .admit(username, ip, account.is_some(), self.clock.now_ms())
+            .await
+        {
             Ok(attempt) => attempt,
             Err(Refused::Throttled(t)) => return Err(LoginError::Throttled(t.retry_after)),
             Err(Refused::Store(e)) => {
@@ -218,7 +229,7 @@ impl Logins {
         };
         if !matched {
             // Durable before the answer: a crash must not reset the count.
-            let delay = match self.guard.failed(&attempt, now_ms()).await {
+            let delay = match self.guard.failed(&attempt, self.clock.now_ms()).await {
                 Ok(delay) => delay,
                 Err(err) => {
                     tracing::error!(error = %err, "cannot persist failed-login state");
@@ -248,7 +259,7 @@ impl Logins {
     /// Forgets failed logins past their window.
     pub async fn purge(&self) -> Result<(), AppError> {
         self.guard
-            .purge(now_ms())
+            .purge(self.clock.now_ms())
             .await
             .map(|_| ())
             .map_err(|e| AppError::Internal(e.into()))
@@ -268,7 +279,7 @@ impl Logins {
             .update_with(name, |record| {
                 let was_initial = record.initial;
                 record.password_hash = Some(hash.clone());
-                record.password_mtime_ms = Some(now_ms());
+                record.password_mtime_ms = Some(self.clock.now_ms());
                 record.initial = false;
                 // The generated password goes with the record that made it the one in force.
                 let forget = was_initial.then(|| Op::Delete {
@@ -310,7 +321,7 @@ impl Logins {
                     return Ok((false, Vec::new()));
                 }
                 record.password_hash = Some(hash.clone());
-                record.password_mtime_ms = Some(now_ms());
+                record.password_mtime_ms = Some(self.clock.now_ms());
                 record.initial = true;
                 Ok((true, keep.iter().cloned().collect()))
             })

@@ -86,7 +86,7 @@ pub struct AuthOptions {
     /// `--redis`: Argo CD's Redis, where logouts are shared with argocd-server (and login rate
     /// limits between replicas).
     pub redis: Option<String>,
-    /// What the rate limits read time from.
+    /// What every part reads time from.
     pub clock: crate::clock::Clock,
     /// `--kube`: the API server that reviews ServiceAccount tokens.
     pub kube: Option<crate::kubernetes::Connection>,
@@ -101,15 +101,27 @@ impl Auth {
     ) -> anyhow::Result<Self> {
         let keys = Arc::new(keys::TokenKeys::open(store.as_ref(), &config.current()).await?);
         let exclusive = options.exclusive;
-        let accounts =
-            Arc::new(accounts::Accounts::open(Arc::clone(&store), Arc::clone(&config), exclusive).await?);
+        let accounts = Arc::new(
+            accounts::Accounts::open(
+                Arc::clone(&store),
+                Arc::clone(&config),
+                exclusive,
+                options.clock.clone(),
+            )
+            .await?,
+        );
         let revocations = Arc::new(
-            revocations::Revocations::open(Arc::clone(&store), Arc::clone(&config), exclusive)
-                .await?
-                .sharing(match &options.redis {
-                    Some(addr) => Some(shared_revocations::SharedRevocations::connect(addr).await?),
-                    None => None,
-                }),
+            revocations::Revocations::open(
+                Arc::clone(&store),
+                Arc::clone(&config),
+                exclusive,
+                options.clock.clone(),
+            )
+            .await?
+            .sharing(match &options.redis {
+                Some(addr) => Some(shared_revocations::SharedRevocations::connect(addr).await?),
+                None => None,
+            }),
         );
         let sso_sessions = Arc::new(
             sso_sessions::SsoSessions::open(
@@ -117,6 +129,7 @@ impl Auth {
                 Arc::clone(&config),
                 Arc::clone(&keys),
                 exclusive,
+                options.clock.clone(),
             )
             .await?,
         );
@@ -124,6 +137,7 @@ impl Auth {
             Arc::clone(&keys),
             Arc::clone(&revocations),
             options.projects,
+            options.clock.clone(),
         ));
         let tokens = Arc::new(tokens::Tokens::new(
             Arc::clone(&keys),
@@ -133,6 +147,7 @@ impl Auth {
             Arc::clone(&sso_sessions),
             Arc::clone(&project_tokens),
             Arc::clone(&config),
+            options.clock.clone(),
         ));
         let logins = logins::Logins::open(
             store,
@@ -142,11 +157,13 @@ impl Auth {
             options.data_dir,
             options.secrets,
             options.limits,
+            options.clock.clone(),
         )
         .await?;
         // The password may have changed while the server was down.
         logins.after_reload().await;
-        let api_keys = api_keys::ApiKeys::new(Arc::clone(&keys), Arc::clone(&accounts));
+        let api_keys =
+            api_keys::ApiKeys::new(Arc::clone(&keys), Arc::clone(&accounts), options.clock.clone());
         let shared_buckets = match &options.redis {
             Some(addr) => Some(shared_buckets::SharedBuckets::connect(addr).await?),
             None => None,

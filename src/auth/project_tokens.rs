@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use super::jwt::Claims;
 use super::keys::TokenKeys;
 use super::revocations::Revocations;
-use crate::clock::now_s;
+use crate::clock::Clock;
 use crate::principal::{LOCAL_ISSUER, Principal, ProjectPrincipal};
 
 /// Where presented project tokens are looked up: the AppProjects.
@@ -46,6 +46,7 @@ pub struct IssuedProjectToken {
 }
 
 pub struct ProjectTokens {
+    clock: Clock,
     keys: Arc<TokenKeys>,
     revocations: Arc<Revocations>,
     source: Arc<dyn ProjectTokenSource>,
@@ -56,8 +57,10 @@ impl ProjectTokens {
         keys: Arc<TokenKeys>,
         revocations: Arc<Revocations>,
         source: Arc<dyn ProjectTokenSource>,
+        clock: Clock,
     ) -> Self {
         Self {
+            clock,
             keys,
             revocations,
             source,
@@ -74,7 +77,7 @@ impl ProjectTokens {
         id: Option<String>,
         expires_in: Duration,
     ) -> IssuedProjectToken {
-        let iat = now_s();
+        let iat = self.clock.now_s();
         let exp = (!expires_in.is_zero())
             .then(|| iat.saturating_add(i64::try_from(expires_in.as_secs()).unwrap_or(i64::MAX)));
         let jti = id

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::mirror::Mirror;
 use super::shared_revocations::SharedRevocations;
-use crate::clock::now_s;
+use crate::clock::Clock;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
 use crate::store::{self, Entry, Expect, Op, Revision, Store, StoreError};
@@ -29,6 +29,7 @@ struct Revoked {
 }
 
 pub struct Revocations {
+    clock: Clock,
     store: Arc<dyn Store>,
     config: Arc<ConfigWatch>,
     /// Revocations held at the last purge (a metric only; never consulted).
@@ -57,8 +58,10 @@ impl Revocations {
         store: Arc<dyn Store>,
         config: Arc<ConfigWatch>,
         exclusive: bool,
+        clock: Clock,
     ) -> anyhow::Result<Self> {
         let mut revocations = Self {
+            clock,
             store,
             config,
             held: AtomicUsize::new(0),
@@ -124,7 +127,8 @@ impl Revocations {
         }
         self.revoke_stored(jti, exp).await?;
         if let Some(shared) = &self.shared {
-            let ttl = exp.map(|e| std::time::Duration::from_secs(u64::try_from(e - now_s()).unwrap_or(0)));
+            let ttl = exp
+                .map(|e| std::time::Duration::from_secs(u64::try_from(e - self.clock.now_s()).unwrap_or(0)));
             shared.revoke(jti, ttl).await?;
         }
         Ok(())
@@ -135,7 +139,7 @@ impl Revocations {
         // A token renewed from this session right now would expire one session duration
         // from now: the revocation must outlive it.
         let duration = i64::try_from(self.config.peek().session_duration.as_secs()).unwrap_or(i64::MAX);
-        let horizon = now_s().saturating_add(duration);
+        let horizon = self.clock.now_s().saturating_add(duration);
         let exp = exp.map(|e| e.max(horizon));
         let key = key(jti);
         for _ in 0..ATTEMPTS {
@@ -171,7 +175,7 @@ impl Revocations {
 
     /// Forgets revocations of tokens that have expired anyway; how many.
     pub async fn purge(&self) -> Result<usize, AppError> {
-        let now = now_s();
+        let now = self.clock.now_s();
         let entries = self.store.list(PREFIX).await.map_err(internal)?;
         let held = entries.len();
         let gone: Vec<Op> = entries

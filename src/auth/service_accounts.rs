@@ -158,10 +158,6 @@ impl ServiceAccounts {
         }
     }
 
-    fn now_ms(&self) -> i64 {
-        i64::try_from(self.clock.now_us() / 1000).unwrap_or(i64::MAX)
-    }
-
     /// The caller `token` proves, when it is a ServiceAccount token and `config` turns the
     /// feature on; `None` otherwise (the token is then checked as any other).
     pub async fn authenticate(&self, token: &str, config: &Config) -> Option<Result<Principal, Refused>> {
@@ -173,7 +169,7 @@ impl ServiceAccounts {
     }
 
     async fn check(&self, token: &str, looks: &Looks, config: &Config) -> Result<Principal, Refused> {
-        let now_ms = self.now_ms();
+        let now_ms = self.clock.now_ms();
         if looks
             .expires_at
             .is_some_and(|exp| exp.saturating_mul(1000) <= now_ms)

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::jwt::Claims;
 use super::keys::TokenKeys;
 use super::mirror::Mirror;
-use crate::clock::now_s;
+use crate::clock::Clock;
 use crate::config::ConfigWatch;
 use crate::error::AppError;
 use crate::principal::{LOCAL_ISSUER, Principal, SsoPrincipal};
@@ -39,6 +39,7 @@ pub struct SsoSession {
 }
 
 pub struct SsoSessions {
+    clock: Clock,
     store: Arc<dyn Store>,
     config: Arc<ConfigWatch>,
     keys: Arc<TokenKeys>,
@@ -54,8 +55,10 @@ impl SsoSessions {
         config: Arc<ConfigWatch>,
         keys: Arc<TokenKeys>,
         exclusive: bool,
+        clock: Clock,
     ) -> anyhow::Result<Self> {
         let mut sessions = Self {
+            clock,
             store,
             config,
             keys,
@@ -82,7 +85,7 @@ impl SsoSessions {
         claims: serde_json::Map<String, serde_json::Value>,
         id_token: String,
     ) -> Result<String, AppError> {
-        let now = now_s();
+        let now = self.clock.now_s();
         let duration = i64::try_from(self.config.peek().session_duration.as_secs()).unwrap_or(i64::MAX);
         let token_exp = claims
             .get("exp")
@@ -174,7 +177,7 @@ impl SsoSessions {
 
     /// Forgets sessions that have expired (and records that do not read).
     pub async fn purge(&self) -> Result<(), AppError> {
-        let now = now_s();
+        let now = self.clock.now_s();
         let entries = self
             .store
             .list(PREFIX)

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::jwt::Claims;
 use super::*;
-use crate::clock::now_s;
+use crate::clock::Clock;
 use crate::principal::{LOCAL_ISSUER, Principal};
 use crate::store::{Entry, FileStore, Op, Revision, StoreError};
 
@@ -27,6 +27,16 @@ impl ProjectTokenSource for Listed {
 }
 
 async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Arc<Listed>) -> Auth {
+    open_at(dir, config, projects, Clock::system()).await
+}
+
+/// [`open_with`] reading time from `clock` (a paused one moves only when the test says).
+async fn open_at(
+    dir: &std::path::Path,
+    config: Arc<ConfigWatch>,
+    projects: Arc<Listed>,
+    clock: Clock,
+) -> Auth {
     std::fs::create_dir_all(dir).unwrap();
     let store = Arc::new(FileStore::open(dir).unwrap());
     let auth = Auth::open(
@@ -40,7 +50,7 @@ async fn open_with(dir: &std::path::Path, config: Arc<ConfigWatch>, projects: Ar
             oidc: None,
             secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
             redis: None,
-            clock: crate::clock::Clock::system(),
+            clock,
             kube: None,
         },
     )
@@ -119,7 +129,7 @@ fn oidc_config(dir: &std::path::Path, issuer: Option<&str>) -> Arc<ConfigWatch> 
 }
 
 async fn start(auth: &Auth, iss: &str) -> String {
-    let claims = serde_json::json!({"iss": iss, "sub": "u1", "exp": now_s() + 600});
+    let claims = serde_json::json!({"iss": iss, "sub": "u1", "exp": Clock::system().now_s() + 600});
     auth.sso_sessions
         .start(claims.as_object().unwrap().clone(), "id.token".into())
         .await
@@ -159,7 +169,7 @@ async fn sso_sessions_name_their_server_side_state_and_end_at_logout() {
     let cfg = dir.path().join("config");
     let store = dir.path().join("store");
     let auth = open_with(&store, oidc_config(&cfg, Some("https://idp")), Arc::default()).await;
-    let now = now_s();
+    let now = Clock::system().now_s();
     let groups: Vec<String> = (0..500).map(|i| format!("group-with-a-long-name-{i}")).collect();
     let claims = serde_json::json!({
         "iss": "https://idp", "sub": "u1", "email": "u1@example.test", "exp": now + 600, "groups": groups,
@@ -213,7 +223,7 @@ async fn malformed_project_subjects_are_refused() {
             iss: LOCAL_ISSUER.to_owned(),
             sub: sub.to_owned(),
             jti: "x".into(),
-            iat: now_s(),
+            iat: Clock::system().now_s(),
             nbf: 0,
             exp,
             iat_ms: None,
@@ -226,7 +236,7 @@ async fn malformed_project_subjects_are_refused() {
     // `proj:login` is the login token of an account named `proj`, not a project token.
     let err = auth
         .tokens
-        .authenticate(&sign("proj:login", Some(now_s() + 60)))
+        .authenticate(&sign("proj:login", Some(Clock::system().now_s() + 60)))
         .await
         .unwrap_err();
     assert_eq!(err, "account proj does not exist");
@@ -304,6 +314,7 @@ impl Store for Counted {
 #[tokio::test]
 async fn token_checks_read_the_store_only_when_it_is_shared() {
     for exclusive in [true, false] {
+        let clock = Clock::paused();
         let dir = tempfile::tempdir().unwrap();
         let store = Arc::new(Counted {
             inner: FileStore::open(dir.path()).unwrap(),
@@ -320,7 +331,7 @@ async fn token_checks_read_the_store_only_when_it_is_shared() {
                 oidc: None,
                 secrets: Arc::new(crate::registry::SecretsKeys::new(Vec::new(), b"auth tests")),
                 redis: None,
-                clock: crate::clock::Clock::system(),
+                clock: clock.clone(),
                 kube: None,
             },
         )
@@ -336,7 +347,7 @@ async fn token_checks_read_the_store_only_when_it_is_shared() {
         );
 
         // Either way, a password change and a logout are in force at the next check.
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        clock.advance(Duration::from_millis(5));
         auth.logins
             .set_password("admin", "another-password-1")
             .await
@@ -346,7 +357,7 @@ async fn token_checks_read_the_store_only_when_it_is_shared() {
             "account password has changed since token issued",
             "exclusive {exclusive}"
         );
-        tokio::time::sleep(Duration::from_millis(5)).await;
+        clock.advance(Duration::from_millis(5));
         let fresh = auth.tokens.issue_login("admin");
         let (principal, _) = auth.tokens.authenticate(&fresh).await.unwrap();
         let caller = crate::principal::Caller {
@@ -361,4 +372,33 @@ async fn token_checks_read_the_store_only_when_it_is_shared() {
             "exclusive {exclusive}"
         );
     }
+}
+
+#[tokio::test]
+async fn tokens_and_sessions_age_on_the_state_clock() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Clock::paused();
+    let auth = open_at(
+        dir.path(),
+        ConfigWatch::new(None).unwrap(),
+        Arc::default(),
+        clock.clone(),
+    )
+    .await;
+    let token = auth.tokens.issue_login("admin");
+    // Nothing sleeps: the token (24 h by default) is nearly a day old only because the clock
+    // says so.
+    clock.advance(Duration::from_secs(24 * 3600 - 240));
+    let (principal, renewed) = auth.tokens.authenticate(&token).await.unwrap();
+    assert_eq!(principal.subject(), "admin");
+    assert!(renewed.is_some(), "a login token near its expiry is renewed");
+    clock.advance(Duration::from_secs(241));
+    assert_eq!(
+        auth.tokens.authenticate(&token).await.unwrap_err(),
+        "token is expired"
+    );
+    // A token issued now is valid now, whatever the wall clock says.
+    let fresh = auth.tokens.issue_login("admin");
+    let checked = auth.tokens.authenticate(&fresh).await;
+    assert!(checked.is_ok(), "{:?}", checked.err());
 }

@@ -25,7 +25,7 @@ use super::keys::TokenKeys;
 use super::project_tokens::ProjectTokens;
 use super::revocations::{self, Revocations};
 use super::sso_sessions::{self, SsoSessions};
-use crate::clock::now_ms;
+use crate::clock::Clock;
 use crate::config::{AccountConfig, ConfigWatch};
 use crate::principal::{AccountPrincipal, LOCAL_ISSUER, Principal, TokenKind};
 use crate::store::shared_read::SharedReads;
@@ -40,6 +40,7 @@ const READ_WAIT: Duration = Duration::from_secs(4);
 const OUTAGE_PAUSE: Duration = Duration::from_secs(2);
 
 pub struct Tokens {
+    clock: Clock,
     keys: Arc<TokenKeys>,
     store: Arc<dyn Store>,
     accounts: Arc<Accounts>,
@@ -60,6 +61,10 @@ impl std::fmt::Debug for Tokens {
 }
 
 impl Tokens {
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the wiring of the parts it uses, done once, by Auth::open"
+    )]
     pub fn new(
         keys: Arc<TokenKeys>,
         store: Arc<dyn Store>,
@@ -68,8 +73,10 @@ impl Tokens {
         sso: Arc<SsoSessions>,
         projects: Arc<ProjectTokens>,
         config: Arc<ConfigWatch>,
+        clock: Clock,
     ) -> Self {
         Self {
+            clock,
             keys,
             store,
             accounts,
@@ -85,7 +92,7 @@ impl Tokens {
     /// Checks a token of this server's. Returns the caller and, for a login token close to
     /// its expiry, a fresh token to hand back to the client; else why the token is refused.
     pub async fn authenticate(&self, token: &str) -> Result<(Principal, Option<String>), String> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let claims = self.keys.verify(token, now / 1000)?;
         if let Some(sid) = claims.sub.strip_prefix(sso_sessions::SUBJECT_PREFIX)
             && !sid.is_empty()
@@ -174,7 +181,7 @@ impl Tokens {
 
     /// A new login token for account `name`.
     pub fn issue_login(&self, name: &str) -> String {
-        self.login_token(name, None, now_ms())
+        self.login_token(name, None, self.clock.now_ms())
     }
 
     fn login_token(&self, name: &str, id: Option<String>, now: i64) -> String {

@@ -128,7 +128,7 @@ impl Start {
                     audiences: &audiences,
                     skip_audience_when_absent: false,
                     nonce,
-                    now: crate::clock::now_s(),
+                    now: crate::clock::Clock::system().now_s(),
                 },
             )
             .await
@@ -352,7 +352,7 @@ pub async fn refresh_if_expired(config_path: &Path, target: &mut Target) {
         issuer,
         client_id,
         refresh,
-    }) = refresh_plan(&cfg, &user, &token, crate::clock::now_s())
+    }) = refresh_plan(&cfg, &user, &token, crate::clock::Clock::system().now_s())
     else {
         return;
     };

@@ -40,6 +40,8 @@ struct Active {
 
 pub struct Oidc {
     config: Arc<ConfigWatch>,
+    /// What token times are checked against.
+    clock: crate::clock::Clock,
     active: Mutex<Option<Active>>,
     /// Logins in progress: the sealed cookie's format and the used states in the store.
     pub logins: LoginStates,
@@ -66,9 +68,10 @@ pub const PROVIDER_UNAVAILABLE: &str =
 impl Oidc {
     /// `store`: where accepted login states are remembered (shared by every server that
     /// shares the server key).
-    pub fn new(config: Arc<ConfigWatch>, store: Arc<dyn Store>) -> Self {
+    pub fn new(config: Arc<ConfigWatch>, store: Arc<dyn Store>, clock: crate::clock::Clock) -> Self {
         Self {
             config,
+            clock,
             active: Mutex::new(None),
             logins: LoginStates::new(store),
         }
@@ -129,7 +132,7 @@ impl Oidc {
             audiences: &audiences,
             skip_audience_when_absent: current.config.skip_audience_check_when_token_has_no_audience,
             nonce: None,
-            now: crate::clock::now_s(),
+            now: self.clock.now_s(),
         };
         match current.provider.verify(token, &expect).await {
             Ok(claims) => {

@@ -301,7 +301,7 @@ async fn purge_expired(app: Arc<ServerState>, cancel: CancellationToken) {
                 if let Err(err) = app.auth.purge_expired().await {
                     tracing::warn!(error = %err, "cannot purge expired revocations");
                 }
-                if let Err(err) = app.oidc.logins.purge(crate::clock::now_s()).await {
+                if let Err(err) = app.oidc.logins.purge(app.clock.now_s()).await {
                     tracing::warn!(error = %err, "cannot purge the used SSO login states");
                 }
             }

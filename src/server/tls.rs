@@ -346,6 +346,7 @@ fn ensure_self_signed(dir: &Path, names: &[String], provider: &CryptoProvider) -
     load_pair(&cert_path, &key_path, provider)
 }
 
+/// Read on the system clock, not the state's: rustls and every client judge the certificate by it.
 fn is_fresh(loaded: &Loaded, names: &[String]) -> bool {
     let renew_at = loaded.not_after.checked_sub(RENEW_BEFORE).unwrap_or(UNIX_EPOCH);
     SystemTime::now() < renew_at && names.iter().all(|n| loaded.names.contains(n))

@@ -213,7 +213,11 @@ impl ServerState {
             Arc::clone(&registry),
             &options.namespace,
         ));
-        let oidc = Arc::new(Oidc::new(Arc::clone(&config), Arc::clone(&store)));
+        let oidc = Arc::new(Oidc::new(
+            Arc::clone(&config),
+            Arc::clone(&store),
+            options.clock.clone(),
+        ));
         let auth = Auth::open(
             // Token checks read through the registry's fence (`registry::fence`).
             registry.fencing_store(),
