@@ -270,9 +270,9 @@ async fn drain(
 /// to `<url>/auth/callback`. Without it, say so instead of starting with a
 /// broken redirect URI.
 fn check_sso_url(state: &App) -> anyhow::Result<()> {
-    if state.config.current().oidc.is_some() && state.url().is_empty() {
+    if !state.config.current().oidc_providers.is_empty() && state.url().is_empty() {
         anyhow::bail!(
-            "oidc.config is set in argocd-cm, but the server's external URL is not: set `url` in argocd-cm \
+            "single sign-on is set in argocd-cm (oidc.config or tiphys.oidc.providers), but the server's external URL is not: set `url` in argocd-cm \
              (or --url), e.g. https://argocd.example.com; the provider must know <url>/auth/callback as a redirect URI"
         );
     }
