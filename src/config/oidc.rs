@@ -195,13 +195,14 @@ pub fn parse_providers(
         return Err("the list is empty: remove the key, or list at least one provider".to_owned());
     }
     let mut out: Vec<OidcConfig> = primary.into_iter().cloned().collect();
+    let listed_from = out.len();
     for (i, entry) in entries.into_iter().enumerate() {
         let at = |why: String| format!("providers[{i}]: {why}");
         let raw: RawOidc = serde_yaml_ng::from_value(entry).map_err(|e| at(format!("not a provider: {e}")))?;
         let name = raw.name.clone().map(|n| n.trim().to_owned()).unwrap_or_default();
         check_name(&name).map_err(at)?;
         let at = |why: String| format!("providers[{i}] ({name}): {why}");
-        if let Some(seen) = out.iter().position(|p| p.id == name) {
+        if let Some(seen) = out[listed_from..].iter().position(|p| p.id == name) {
             return Err(at(format!("the name is used twice (also providers[{seen}])")));
         }
         let mut config = parse_raw(raw, secret).map_err(at)?;
