@@ -119,7 +119,9 @@ impl SsoPrincipal {
     pub fn qualified(mut self, provider: &str, groups_claim: &str) -> Self {
         let groups = match self.claims.get(groups_claim) {
             Some(serde_json::Value::String(g)) => vec![g.as_str()],
-            Some(serde_json::Value::Array(items)) => items.iter().filter_map(serde_json::Value::as_str).collect(),
+            Some(serde_json::Value::Array(items)) => {
+                items.iter().filter_map(serde_json::Value::as_str).collect()
+            }
             _ => Vec::new(),
         };
         self.groups = Some(groups.into_iter().map(|g| format!("{provider}:{g}")).collect());

@@ -24,10 +24,10 @@ use crate::app::App;
 use crate::auth::cookie::{self, CookieScope};
 use crate::clock::now_s;
 use crate::config::http_url;
-use crate::oidc::{Choice, Current};
 use crate::oidc::login::{LOGIN_TTL, LoginStates, SEAL_KEY_ID, SEAL_PURPOSE, STATE_COOKIE, StateError};
 use crate::oidc::provider::AuthorizationRequest;
 use crate::oidc::verify::{Claims, Expect};
+use crate::oidc::{Choice, Current};
 use crate::service::SessionCookie;
 
 /// RFC 3986 unreserved characters stay; everything else is encoded.

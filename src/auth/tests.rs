@@ -143,13 +143,31 @@ async fn sso_sessions_of_several_providers_are_their_providers_and_qualified() {
     let auth = open_with(&dir.path().join("store"), config, Arc::default()).await;
     let user = |principal: &Principal| {
         let sso = principal.sso().unwrap();
-        (sso.user.clone(), sso.provider.clone(), sso.groups.clone().unwrap())
+        (
+            sso.user.clone(),
+            sso.provider.clone(),
+            sso.groups.clone().unwrap(),
+        )
     };
-    let (a, _) = auth.tokens.authenticate(&start_at(&auth, "https://a", "a").await).await.unwrap();
-    let (b, _) = auth.tokens.authenticate(&start_at(&auth, "https://b", "b").await).await.unwrap();
+    let (a, _) = auth
+        .tokens
+        .authenticate(&start_at(&auth, "https://a", "a").await)
+        .await
+        .unwrap();
+    let (b, _) = auth
+        .tokens
+        .authenticate(&start_at(&auth, "https://b", "b").await)
+        .await
+        .unwrap();
     // The same `sub` at two providers is two users, with two sets of groups.
-    assert_eq!(user(&a), ("a:u1".to_owned(), "a".to_owned(), vec!["a:ops".to_owned()]));
-    assert_eq!(user(&b), ("b:u1".to_owned(), "b".to_owned(), vec!["b:ops".to_owned()]));
+    assert_eq!(
+        user(&a),
+        ("a:u1".to_owned(), "a".to_owned(), vec!["a:ops".to_owned()])
+    );
+    assert_eq!(
+        user(&b),
+        ("b:u1".to_owned(), "b".to_owned(), vec!["b:ops".to_owned()])
+    );
     // A session recorded for one provider with another's issuer, or for none configured, is
     // refused.
     let gone = "the single sign-on session's provider is no longer configured, please log in again";
@@ -199,7 +217,11 @@ async fn sso_sessions_name_their_server_side_state_and_end_at_logout() {
     });
     let token = auth
         .sso_sessions
-        .start(claims.as_object().unwrap().clone(), "id.token.here".into(), "default")
+        .start(
+            claims.as_object().unwrap().clone(),
+            "id.token.here".into(),
+            "default",
+        )
         .await
         .unwrap();
     assert!(token.len() < 300, "the cookie token stays small: {}", token.len());

@@ -158,7 +158,9 @@ impl Start {
 /// The provider of the server's list named `name`; the error names those there are.
 fn choose_provider(list: Vec<OidcConfig>, name: &str) -> anyhow::Result<OidcConfig> {
     if list.is_empty() {
-        bail!("the server offers one single sign-on provider (no tiphys.oidc.providers): log in without --provider");
+        bail!(
+            "the server offers one single sign-on provider (no tiphys.oidc.providers): log in without --provider"
+        );
     }
     let names: Vec<String> = list.iter().map(|p| p.name.clone()).collect();
     list.into_iter().find(|p| p.name == name).ok_or_else(|| {

@@ -189,8 +189,8 @@ pub fn parse_providers(
     secret: &BTreeMap<String, String>,
     primary: Option<&OidcConfig>,
 ) -> Result<Vec<OidcConfig>, String> {
-    let entries: Vec<serde_yaml_ng::Value> =
-        serde_yaml_ng::from_str(text).map_err(|e| format!("invalid YAML (a list of providers is expected): {e}"))?;
+    let entries: Vec<serde_yaml_ng::Value> = serde_yaml_ng::from_str(text)
+        .map_err(|e| format!("invalid YAML (a list of providers is expected): {e}"))?;
     if entries.is_empty() {
         return Err("the list is empty: remove the key, or list at least one provider".to_owned());
     }
@@ -198,7 +198,8 @@ pub fn parse_providers(
     let listed_from = out.len();
     for (i, entry) in entries.into_iter().enumerate() {
         let at = |why: String| format!("providers[{i}]: {why}");
-        let raw: RawOidc = serde_yaml_ng::from_value(entry).map_err(|e| at(format!("not a provider: {e}")))?;
+        let raw: RawOidc =
+            serde_yaml_ng::from_value(entry).map_err(|e| at(format!("not a provider: {e}")))?;
         let name = raw.name.clone().map(|n| n.trim().to_owned()).unwrap_or_default();
         check_name(&name).map_err(at)?;
         let at = |why: String| format!("providers[{i}] ({name}): {why}");
@@ -387,14 +388,26 @@ mod tests {
     fn a_list_of_providers_with_oidc_config_first() {
         let s = secret(&[("corp.secret", "c0rp")]);
         let list = parse_providers(TWO, &s, None).unwrap();
-        assert_eq!(list.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["corp", "partners"]);
+        assert_eq!(
+            list.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+            ["corp", "partners"]
+        );
         assert_eq!(list[0].client_secret.as_deref(), Some("c0rp"));
-        assert_eq!((list[0].groups_claim.as_str(), list[1].groups_claim.as_str()), ("groups", "roles"));
+        assert_eq!(
+            (list[0].groups_claim.as_str(), list[1].groups_claim.as_str()),
+            ("groups", "roles")
+        );
         assert!(list.iter().all(|p| p.qualified));
         let primary = parse("name: Okta\nissuer: https://okta.example\nclientID: x\n", &s).unwrap();
-        assert_eq!((primary.id.as_str(), primary.qualified), (DEFAULT_PROVIDER, false));
+        assert_eq!(
+            (primary.id.as_str(), primary.qualified),
+            (DEFAULT_PROVIDER, false)
+        );
         let list = parse_providers(TWO, &s, Some(&primary)).unwrap();
-        assert_eq!(list.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["default", "corp", "partners"]);
+        assert_eq!(
+            list.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+            ["default", "corp", "partners"]
+        );
         assert!(list[0].qualified && list[0].name == "Okta");
     }
 
@@ -403,12 +416,23 @@ mod tests {
         let s = secret(&[("corp.secret", "x")]);
         let err = |text: &str| parse_providers(text, &s, None).unwrap_err();
         assert_eq!(
-            err("- name: a\n  issuer: https://a\n  clientID: x\n- name: a\n  issuer: https://b\n  clientID: y\n"),
+            err(
+                "- name: a\n  issuer: https://a\n  clientID: x\n- name: a\n  issuer: https://b\n  clientID: y\n"
+            ),
             "providers[1] (a): the name is used twice (also providers[0])"
         );
-        assert_eq!(err("- issuer: https://a\n  clientID: x\n"), "providers[0]: name is required");
-        assert_eq!(err("- name: a\n  clientID: x\n"), "providers[0] (a): issuer is required");
-        assert_eq!(err("- name: a\n  issuer: https://a\n"), "providers[0] (a): clientID is required");
+        assert_eq!(
+            err("- issuer: https://a\n  clientID: x\n"),
+            "providers[0]: name is required"
+        );
+        assert_eq!(
+            err("- name: a\n  clientID: x\n"),
+            "providers[0] (a): issuer is required"
+        );
+        assert_eq!(
+            err("- name: a\n  issuer: https://a\n"),
+            "providers[0] (a): clientID is required"
+        );
         assert!(err("- name: A b\n  issuer: https://a\n  clientID: x\n").contains("lowercase letters"));
         for reserved in ["default", "role", "proj", "system", "sso"] {
             let text = format!("- name: {reserved}\n  issuer: https://a\n  clientID: x\n");
@@ -420,9 +444,13 @@ mod tests {
         );
         let primary = parse("issuer: https://a\nclientID: x\n", &s).unwrap();
         assert!(
-            parse_providers("- name: b\n  issuer: https://a\n  clientID: y\n", &s, Some(&primary))
-                .unwrap_err()
-                .contains("also provider \"default\"'s")
+            parse_providers(
+                "- name: b\n  issuer: https://a\n  clientID: y\n",
+                &s,
+                Some(&primary)
+            )
+            .unwrap_err()
+            .contains("also provider \"default\"'s")
         );
         assert!(err("[]").starts_with("the list is empty"));
         assert!(err("name: a").starts_with("invalid YAML"));
@@ -432,5 +460,4 @@ mod tests {
             "providers[0] (a): clientSecret refers to $nope, which argocd-secret does not have"
         );
     }
-
 }
