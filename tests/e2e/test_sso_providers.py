@@ -13,15 +13,13 @@ import hashlib
 import json
 import re
 import secrets
-import subprocess
-import time
 import urllib.parse as up
 
 import pytest
 
 from authkit import ADMIN_PW, login_token, manifest, run_server_expecting_exit, wait_until
-from conftest import TIPHYS_BIN, clean_env, cli, free_port
-from oidckit import Provider, client_token, query, session, walk
+from conftest import cli, free_port
+from oidckit import Provider, api, cli_sso_login, client_token, query, session, walk
 
 SECRET = {"oidc.clientSecret": "argo-cd-secret"}
 # `a:admins` is provider a's group; `alice` unqualified names no SSO user once the list is set.
@@ -45,15 +43,6 @@ def entry(name, provider, **extra):
 
 def settings(server):
     return session().get(server.url("/api/v1/settings"), timeout=10).json()
-
-
-def api(server, path, token=None, cookie=None):
-    headers = {}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    if cookie:
-        headers["Cookie"] = f"argocd.token={cookie}"
-    return session().get(server.url(path), headers=headers, allow_redirects=False, timeout=15)
 
 
 def can(server, **kw):
@@ -220,40 +209,9 @@ def test_a_token_of_an_issuer_not_listed_is_refused(plane, tmp_path):
 
 # ---- CLI ------------------------------------------------------------------------------------
 
-def cli_sso_login(plane, config_path, login, provider):
-    """`tiphys login --sso --provider` with the browser's part played by a user agent."""
-    issuer = {"a": plane.a, "b": plane.b}[provider].issuer
-    cmd = [TIPHYS_BIN, "--config", str(config_path), "login", plane.server.addr, "--plaintext", "--sso",
-           "--provider", provider, "--sso-port", str(plane.cli_port), "--sso-launch-browser=false"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True, env=clean_env(NO_COLOR="1"))
-    try:
-        url, seen = None, []
-        deadline = time.monotonic() + 30
-        while url is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            seen.append(line)
-            if line.startswith(issuer):
-                url = line.strip()
-        assert url, f"no login URL of {issuer} printed: {seen}"
-        agent = session()
-        callback = walk(agent, url, login, lambda u: u.startswith(f"http://localhost:{plane.cli_port}/auth/callback"))
-        r = agent.get(callback, timeout=30)
-        assert r.status_code == 200 and "Login complete" in r.text, r.text
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-    assert proc.returncode == 0, err
-    return out
-
-
 def test_cli_login_with_a_named_provider(plane, tmp_path):
     config_path = tmp_path / "cli-config"
-    out = cli_sso_login(plane, config_path, "bob", "b")
+    out = cli_sso_login(plane.server, plane.cli_port, plane.b.issuer, config_path, "bob", "--provider", "b")
     assert "'bob@example.test' logged in successfully" in out, out
     res = cli("--config", str(config_path), "account", "get-user-info", "-o", "json")
     assert res.returncode == 0, res.stderr
