@@ -14,6 +14,7 @@ import json
 import re
 import secrets
 import urllib.parse as up
+from types import SimpleNamespace
 
 import pytest
 
@@ -219,6 +220,20 @@ def test_cli_login_with_a_named_provider(plane, tmp_path):
     assert (info["iss"], info["groups"]) == (plane.b.issuer, ["b:devs"])
     res = cli("--config", str(config_path), "account", "can-i", "create", "projects", "p1")
     assert (res.returncode, res.stdout.strip()) == (0, "yes"), res.stderr
+
+
+def test_cli_device_login_with_a_named_provider(plane, tmp_path):
+    from test_sso_device import DeviceLogin, approve  # noqa: PLC0415 (a test module's helpers)
+    config_path = tmp_path / "cli-config"
+    run = DeviceLogin(SimpleNamespace(server=plane.server, provider=plane.b), config_path, "--provider", "b")
+    assert run.code and run.url == f"{plane.b.issuer}/device", run.seen
+    assert "Sign-in Success" in approve(run.url, run.code, "bob")
+    code, out, err = run.result()
+    assert code == 0, err
+    assert "'bob@example.test' logged in successfully" in out, out
+    res = cli("--config", str(config_path), "account", "get-user-info", "-o", "json")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["iss"] == plane.b.issuer
 
 
 def test_cli_login_with_an_unknown_provider_names_those_there_are(plane, tmp_path):
