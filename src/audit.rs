@@ -57,7 +57,7 @@ pub fn audited(method: &'static str, mutates: bool, inner: Arc<UseCase>) -> Arc<
                 );
             if (mutates && !denied) || refused {
                 let (app, caller) = who;
-                let groups = app.rbac.policy().groups(caller.principal.claims()).join(",");
+                let groups = crate::rbac::groups(&app.rbac.policy(), &caller.principal).join(",");
                 let outcome = reply.as_ref().map(|_| ());
                 record(method, &caller, &groups, object.as_deref().unwrap_or(""), outcome);
             }

@@ -75,6 +75,12 @@ pub struct SsoPrincipal {
     pub expires_at: Option<i64>,
     /// The dashboard session's id; `None` for a presented ID token.
     pub session: Option<String>,
+    /// The name of the provider that issued the ID token ("" until [`Self::qualified`] or
+    /// the single provider's name is set).
+    pub provider: String,
+    /// The RBAC groups, `<provider>:`-prefixed, of a provider among several; `None`: RBAC
+    /// reads them from the claims named in `scopes` (one provider, as upstream).
+    pub groups: Option<Vec<String>>,
 }
 
 impl SsoPrincipal {
@@ -101,7 +107,27 @@ impl SsoPrincipal {
             issued_at,
             expires_at,
             session,
+            provider: String::new(),
+            groups: None,
         }
+    }
+
+    /// This identity as provider `provider`'s among several: the user becomes
+    /// `<provider>:<user>` and the groups the `<provider>:`-prefixed values of the claim
+    /// `groups_claim`. Provider names hold no `:`, so two providers' users or groups never
+    /// meet, whatever `sub` each one issues.
+    pub fn qualified(mut self, provider: &str, groups_claim: &str) -> Self {
+        let groups = match self.claims.get(groups_claim) {
+            Some(serde_json::Value::String(g)) => vec![g.as_str()],
+            Some(serde_json::Value::Array(items)) => {
+                items.iter().filter_map(serde_json::Value::as_str).collect()
+            }
+            _ => Vec::new(),
+        };
+        self.groups = Some(groups.into_iter().map(|g| format!("{provider}:{g}")).collect());
+        self.user = format!("{provider}:{}", self.user);
+        provider.clone_into(&mut self.provider);
+        self
     }
 }
 

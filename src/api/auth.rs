@@ -22,10 +22,10 @@ use super::cookies::append as append_cookies;
 use super::extract::{Scope, Who};
 use crate::auth::cookie::{self, CookieScope};
 use crate::config::http_url;
-use crate::oidc::Current;
 use crate::oidc::login::{LOGIN_TTL, LoginStates, SEAL_KEY_ID, SEAL_PURPOSE, STATE_COOKIE, StateError};
 use crate::oidc::provider::AuthorizationRequest;
 use crate::oidc::verify::{Claims, Expect};
+use crate::oidc::{Choice, Current};
 use crate::service::SessionCookie;
 use crate::state::ServerState;
 
@@ -52,6 +52,10 @@ const BAD_STATE: &str = "this login is unknown, expired or was already used; sta
 const REFUSED: &str = "the identity provider did not complete the login; start the login again";
 const BAD_TOKEN: &str = "the identity provider's answer failed verification; start the login again";
 const SESSION_FAILED: &str = "the session could not be started; try again";
+const UNKNOWN_PROVIDER: &str =
+    "unknown provider: choose one of the providers this server offers (GET /api/v1/settings, ssoProviders)";
+const OTHER_PROVIDER: &str =
+    "this login came back from another identity provider than the one it was sent to; start the login again";
 
 /// A fixed message as plain text: a browser renders it, never runs it.
 fn page(status: StatusCode, message: &'static str) -> Response {
@@ -103,11 +107,13 @@ fn param<'a>(params: &'a [(String, String)], name: &str) -> Option<&'a str> {
         .filter(|v| !v.is_empty())
 }
 
-fn sso(state: &ServerState) -> Result<Current, Box<Response>> {
-    match state.oidc.current() {
-        Ok(Some(current)) => Ok(current),
-        Ok(None) => Err(Box::new(page(StatusCode::NOT_FOUND, SSO_OFF))),
-        Err(err) => {
+/// The provider `name` names (the default one for `None`), or the page that says why not.
+fn sso(state: &ServerState, name: Option<&str>) -> Result<Current, Box<Response>> {
+    match state.oidc.choose(name) {
+        Ok(current) => Ok(current),
+        Err(Choice::Off) => Err(Box::new(page(StatusCode::NOT_FOUND, SSO_OFF))),
+        Err(Choice::Unknown) => Err(Box::new(page(StatusCode::BAD_REQUEST, UNKNOWN_PROVIDER))),
+        Err(Choice::Broken(err)) => {
             tracing::error!(error = %err, "cannot set up the OIDC provider client");
             Err(Box::new(page(StatusCode::INTERNAL_SERVER_ERROR, PROVIDER_DOWN)))
         }
@@ -168,13 +174,17 @@ fn read_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     cookie::sent(headers).find(|(k, _)| *k == name).map(|(_, v)| v)
 }
 
-/// `GET /auth/login?return_url=…`: off to the provider.
+/// `GET /auth/login?return_url=…&provider=…`: off to the provider (`provider` names one of
+/// several; without it, the default one, as upstream's clients expect).
 pub async fn login(
     State(state): State<Arc<ServerState>>,
     Scope(scope): Scope,
     RawQuery(query): RawQuery,
 ) -> Response {
-    let current = match sso(&state) {
+    let Some(params) = params(query.as_deref()) else {
+        return page(StatusCode::BAD_REQUEST, BAD_RETURN_URL);
+    };
+    let current = match sso(&state, param(&params, "provider")) {
         Ok(c) => c,
         Err(response) => return *response,
     };
@@ -183,20 +193,17 @@ pub async fn login(
         tracing::error!("SSO login refused: `url` is not set in argocd-cm (nor --url)");
         return page(StatusCode::SERVICE_UNAVAILABLE, NO_URL);
     }
-    let Some(params) = params(query.as_deref()) else {
-        return page(StatusCode::BAD_REQUEST, BAD_RETURN_URL);
-    };
     let Some(return_to) = safe_return_url(param(&params, "return_url"), &url, &state.basehref) else {
         return page(StatusCode::BAD_REQUEST, BAD_RETURN_URL);
     };
     // The provider must answer before a login is recorded for it.
     if let Err(err) = current.provider.discovery().await {
-        tracing::warn!(error = %err, "SSO login: the identity provider is unavailable");
+        tracing::warn!(provider = %current.config.id, error = %err, "SSO login: the identity provider is unavailable");
         return page(StatusCode::BAD_GATEWAY, PROVIDER_DOWN);
     }
     let redirect_uri = format!("{}/auth/callback", url.trim_end_matches('/'));
     let key = state.auth.sealing_key(SEAL_PURPOSE, SEAL_KEY_ID);
-    let begun = match LoginStates::begin(&key, return_to, redirect_uri.clone(), state.clock.now_s()) {
+    let begun = match LoginStates::begin(&key, return_to, redirect_uri.clone(), &current.config.id, state.clock.now_s()) {
         Ok(b) => b,
         Err(err) => {
             tracing::info!(reason = %err, "SSO login refused");
@@ -256,10 +263,9 @@ pub async fn callback(
         append_cookies(&mut response, std::slice::from_ref(&clear_state));
         response
     };
-    let current = match sso(&state) {
-        Ok(c) => c,
-        Err(response) => return *response,
-    };
+    if !state.oidc.enabled() {
+        return page(StatusCode::NOT_FOUND, SSO_OFF);
+    }
     let Some(params) = params(query.as_deref()) else {
         return fail(StatusCode::BAD_REQUEST, BAD_CALLBACK);
     };
@@ -294,6 +300,23 @@ pub async fn callback(
         Ok(p) => p,
         Err(err) => return refused(err),
     };
+    // The login goes on with the provider it was sent to, and no other.
+    let started_at = Some(pending.provider.as_str()).filter(|p| !p.is_empty());
+    let current = match sso(&state, started_at) {
+        Ok(c) => c,
+        Err(response) => {
+            tracing::info!(provider = %pending.provider, "SSO callback refused: the login's provider is no longer configured");
+            return fail(response.status(), BAD_STATE);
+        }
+    };
+    // RFC 9207: a provider that names itself in its answer must be the one the login went to
+    // (a code from another provider is never sent to this one's token endpoint).
+    if let Some(iss) = param(&params, "iss")
+        && iss != current.config.issuer
+    {
+        tracing::info!(provider = %current.config.id, "SSO callback refused: the answer names another issuer");
+        return fail(StatusCode::BAD_REQUEST, OTHER_PROVIDER);
+    }
     // A replay is refused before the provider is asked anything.
     if let Err(err) = state.oidc.logins.check_unused(&pending).await {
         return refused(err);
@@ -345,9 +368,10 @@ pub async fn callback(
         merge_user_info_groups(&current, &url, &tokens.access_token, &mut claims).await;
     }
     let who = crate::principal::SsoPrincipal::from_claims(Arc::new(claims.clone()), 0, None, None);
-    let token = match state.auth.sso_sessions.start(claims, id_token).await {
+    let who = crate::oidc::of_provider(who, config);
+    let token = match state.auth.sso_sessions.start(claims, id_token, &config.id).await {
         Ok(t) => {
-            tracing::info!(user = %who.user, username = %who.username, "SSO login");
+            tracing::info!(user = %who.user, username = %who.username, provider = %config.id, "SSO login");
             t
         }
         Err(err) => {
@@ -418,33 +442,30 @@ pub async fn logout(
     Scope(scope): Scope,
 ) -> Response {
     let sid = caller.principal.sso().and_then(|s| s.session.as_deref());
-    let id_token = match sid {
+    let session = match sid {
         // A session that cannot be read now still ends; only the provider's logout is skipped.
-        Some(sid) => state
-            .auth
-            .sso_sessions
-            .get(sid)
-            .await
-            .ok()
-            .flatten()
-            .map(|s| s.id_token.clone()),
+        Some(sid) => state.auth.sso_sessions.get(sid).await.ok().flatten(),
         None => None,
     };
     if let Err(err) = state.auth.end_session(&caller).await {
         return err.into_response();
     }
     let mut location = state.basehref.clone();
-    if let Some(id_token) = id_token
-        && let Ok(Some(current)) = state.oidc.current()
+    // The logout goes to the provider the session was started with.
+    if let Some(session) = session
+        && let Ok(current) = state
+            .oidc
+            .choose(Some(session.provider.as_str()).filter(|p| !p.is_empty()))
     {
+        let id_token = &session.id_token;
         let back = origin(&state.url()).map(|o| format!("{o}{}", state.basehref));
         let back = back.unwrap_or_else(|| state.basehref.clone());
         let enc = |s: &str| utf8_percent_encode(s, COMPONENT).to_string();
         if let Some(template) = &current.config.logout_url {
             location = template
-                .replace("{{token}}", &enc(&id_token))
+                .replace("{{token}}", &enc(id_token))
                 .replace("{{logoutRedirectURL}}", &enc(&back));
-        } else if let Ok(Some(end_session)) = current.provider.end_session_url(&id_token, &back).await {
+        } else if let Ok(Some(end_session)) = current.provider.end_session_url(id_token, &back).await {
             location = end_session;
         }
     }

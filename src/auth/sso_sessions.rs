@@ -2,10 +2,10 @@
 //! naming the session (`sub: sso:<id>`, `jti: <id>`), however many groups the user has; the
 //! verified ID token's claims stay on the server, in the store, so a session survives a
 //! restart. A session ends at the ID token's expiry (or after `users.session.duration`, if
-//! sooner), at logout, or when its provider is no longer the one configured. On a shared store
-//! each check reads the session's record, so a logout on one replica ends the session on every
-//! replica at its next request; on a store this process alone writes, the mirror of its own
-//! writes answers.
+//! sooner), at logout, or when its provider (recorded with it) is no longer configured. On a
+//! shared store each check reads the session's record, so a logout on one replica ends the
+//! session on every replica at its next request; on a store this process alone writes, the
+//! mirror of its own writes answers.
 
 use std::sync::Arc;
 
@@ -36,6 +36,10 @@ pub struct SsoSession {
     /// Unix seconds.
     pub iat: i64,
     pub exp: i64,
+    /// The name of the provider the user logged in with (its logout ends the session there);
+    /// "" in sessions recorded before there could be several: the default provider's.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
 }
 
 pub struct SsoSessions {
@@ -84,6 +88,7 @@ impl SsoSessions {
         &self,
         claims: serde_json::Map<String, serde_json::Value>,
         id_token: String,
+        provider: &str,
     ) -> Result<String, AppError> {
         let now = self.clock.now_s();
         let duration = i64::try_from(self.config.peek().session_duration.as_secs()).unwrap_or(i64::MAX);
@@ -98,6 +103,7 @@ impl SsoSessions {
             id_token,
             iat: now,
             exp,
+            provider: provider.to_owned(),
         };
         let op = store::put_json(&format!("{PREFIX}{sid}"), &session, Expect::Absent)
             .map_err(|e| AppError::Internal(e.into()))?;
@@ -141,22 +147,26 @@ impl SsoSessions {
             return Err("token is expired".to_owned());
         }
         // The session is only as good as the configuration that let it in: SSO turned off,
-        // or another provider configured, ends it.
+        // its provider removed, or another issuer configured for it, ends it.
         let settings = self.config.peek();
-        let configured = settings.oidc.as_ref().map(|o| o.issuer.as_str());
+        let provider = match session.provider.as_str() {
+            "" => settings.oidc_providers.first(),
+            name => settings.oidc_providers.iter().find(|p| p.id == name),
+        };
         let stored = session.claims.get("iss").and_then(serde_json::Value::as_str);
-        if configured.is_none() || configured != stored {
+        let Some(provider) = provider.filter(|p| Some(p.issuer.as_str()) == stored) else {
             return Err(
                 "the single sign-on session's provider is no longer configured, please log in again"
                     .to_owned(),
             );
-        }
-        Ok(Principal::Sso(SsoPrincipal::from_claims(
+        };
+        let principal = SsoPrincipal::from_claims(
             Arc::new(session.claims.clone()),
             session.iat,
             Some(session.exp),
             Some(sid.to_owned()),
-        )))
+        );
+        Ok(Principal::Sso(crate::oidc::of_provider(principal, provider)))
     }
 
     /// Ends session `sid` at once (logout). Durable before it returns. A session id is never

@@ -129,11 +129,62 @@ fn oidc_config(dir: &std::path::Path, issuer: Option<&str>) -> Arc<ConfigWatch> 
 }
 
 async fn start(auth: &Auth, iss: &str) -> String {
-    let claims = serde_json::json!({"iss": iss, "sub": "u1", "exp": Clock::system().now_s() + 600});
+    start_at(auth, iss, "default").await
+}
+
+async fn start_at(auth: &Auth, iss: &str, provider: &str) -> String {
+    let claims = serde_json::json!({"iss": iss, "sub": "u1", "exp": Clock::system().now_s() + 600, "groups": ["ops"]});
     auth.sso_sessions
-        .start(claims.as_object().unwrap().clone(), "id.token".into())
+        .start(claims.as_object().unwrap().clone(), "id.token".into(), provider)
         .await
         .unwrap()
+}
+
+#[tokio::test]
+async fn sso_sessions_of_several_providers_are_their_providers_and_qualified() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    let cm = "kind: ConfigMap\nmetadata:\n  name: argocd-cm\ndata:\n  tiphys.oidc.providers: |\n    \
+              - name: a\n      issuer: https://a\n      clientID: cd\n    \
+              - name: b\n      issuer: https://b\n      clientID: cd\n      groupsClaim: groups\n";
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("argocd-cm.yaml"), cm).unwrap();
+    let config = ConfigWatch::new(Some(cfg.clone())).unwrap();
+    let auth = open_with(&dir.path().join("store"), config, Arc::default()).await;
+    let user = |principal: &Principal| {
+        let sso = principal.sso().unwrap();
+        (
+            sso.user.clone(),
+            sso.provider.clone(),
+            sso.groups.clone().unwrap(),
+        )
+    };
+    let (a, _) = auth
+        .tokens
+        .authenticate(&start_at(&auth, "https://a", "a").await)
+        .await
+        .unwrap();
+    let (b, _) = auth
+        .tokens
+        .authenticate(&start_at(&auth, "https://b", "b").await)
+        .await
+        .unwrap();
+    // The same `sub` at two providers is two users, with two sets of groups.
+    assert_eq!(
+        user(&a),
+        ("a:u1".to_owned(), "a".to_owned(), vec!["a:ops".to_owned()])
+    );
+    assert_eq!(
+        user(&b),
+        ("b:u1".to_owned(), "b".to_owned(), vec!["b:ops".to_owned()])
+    );
+    // A session recorded for one provider with another's issuer, or for none configured, is
+    // refused.
+    let gone = "the single sign-on session's provider is no longer configured, please log in again";
+    let mixed = start_at(&auth, "https://b", "a").await;
+    assert_eq!(auth.tokens.authenticate(&mixed).await.unwrap_err(), gone);
+    let removed = start_at(&auth, "https://c", "c").await;
+    assert_eq!(auth.tokens.authenticate(&removed).await.unwrap_err(), gone);
 }
 
 #[tokio::test]
@@ -176,7 +227,11 @@ async fn sso_sessions_name_their_server_side_state_and_end_at_logout() {
     });
     let token = auth
         .sso_sessions
-        .start(claims.as_object().unwrap().clone(), "id.token.here".into())
+        .start(
+            claims.as_object().unwrap().clone(),
+            "id.token.here".into(),
+            "default",
+        )
         .await
         .unwrap();
     assert!(token.len() < 300, "the cookie token stays small: {}", token.len());

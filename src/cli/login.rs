@@ -41,6 +41,10 @@ pub struct LoginArgs {
     /// OAuth 2.0 device authorization grant), for machines the browser cannot call back to.
     #[arg(long, requires = "sso")]
     pub device: bool,
+    /// With --sso: the provider to log in with, by its name on the server (tiphys.oidc.providers;
+    /// `default` is oidc.config's) [default: the server's default provider].
+    #[arg(long, requires = "sso")]
+    pub provider: Option<String>,
     #[command(flatten)]
     pub conn: ClientOpts,
 }
@@ -134,9 +138,10 @@ pub async fn login(config_path: &Path, args: LoginArgs, out: &mut dyn Write) -> 
     let conn = opts.connect().await?;
     let (token, refresh_token, sso_origin) = if args.sso {
         let login = if args.device {
-            super::sso::login_device(&conn, args.sso_launch_browser).await?
+            super::sso::login_device(&conn, args.provider.as_deref(), args.sso_launch_browser).await?
         } else {
-            super::sso::login(&conn, args.sso_port, args.sso_launch_browser).await?
+            let provider = args.provider.as_deref();
+            super::sso::login(&conn, provider, args.sso_port, args.sso_launch_browser).await?
         };
         super::sso::greet(out, &login.name)?;
         (

@@ -28,7 +28,7 @@ use crate::config::oidc::DEFAULT_SCOPES;
 use crate::oidc::http::Http;
 use crate::oidc::provider::{AuthorizationRequest, Provider, Tokens};
 use crate::oidc::verify::{self, Expect};
-use crate::pb::cluster::SettingsQuery;
+use crate::pb::cluster::{OidcConfig, SettingsQuery};
 use crate::random;
 
 /// The key under a user entry that holds the refresh token (Argo CD's name).
@@ -65,8 +65,9 @@ struct Start {
 }
 
 impl Start {
-    /// Reads the server's SSO settings and the provider's discovery document.
-    async fn new(conn: &Connection) -> anyhow::Result<Self> {
+    /// Reads the server's SSO settings and the discovery document of the provider named
+    /// `provider` (the server's default one for `None`).
+    async fn new(conn: &Connection, provider: Option<&str>) -> anyhow::Result<Self> {
         let settings = crate::pb::cluster::settings_service_client::SettingsServiceClient::with_origin(
             conn.transport.clone(),
             conn.origin.clone(),
@@ -75,12 +76,13 @@ impl Start {
         .await
         .map_err(|s| anyhow!("cannot read the server's settings: {}", super::conn::describe(&s)))?
         .into_inner();
-        let oidc = settings
-            .oidc_config
-            .filter(|o| !o.issuer.is_empty())
-            .ok_or_else(|| {
-                anyhow!("the server has no single sign-on configured (no oidc.config in its argocd-cm)")
-            })?;
+        let oidc = match provider {
+            None => settings.oidc_config,
+            Some(name) => Some(choose_provider(settings.sso_providers, name)?),
+        };
+        let oidc = oidc.filter(|o| !o.issuer.is_empty()).ok_or_else(|| {
+            anyhow!("the server has no single sign-on configured (no oidc.config in its argocd-cm)")
+        })?;
         let client_id = if oidc.cli_client_id.is_empty() {
             oidc.client_id.clone()
         } else {
@@ -153,9 +155,31 @@ impl Start {
     }
 }
 
-/// Runs the authorization code flow against the server's provider.
-pub async fn login(conn: &Connection, port: u16, launch_browser: bool) -> anyhow::Result<SsoLogin> {
-    let start = Start::new(conn).await?;
+/// The provider of the server's list named `name`; the error names those there are.
+fn choose_provider(list: Vec<OidcConfig>, name: &str) -> anyhow::Result<OidcConfig> {
+    if list.is_empty() {
+        bail!(
+            "the server offers one single sign-on provider (no tiphys.oidc.providers): log in without --provider"
+        );
+    }
+    let names: Vec<String> = list.iter().map(|p| p.name.clone()).collect();
+    list.into_iter().find(|p| p.name == name).ok_or_else(|| {
+        anyhow!(
+            "the server has no single sign-on provider named {name:?}; it offers: {}",
+            names.join(", ")
+        )
+    })
+}
+
+/// Runs the authorization code flow against the server's provider `provider` (its default
+/// one for `None`).
+pub async fn login(
+    conn: &Connection,
+    provider: Option<&str>,
+    port: u16,
+    launch_browser: bool,
+) -> anyhow::Result<SsoLogin> {
+    let start = Start::new(conn, provider).await?;
     let listener = TcpListener::bind(("127.0.0.1", port)).await.with_context(|| {
         format!(
             "cannot listen on 127.0.0.1:{port} for the login callback; choose another port with --sso-port"
@@ -201,8 +225,12 @@ pub async fn login(conn: &Connection, port: u16, launch_browser: bool) -> anyhow
 /// Runs the device authorization grant (RFC 8628) against the server's provider: prints a code
 /// and a URL, and waits until the user approves or denies the login there, or the code expires.
 /// Nothing listens on this machine, so it works where the browser is elsewhere.
-pub async fn login_device(conn: &Connection, launch_browser: bool) -> anyhow::Result<SsoLogin> {
-    let start = Start::new(conn).await?;
+pub async fn login_device(
+    conn: &Connection,
+    provider: Option<&str>,
+    launch_browser: bool,
+) -> anyhow::Result<SsoLogin> {
+    let start = Start::new(conn, provider).await?;
     let device = start
         .provider
         .start_device_login(&start.client_id, &start.scopes)

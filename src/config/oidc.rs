@@ -1,5 +1,7 @@
 //! `oidc.config` in `argocd-cm`: the OpenID Connect provider users log in
-//! with. Values of the form `$key` are read from `argocd-secret`.
+//! with; and `tiphys.oidc.providers`, a list of more of them (a tiphys extension: upstream
+//! takes one and needs Dex for more). Every entry of the list is parsed by the same parser as
+//! `oidc.config`. Values of the form `$key` are read from `argocd-secret`.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -7,6 +9,20 @@ use std::fmt;
 use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
 use serde::{Deserialize, Serialize};
+
+/// The `argocd-cm` key of the provider list.
+pub const PROVIDERS_KEY: &str = "tiphys.oidc.providers";
+/// The provider name `oidc.config` goes by beside the list (`/auth/login?provider=default`,
+/// `default:` in `policy.csv`).
+pub const DEFAULT_PROVIDER: &str = "default";
+/// Names no listed provider may take: `default` is `oidc.config`'s; the others begin subjects
+/// that mean something else to RBAC (`role:admin`, `proj:<p>:<r>`, `system:serviceaccount:…`,
+/// `sso:<session>`), so a provider's user could otherwise pose as one.
+const RESERVED_NAMES: &[&str] = &[DEFAULT_PROVIDER, "role", "proj", "system", "sso"];
+/// The longest provider name.
+const MAX_NAME: usize = 63;
+/// The claim a listed provider's groups are read from when `groupsClaim` is not set.
+pub const DEFAULT_GROUPS_CLAIM: &str = "groups";
 
 /// Scopes asked for when `requestedScopes` is not set.
 pub const DEFAULT_SCOPES: [&str; 4] = ["openid", "profile", "email", "groups"];
@@ -26,6 +42,15 @@ pub struct ClaimRequest {
 /// The parsed `oidc.config`. `client_secret` never reaches `Debug` output.
 #[derive(Clone, PartialEq, Eq)]
 pub struct OidcConfig {
+    /// The provider's name among several: the list entry's `name`, or [`DEFAULT_PROVIDER`]
+    /// for `oidc.config`.
+    pub id: String,
+    /// Whether its users and groups are `<id>:`-prefixed for RBAC: every provider's are once
+    /// `tiphys.oidc.providers` is set; `oidc.config` alone keeps upstream's bare subjects.
+    pub qualified: bool,
+    /// `groupsClaim`: the claim a qualified provider's groups are read from (`policy.csv`'s
+    /// `scopes` names them for `oidc.config` alone, as upstream).
+    pub groups_claim: String,
     pub name: String,
     /// The issuer exactly as configured; the discovered issuer must equal it.
     pub issuer: String,
@@ -90,6 +115,7 @@ impl OidcConfig {
 impl fmt::Debug for OidcConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OidcConfig")
+            .field("id", &self.id)
             .field("name", &self.name)
             .field("issuer", &self.issuer)
             .field("client_id", &self.client_id)
@@ -136,6 +162,8 @@ struct RawOidc {
     /// The spelling upstream's docs use for `userInfoBaseURL`.
     #[serde(rename = "userInfoURL")]
     user_info_url: Option<String>,
+    /// tiphys's: see [`OidcConfig::groups_claim`].
+    groups_claim: Option<String>,
     #[serde(flatten)]
     other: BTreeMap<String, serde_yaml_ng::Value>,
 }
@@ -147,6 +175,70 @@ const IGNORED_KEYS: &[&str] = &["userInfoCacheExpiration", "refreshTokenThreshol
 /// what is wrong without the value of any secret.
 pub fn parse(text: &str, secret: &BTreeMap<String, String>) -> Result<OidcConfig, String> {
     let raw: RawOidc = serde_yaml_ng::from_str(text).map_err(|e| format!("invalid YAML: {e}"))?;
+    let mut config = parse_raw(raw, secret)?;
+    config.id = DEFAULT_PROVIDER.to_owned();
+    Ok(config)
+}
+
+/// Parses `tiphys.oidc.providers`: a YAML list of entries written as `oidc.config` is, each
+/// with a `name` that is unique, URL-safe and not reserved, and an issuer no other provider
+/// has (a bearer token finds its provider by its `iss`). `primary` is `oidc.config`, when
+/// set: it goes first, as [`DEFAULT_PROVIDER`]. Every provider returned is qualified.
+pub fn parse_providers(
+    text: &str,
+    secret: &BTreeMap<String, String>,
+    primary: Option<&OidcConfig>,
+) -> Result<Vec<OidcConfig>, String> {
+    let entries: Vec<serde_yaml_ng::Value> = serde_yaml_ng::from_str(text)
+        .map_err(|e| format!("invalid YAML (a list of providers is expected): {e}"))?;
+    if entries.is_empty() {
+        return Err("the list is empty: remove the key, or list at least one provider".to_owned());
+    }
+    let mut out: Vec<OidcConfig> = primary.into_iter().cloned().collect();
+    let listed_from = out.len();
+    for (i, entry) in entries.into_iter().enumerate() {
+        let at = |why: String| format!("providers[{i}]: {why}");
+        let raw: RawOidc =
+            serde_yaml_ng::from_value(entry).map_err(|e| at(format!("not a provider: {e}")))?;
+        let name = raw.name.clone().map(|n| n.trim().to_owned()).unwrap_or_default();
+        check_name(&name).map_err(at)?;
+        let at = |why: String| format!("providers[{i}] ({name}): {why}");
+        if let Some(seen) = out[listed_from..].iter().position(|p| p.id == name) {
+            return Err(at(format!("the name is used twice (also providers[{seen}])")));
+        }
+        let mut config = parse_raw(raw, secret).map_err(at)?;
+        if let Some(other) = out.iter().find(|p| p.issuer == config.issuer) {
+            return Err(at(format!(
+                "issuer {:?} is also provider {:?}'s: a token is matched to its provider by its issuer",
+                config.issuer, other.id
+            )));
+        }
+        config.id = name;
+        out.push(config);
+    }
+    for config in &mut out {
+        config.qualified = true;
+    }
+    Ok(out)
+}
+
+fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("name is required".to_owned());
+    }
+    let url_safe = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_';
+    if name.len() > MAX_NAME || !name.chars().all(url_safe) || name.starts_with(['-', '_']) {
+        return Err(format!(
+            "name {name:?} must be 1 to {MAX_NAME} lowercase letters, digits, '-' or '_' (it is used in URLs and in policy.csv)"
+        ));
+    }
+    if RESERVED_NAMES.contains(&name) {
+        return Err(format!("name {name:?} is reserved"));
+    }
+    Ok(())
+}
+
+fn parse_raw(raw: RawOidc, secret: &BTreeMap<String, String>) -> Result<OidcConfig, String> {
     for key in raw.other.keys() {
         if !IGNORED_KEYS.contains(&key.as_str()) {
             tracing::warn!(key, "ignoring unknown oidc.config key");
@@ -197,7 +289,15 @@ pub fn parse(text: &str, secret: &BTreeMap<String, String>) -> Result<OidcConfig
     if enable_user_info_groups && user_info_path.is_none() {
         return Err("enableUserInfoGroups needs userInfoPath (e.g. /userinfo)".to_owned());
     }
+    let groups_claim = raw.groups_claim.map(|c| c.trim().to_owned()).unwrap_or_default();
     Ok(OidcConfig {
+        id: String::new(),
+        qualified: false,
+        groups_claim: if groups_claim.is_empty() {
+            DEFAULT_GROUPS_CLAIM.to_owned()
+        } else {
+            groups_claim
+        },
         name: resolve("name", raw.name)?.unwrap_or_default(),
         issuer,
         client_id,
@@ -279,5 +379,85 @@ mod tests {
                 .contains("rootCA")
         );
         assert!(parse("[", &s).unwrap_err().starts_with("invalid YAML"));
+    }
+
+    const TWO: &str = "- name: corp\n  issuer: https://corp.example\n  clientID: cd\n  clientSecret: $corp.secret\n\
+                       - name: partners\n  issuer: https://partners.example\n  clientID: cd2\n  groupsClaim: roles\n";
+
+    #[test]
+    fn a_list_of_providers_with_oidc_config_first() {
+        let s = secret(&[("corp.secret", "c0rp")]);
+        let list = parse_providers(TWO, &s, None).unwrap();
+        assert_eq!(
+            list.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+            ["corp", "partners"]
+        );
+        assert_eq!(list[0].client_secret.as_deref(), Some("c0rp"));
+        assert_eq!(
+            (list[0].groups_claim.as_str(), list[1].groups_claim.as_str()),
+            ("groups", "roles")
+        );
+        assert!(list.iter().all(|p| p.qualified));
+        let primary = parse("name: Okta\nissuer: https://okta.example\nclientID: x\n", &s).unwrap();
+        assert_eq!(
+            (primary.id.as_str(), primary.qualified),
+            (DEFAULT_PROVIDER, false)
+        );
+        let list = parse_providers(TWO, &s, Some(&primary)).unwrap();
+        assert_eq!(
+            list.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+            ["default", "corp", "partners"]
+        );
+        assert!(list[0].qualified && list[0].name == "Okta");
+    }
+
+    #[test]
+    fn list_errors_name_the_entry() {
+        let s = secret(&[("corp.secret", "x")]);
+        let err = |text: &str| parse_providers(text, &s, None).unwrap_err();
+        assert_eq!(
+            err(
+                "- name: a\n  issuer: https://a\n  clientID: x\n- name: a\n  issuer: https://b\n  clientID: y\n"
+            ),
+            "providers[1] (a): the name is used twice (also providers[0])"
+        );
+        assert_eq!(
+            err("- issuer: https://a\n  clientID: x\n"),
+            "providers[0]: name is required"
+        );
+        assert_eq!(
+            err("- name: a\n  clientID: x\n"),
+            "providers[0] (a): issuer is required"
+        );
+        assert_eq!(
+            err("- name: a\n  issuer: https://a\n"),
+            "providers[0] (a): clientID is required"
+        );
+        assert!(err("- name: A b\n  issuer: https://a\n  clientID: x\n").contains("lowercase letters"));
+        for reserved in ["default", "role", "proj", "system", "sso"] {
+            let text = format!("- name: {reserved}\n  issuer: https://a\n  clientID: x\n");
+            assert_eq!(err(&text), format!("providers[0]: name {reserved:?} is reserved"));
+        }
+        assert!(
+            err("- name: a\n  issuer: https://a\n  clientID: x\n- name: b\n  issuer: https://a\n  clientID: y\n")
+                .starts_with("providers[1] (b): issuer \"https://a\" is also provider \"a\"'s")
+        );
+        let primary = parse("issuer: https://a\nclientID: x\n", &s).unwrap();
+        assert!(
+            parse_providers(
+                "- name: b\n  issuer: https://a\n  clientID: y\n",
+                &s,
+                Some(&primary)
+            )
+            .unwrap_err()
+            .contains("also provider \"default\"'s")
+        );
+        assert!(err("[]").starts_with("the list is empty"));
+        assert!(err("name: a").starts_with("invalid YAML"));
+        assert!(err("- 3").starts_with("providers[0]: not a provider"));
+        assert_eq!(
+            err("- name: a\n  issuer: https://a\n  clientID: x\n  clientSecret: $nope\n"),
+            "providers[0] (a): clientSecret refers to $nope, which argocd-secret does not have"
+        );
     }
 }

@@ -42,8 +42,14 @@ pub struct Settings {
     pub secret: BTreeMap<String, String>,
     /// The RBAC policy compiled from `rbac` (with the built-in roles).
     pub policy: Arc<Policy>,
-    /// `oidc.config`: single sign-on is on when this is set.
+    /// `oidc.config`: upstream's one provider.
     pub oidc: Option<Arc<super::oidc::OidcConfig>>,
+    /// Every provider users may log in with: `oidc.config`'s first (when set), then those of
+    /// `tiphys.oidc.providers`. Single sign-on is on when this is not empty; the first is the
+    /// default one (upstream's clients know only it).
+    pub oidc_providers: Arc<[Arc<super::oidc::OidcConfig>]>,
+    /// Whether `tiphys.oidc.providers` is set (the settings then list every provider).
+    pub oidc_listed: bool,
     /// `oidc.tls.insecure.skip.verify`: do not check the provider's certificate.
     pub oidc_tls_insecure_skip_verify: bool,
     /// `tiphys.ratelimit.*`: requests per caller and class.
@@ -150,6 +156,15 @@ impl Settings {
                 super::oidc::parse(text, &secret.data).map_err(|why| err(cm, "oidc.config", why))?,
             )),
         };
+        let key = super::oidc::PROVIDERS_KEY;
+        let oidc_providers: Arc<[Arc<super::oidc::OidcConfig>]> = match get_trimmed(cm, key) {
+            None => oidc.iter().cloned().collect(),
+            Some(text) => super::oidc::parse_providers(text, &secret.data, oidc.as_deref())
+                .map_err(|why| err(cm, key, why))?
+                .into_iter()
+                .map(Arc::new)
+                .collect(),
+        };
         let rate_limits =
             super::rate_limits::RateLimits::parse(&cm.data).map_err(|(key, why)| err(cm, &key, why))?;
         let service_account_login = super::service_account_login::ServiceAccountLogin::parse(&cm.data)
@@ -158,6 +173,8 @@ impl Settings {
             super::deep_links::DeepLinks::parse(&cm.data).map_err(|(key, why)| err(cm, &key, why))?;
         Ok(Self {
             deep_links,
+            oidc_listed: get_trimmed(cm, key).is_some(),
+            oidc_providers,
             oidc,
             rate_limits,
             service_account_login,
@@ -386,18 +403,22 @@ impl fmt::Debug for Settings {
                 "server_secret_key",
                 &self.server_secret_key.as_ref().map(|_| REDACTED),
             )
-            // oidc.config may hold a client secret written inline.
+            // oidc.config and the provider list may hold client secrets written inline.
             .field(
                 "cm",
                 &self
                     .cm
                     .iter()
-                    .map(|(k, v)| (k, if k == "oidc.config" { REDACTED } else { v.as_str() }))
+                    .map(|(k, v)| {
+                        let secret = k == "oidc.config" || k == super::oidc::PROVIDERS_KEY;
+                        (k, if secret { REDACTED } else { v.as_str() })
+                    })
                     .collect::<BTreeMap<_, _>>(),
             )
             .field("rbac", &self.rbac)
             .field("policy", &self.policy)
             .field("oidc", &self.oidc)
+            .field("oidc_providers", &self.oidc_providers)
             .field(
                 "secret",
                 &self

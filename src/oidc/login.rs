@@ -2,9 +2,9 @@
 //! to `/auth/callback` by the browser itself, in a cookie no one else can read or forge.
 //!
 //! No server keeps a table of them. `/auth/login` seals the state, PKCE verifier, nonce,
-//! return URL, redirect URI and creation time ([`crate::seal`], under a key derived from
-//! the server key for [`SEAL_PURPOSE`]) into the [`STATE_COOKIE`] (HttpOnly, `Path=<base
-//! href>auth`, five minutes). The callback opens it and accepts the login only if:
+//! return URL, redirect URI, provider name and creation time ([`crate::seal`], under a key
+//! derived from the server key for [`SEAL_PURPOSE`]) into the [`STATE_COOKIE`] (HttpOnly,
+//! `Path=<base href>auth`, five minutes). The callback opens it and accepts the login only if:
 //!
 //! - the cookie is there and opens (not altered, sealed by a server with the same server key
 //!   for this purpose and key id): the cookie is what binds the login to the browser;
@@ -80,6 +80,10 @@ struct Sealed {
     u: String,
     /// Created, Unix seconds.
     t: i64,
+    /// The name of the provider the login was sent to: the callback goes on with that one
+    /// only. Absent in cookies sealed before there could be several: the default provider.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    p: String,
 }
 
 /// A login whose callback passed the cookie checks.
@@ -93,6 +97,8 @@ pub struct Pending {
     pub redirect_uri: String,
     /// Unix seconds.
     pub created: i64,
+    /// The provider the login was sent to ("": the default one).
+    pub provider: String,
 }
 
 /// What `/auth/login` hands out.
@@ -170,6 +176,7 @@ impl LoginStates {
         key: &SealKey,
         return_to: String,
         redirect_uri: String,
+        provider: &str,
         now_s: i64,
     ) -> Result<Begun, StateError> {
         let sealed = Sealed {
@@ -179,6 +186,7 @@ impl LoginStates {
             r: return_to,
             u: redirect_uri,
             t: now_s,
+            p: provider.to_owned(),
         };
         let plain = serde_json::to_vec(&sealed).map_err(|_| StateError::Malformed)?;
         let cookie = URL_SAFE_NO_PAD.encode(key.seal(&plain, STATE_COOKIE.as_bytes()));
@@ -220,6 +228,7 @@ impl LoginStates {
             return_to: login.r,
             redirect_uri: login.u,
             created: login.t,
+            provider: login.p,
         })
     }
 
@@ -274,7 +283,7 @@ mod tests {
 
     #[test]
     fn the_cookie_carries_the_login_to_any_server_with_the_key() {
-        let begun = LoginStates::begin(&key(), "/applications".into(), CB.into(), NOW).unwrap();
+        let begun = LoginStates::begin(&key(), "/applications".into(), CB.into(), "default", NOW).unwrap();
         assert!(begun.state.len() * 6 >= 128);
         assert!((43..=128).contains(&begun.verifier.len()), "RFC 7636 verifier");
         let verifier = openidconnect::PkceCodeVerifier::new(begun.verifier.clone());
@@ -305,7 +314,7 @@ mod tests {
 
     #[test]
     fn bad_cookies_and_states_are_refused() {
-        let begun = LoginStates::begin(&key(), "/".into(), CB.into(), NOW).unwrap();
+        let begun = LoginStates::begin(&key(), "/".into(), CB.into(), "default", NOW).unwrap();
         let open = |key: &SealKey, state: &str, cookie: Option<&str>, now: i64| {
             LoginStates::open(key, state, cookie, now).unwrap_err()
         };
@@ -369,12 +378,12 @@ mod tests {
         // `safe_return_url` accepts up to 2,048 bytes.
         let long = format!("/{}", "a".repeat(2047));
         let redirect = format!("https://{}.example.com/argocd/auth/callback", "h".repeat(60));
-        let begun = LoginStates::begin(&key(), long, redirect, NOW).unwrap();
+        let begun = LoginStates::begin(&key(), long, redirect, "default", NOW).unwrap();
         assert!(begun.cookie.len() < 3300, "{}", begun.cookie.len());
         // Something that would not fit is refused, not cut.
         let huge = format!("/{}", "\"".repeat(3000));
         assert_eq!(
-            LoginStates::begin(&key(), huge, CB.into(), NOW).unwrap_err(),
+            LoginStates::begin(&key(), huge, CB.into(), "default", NOW).unwrap_err(),
             StateError::TooLarge
         );
     }
@@ -382,14 +391,14 @@ mod tests {
     #[tokio::test]
     async fn a_state_is_accepted_once_across_servers_and_forgotten_after_expiry() {
         let (states, _dir) = states();
-        let begun = LoginStates::begin(&key(), "/".into(), CB.into(), NOW).unwrap();
+        let begun = LoginStates::begin(&key(), "/".into(), CB.into(), "default", NOW).unwrap();
         let login = LoginStates::open(&key(), &begun.state, Some(&begun.cookie), NOW).unwrap();
         states.check_unused(&login).await.unwrap();
         states.mark_used(&login).await.unwrap();
         assert_eq!(states.check_unused(&login).await.unwrap_err(), StateError::Used);
         assert_eq!(states.mark_used(&login).await.unwrap_err(), StateError::Used);
         // Another login is unaffected.
-        let other = LoginStates::begin(&key(), "/".into(), CB.into(), NOW).unwrap();
+        let other = LoginStates::begin(&key(), "/".into(), CB.into(), "default", NOW).unwrap();
         let other = LoginStates::open(&key(), &other.state, Some(&other.cookie), NOW).unwrap();
         states.check_unused(&other).await.unwrap();
 

@@ -33,6 +33,9 @@ pub enum Subject<'a> {
         user: &'a str,
         claims: Option<&'a Map<String, Value>>,
     },
+    /// An authenticated caller whose groups are already known (a user of one provider among
+    /// several: `<provider>:<group>`), not read through `scopes`.
+    Grouped { user: &'a str, groups: &'a [String] },
 }
 
 /// How a policy is loaded.
@@ -194,6 +197,7 @@ impl Policy {
         let (user, groups) = match subject {
             Subject::Plain(name) => (name, None),
             Subject::Claims { user, claims } => (user, Some(self.groups(claims))),
+            Subject::Grouped { user, groups } => (user, Some(groups.iter().map(String::as_str).collect())),
         };
         let generation = projects.generation();
         let key = DecisionCache::key(user, groups.as_deref(), resource, action, object);

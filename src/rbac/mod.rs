@@ -40,7 +40,7 @@ pub use matcher::MatchMode;
 pub use project::{FixedProjects, ProjectRole, ProjectRoles, ProjectSource};
 
 use crate::error::{AppError, Denied};
-use crate::principal::Principal;
+use crate::principal::{Principal, SsoPrincipal};
 
 /// Where the authoriser reads the policy in force: the configuration (`crate::config`
 /// implements it), which this module does not depend on.
@@ -112,7 +112,7 @@ impl Rbac {
             target: "audit",
             kind = "rbac",
             subject = principal.subject(),
-            groups = ?self.policy().groups(principal.claims()),
+            groups = ?groups(&self.policy(), principal),
             token_id = principal.token_id(),
             resource,
             action,
@@ -137,7 +137,7 @@ impl Rbac {
             target: "audit",
             kind = kind.as_str(),
             subject = principal.subject(),
-            groups = ?self.policy().groups(principal.claims()),
+            groups = ?groups(&self.policy(), principal),
             token_id = principal.token_id(),
             object = crate::urlmask::mask(object),
             reason = crate::urlmask::mask(&message),
@@ -213,10 +213,24 @@ pub enum Denial {
 /// The text of every [`Denial::Hidden`].
 pub const HIDDEN_DENIAL: &str = "permission denied";
 
+/// The groups RBAC puts `principal` in: those of its provider among several, else the values
+/// of the claims `policy`'s `scopes` names.
+pub fn groups<'p>(policy: &Policy, principal: &'p Principal) -> Vec<&'p str> {
+    match principal.sso().and_then(|s| s.groups.as_ref()) {
+        Some(groups) => groups.iter().map(String::as_str).collect(),
+        None => policy.groups(principal.claims()),
+    }
+}
+
 /// How RBAC sees a principal.
 pub fn subject(principal: &Principal) -> Subject<'_> {
     match principal {
         Principal::Anonymous => Subject::Plain(""),
+        Principal::Sso(SsoPrincipal {
+            user,
+            groups: Some(groups),
+            ..
+        }) => Subject::Grouped { user, groups },
         other => Subject::Claims {
             user: other.subject(),
             claims: other.claims(),

@@ -270,9 +270,15 @@ async fn drain(
 /// to `<url>/auth/callback`. Without it, say so instead of starting with a
 /// broken redirect URI.
 fn check_sso_url(state: &ServerState) -> anyhow::Result<()> {
-    if state.config.current().oidc.is_some() && state.url().is_empty() {
+    let settings = state.config.current();
+    if !settings.oidc_providers.is_empty() && state.url().is_empty() {
+        let key = if settings.oidc.is_some() {
+            "oidc.config"
+        } else {
+            crate::config::oidc::PROVIDERS_KEY
+        };
         anyhow::bail!(
-            "oidc.config is set in argocd-cm, but the server's external URL is not: set `url` in argocd-cm \
+            "{key} is set in argocd-cm, but the server's external URL is not: set `url` in argocd-cm \
              (or --url), e.g. https://argocd.example.com; the provider must know <url>/auth/callback as a redirect URI"
         );
     }

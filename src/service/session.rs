@@ -80,6 +80,9 @@ pub fn user_info(caller: &Caller, policy: &Policy) -> UserInfo {
         logged_in: true,
         username: p.username().to_owned(),
         iss: p.issuer().to_owned(),
-        groups: policy.groups(p.claims()).into_iter().map(str::to_owned).collect(),
+        groups: crate::rbac::groups(policy, p)
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
     }
 }

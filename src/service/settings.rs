@@ -2,6 +2,7 @@
 //! needs before anyone has logged in. Nothing secret is ever part of it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -67,6 +68,11 @@ pub struct PublicSettings {
     /// Upstream's `--sync-with-replace-allowed` (default on): the UI offers the Replace option.
     #[serde(skip_serializing_if = "is_zero")]
     pub sync_with_replace_allowed: bool,
+    /// tiphys's field 1000: every provider a user may log in with, when
+    /// `tiphys.oidc.providers` is set, each under its `name` (`oidc.config`'s as `default`),
+    /// the default one first (`/auth/login?provider=<name>`, `tiphys login --sso --provider`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub sso_providers: Vec<OidcSettings>,
 }
 
 /// `oidcConfig`: upstream's `OIDCConfig` message, without its client secret.
@@ -138,6 +144,8 @@ pub struct SettingsSource {
     pub user_logins_disabled: bool,
     pub password_pattern: String,
     pub oidc: Option<OidcSettings>,
+    /// Every provider, under its name, when `tiphys.oidc.providers` is set (else empty).
+    pub sso_providers: Vec<OidcSettings>,
     /// `argocd-cm` as read: the other fields come from its keys.
     pub cm: BTreeMap<String, String>,
     /// The namespace the server keeps its objects in (upstream: the controller's).
@@ -151,7 +159,17 @@ impl SettingsSource {
             url: state.url(),
             user_logins_disabled: state.auth.accounts.logins_disabled(),
             password_pattern: settings.password_pattern.as_str().to_owned(),
-            oidc: settings.oidc.as_deref().map(OidcSettings::from),
+            // Upstream's clients know one provider: `oidc.config`, else the first listed.
+            oidc: settings.oidc_providers.first().map(|p| OidcSettings::from(&**p)),
+            sso_providers: if settings.oidc_listed {
+                let named = |p: &Arc<OidcConfig>| OidcSettings {
+                    name: p.id.clone(),
+                    ..OidcSettings::from(&**p)
+                };
+                settings.oidc_providers.iter().map(named).collect()
+            } else {
+                Vec::new()
+            },
             cm: settings.cm.clone(),
             namespace: state.namespace.clone(),
         }
@@ -235,6 +253,7 @@ pub fn settings(source: &SettingsSource, principal: &Principal) -> PublicSetting
     PublicSettings {
         url: source.url.clone(),
         oidc_config: source.oidc.clone(),
+        sso_providers: source.sso_providers.clone(),
         app_label_key,
         status_badge_enabled: source.on("statusbadge.enabled"),
         google_analytics: GoogleAnalytics {

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from conftest import REPO, free_port
+from conftest import REPO, TIPHYS_BIN, clean_env, free_port
 
 OIDC_DIR = REPO / "tests" / "oidc"
 NODE = shutil.which("node")
@@ -124,6 +124,16 @@ def session(verify=None):
     return s
 
 
+def api(server, path, token=None, cookie=None):
+    """GET `path` of `server` with a bearer token and/or a session cookie; redirects not followed."""
+    headers = {}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    if cookie:
+        headers["Cookie"] = f"argocd.token={cookie}"
+    return session().get(server.url(path), headers=headers, allow_redirects=False, timeout=15)
+
+
 def walk(agent, url, login, stop, limit=15):
     """Follows redirects from `url` by hand, filling in the provider's login form on the way, until
     a redirect points at a URL for which `stop(url)` is true; returns that URL without requesting
@@ -187,3 +197,36 @@ def oidc_config(provider, **extra):
               "requestedScopes": ["openid", "profile", "email", "groups", "offline_access"]}
     config.update(extra)
     return json.dumps(config)
+
+
+def cli_sso_login(server, cli_port, issuer, config_path, login, *extra):
+    """`tiphys login --sso` (with `extra` arguments) with the browser's part played by a user agent
+    logging in as `login` at the provider `issuer`; returns its stdout."""
+    cmd = [TIPHYS_BIN, "--config", str(config_path), "login", server.addr, "--plaintext", "--sso", *extra,
+           "--sso-port", str(cli_port), "--sso-launch-browser=false"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            text=True, env=clean_env(NO_COLOR="1"))
+    try:
+        url, seen = None, []
+        deadline = time.monotonic() + 30
+        while url is None and time.monotonic() < deadline:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            seen.append(line)
+            if line.startswith(issuer):
+                url = line.strip()
+        assert url, f"no login URL of {issuer} printed: {seen}"
+        assert query(url)["code_challenge_method"] == "S256" and query(url)["client_id"] == "argo-cd-cli"
+        assert "offline_access" in query(url)["scope"].split()
+        agent = session()
+        callback = walk(agent, url, login, lambda u: u.startswith(f"http://localhost:{cli_port}/auth/callback"))
+        r = agent.get(callback, timeout=30)
+        assert r.status_code == 200 and "Login complete" in r.text, r.text
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=5)
+    assert proc.returncode == 0, err
+    return out

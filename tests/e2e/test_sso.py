@@ -16,8 +16,9 @@ import urllib.parse as up
 import pytest
 
 from authkit import ADMIN_PW, login_token, manifest, wait_until
-from conftest import TIPHYS_BIN, clean_env, cli, free_port
-from oidckit import Provider, client_token, oidc_config, query, session, walk
+from conftest import cli, free_port
+from oidckit import Provider, api, client_token, oidc_config, query, session, walk
+from oidckit import cli_sso_login as oidckit_cli_sso_login
 
 SECRET = {"oidc.clientSecret": "argo-cd-secret"}
 RBAC = {"policy.csv": "g, admins, role:admin\n", "scopes": "[groups]"}
@@ -91,15 +92,6 @@ def sso(tmp_path_factory, module_servers, module_config):
     conn.close()
     yield Sso(server, provider, config, cli_port)
     provider.stop()
-
-
-def api(server, path, token=None, cookie=None):
-    headers = {}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    if cookie:
-        headers["Cookie"] = f"argocd.token={cookie}"
-    return session().get(server.url(path), headers=headers, allow_redirects=False, timeout=15)
 
 
 # ---- settings (SEC-19) ----------------------------------------------------------------------
@@ -526,34 +518,7 @@ def test_bad_oidc_config_is_refused_with_its_location(tmp_path, config_dir):
 
 def cli_sso_login(s, config_path, login):
     """`tiphys login --sso` with the browser's part played by a user agent; returns its stdout."""
-    cmd = [TIPHYS_BIN, "--config", str(config_path), "login", s.server.addr, "--plaintext", "--sso",
-           "--sso-port", str(s.cli_port), "--sso-launch-browser=false"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                            text=True, env=clean_env(NO_COLOR="1"))
-    try:
-        url, seen = None, []
-        deadline = time.monotonic() + 30
-        while url is None and time.monotonic() < deadline:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            seen.append(line)
-            if line.startswith(s.provider.issuer):
-                url = line.strip()
-        assert url, f"no login URL printed: {seen}"
-        assert query(url)["code_challenge_method"] == "S256" and query(url)["client_id"] == "argo-cd-cli"
-        assert "offline_access" in query(url)["scope"].split()
-        agent = session()
-        callback = walk(agent, url, login, lambda u: u.startswith(f"http://localhost:{s.cli_port}/auth/callback"))
-        r = agent.get(callback, timeout=30)
-        assert r.status_code == 200 and "Login complete" in r.text, r.text
-        out, err = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=5)
-    assert proc.returncode == 0, err
-    return out
+    return oidckit_cli_sso_login(s.server, s.cli_port, s.provider.issuer, config_path, login)
 
 
 def test_cli_sso_login_then_api_calls_then_logout(sso, tmp_path):

@@ -20,11 +20,12 @@ CODE_LINE = re.compile(r"enter the code (\S+) \(valid for (\d+) s\)")
 
 
 class DeviceLogin:
-    """A running `tiphys login --sso --device`; reads the code and URL it prints."""
+    """A running `tiphys login --sso --device` (with `extra` arguments); reads the code and URL it
+    prints. `s`: anything with the `server` and the `provider` the login goes to."""
 
-    def __init__(self, s, config_path):
+    def __init__(self, s, config_path, *extra):
         cmd = [TIPHYS_BIN, "--config", str(config_path), "login", s.server.addr, "--plaintext", "--sso",
-               "--device", "--sso-launch-browser=false"]
+               "--device", *extra, "--sso-launch-browser=false"]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      stdin=subprocess.DEVNULL, text=True, env=clean_env(NO_COLOR="1"))
         self.seen, self.code, self.url, self.complete, self.valid_for = [], None, None, None, None

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { matchRoute, pagePath } from "../src/lib/routes";
-import { loginErrorMessage, ssoName } from "../src/pages/Login";
+import { loginErrorMessage, ssoButtons, ssoName } from "../src/pages/Login";
 import { appFromForm } from "../src/pages/AppCreate";
 
 test("routes", () => {
@@ -30,6 +30,19 @@ test("the SSO button appears only when the server has a provider", () => {
   assert.equal(ssoName({ oidcConfig: {} }), "SSO");
   assert.equal(ssoName({ dexConfig: { connectors: [{ name: "GitHub" }] } }), "GitHub");
   assert.equal(ssoName({ dexConfig: { connectors: [] } }), undefined);
+});
+
+test("one SSO button per provider the server lists, each naming its provider", () => {
+  const back = "/applications?a=1";
+  assert.deepEqual(ssoButtons({}, back), []);
+  assert.deepEqual(ssoButtons({ oidcConfig: { name: "Okta" } }, back), [
+    { label: "Okta", query: "return_url=%2Fapplications%3Fa%3D1" },
+  ]);
+  const several = { oidcConfig: { name: "Corp" }, ssoProviders: [{ name: "default" }, { name: "partners" }, {}] };
+  assert.deepEqual(ssoButtons(several, back), [
+    { label: "Corp", query: "provider=default&return_url=%2Fapplications%3Fa%3D1" },
+    { label: "partners", query: "provider=partners&return_url=%2Fapplications%3Fa%3D1" },
+  ]);
 });
 
 test("the create form builds an Application", () => {

@@ -161,8 +161,7 @@ fn token_target(
         None => Err(refusal(state, principal, project)),
         Some(groups) => {
             let policy = state.rbac.policy();
-            let member = policy
-                .groups(principal.claims())
+            let member = crate::rbac::groups(&policy, principal)
                 .iter()
                 .any(|g| groups.iter().any(|rg| rg == g));
             if may_update || member {

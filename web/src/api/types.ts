@@ -129,6 +129,8 @@ export interface UserInfo {
 export interface Settings {
   userLoginsDisabled?: boolean;
   oidcConfig?: { name?: string } | null;
+  /** tiphys: every provider, by name, when the server lists several. */
+  ssoProviders?: Array<{ name?: string }>;
   dexConfig?: { connectors?: Array<{ name?: string }> } | null;
   passwordPattern?: string;
   [key: string]: unknown;

@@ -1,5 +1,5 @@
 // The login page: username/password against POST api/v1/session (the server sets the session
-// cookie), an SSO button when the server has an OIDC provider, and a same-origin return_url.
+// cookie), an SSO button for each OIDC provider the server offers, and a same-origin return_url.
 import { useState } from "preact/hooks";
 import { ApiError, apiUrl, post } from "../api/http";
 import type { Settings } from "../api/types";
@@ -19,13 +19,34 @@ export function ssoName(settings: Settings): string | undefined {
   return undefined;
 }
 
+/** One SSO button: its label and the `/auth/login` query (`provider` when one of several). */
+export interface SsoButton {
+  label: string;
+  query: string;
+}
+
+/** A button per provider when the server lists several (`ssoProviders`, tiphys's field 1000),
+ * else the one button upstream's settings allow for. */
+export function ssoButtons(settings: Settings, returnUrl: string): SsoButton[] {
+  const back = `return_url=${encodeURIComponent(returnUrl)}`;
+  const listed = (settings.ssoProviders ?? []).filter((p) => p.name);
+  if (listed.length > 0) {
+    return listed.map((p) => ({
+      label: p.name === "default" ? settings.oidcConfig?.name || "SSO" : (p.name as string),
+      query: `provider=${encodeURIComponent(p.name as string)}&${back}`,
+    }));
+  }
+  const name = ssoName(settings);
+  return name === undefined ? [] : [{ label: name, query: back }];
+}
+
 export function Login(props: { settings: Settings; returnUrl: string | null; onLoggedIn: (to: string) => void }) {
   const [username, setUsername] = useState("");
   const [password, setPassword] = useState("");
   const [error, setError] = useState<string>();
   const [busy, setBusy] = useState(false);
   const target = safeReturnUrl(props.returnUrl, document.baseURI) ?? new URL("applications", document.baseURI).toString();
-  const sso = ssoName(props.settings);
+  const sso = ssoButtons(props.settings, target);
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -43,13 +64,13 @@ export function Login(props: { settings: Settings; returnUrl: string | null; onL
   return (
     <main id="content" class="login">
       <h1 class="brand">tiphys</h1>
-      {sso && (
-        <p>
-          <a class="button primary" href={`${apiUrl("auth/login")}?return_url=${encodeURIComponent(target)}`} data-testid="sso">
-            Log in via {sso}
+      {sso.map((b) => (
+        <p key={b.query}>
+          <a class="button primary" href={`${apiUrl("auth/login")}?${b.query}`} data-testid="sso">
+            Log in via {b.label}
           </a>
         </p>
-      )}
+      ))}
       {!props.settings.userLoginsDisabled && (
         <form onSubmit={submit} aria-label="Log in">
           <label class="field">
