@@ -203,7 +203,13 @@ pub async fn login(
     }
     let redirect_uri = format!("{}/auth/callback", url.trim_end_matches('/'));
     let key = state.auth.sealing_key(SEAL_PURPOSE, SEAL_KEY_ID);
-    let begun = match LoginStates::begin(&key, return_to, redirect_uri.clone(), &current.config.id, state.clock.now_s()) {
+    let begun = match LoginStates::begin(
+        &key,
+        return_to,
+        redirect_uri.clone(),
+        &current.config.id,
+        state.clock.now_s(),
+    ) {
         Ok(b) => b,
         Err(err) => {
             tracing::info!(reason = %err, "SSO login refused");

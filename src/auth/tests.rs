@@ -133,7 +133,8 @@ async fn start(auth: &Auth, iss: &str) -> String {
 }
 
 async fn start_at(auth: &Auth, iss: &str, provider: &str) -> String {
-    let claims = serde_json::json!({"iss": iss, "sub": "u1", "exp": Clock::system().now_s() + 600, "groups": ["ops"]});
+    let claims =
+        serde_json::json!({"iss": iss, "sub": "u1", "exp": Clock::system().now_s() + 600, "groups": ["ops"]});
     auth.sso_sessions
         .start(claims.as_object().unwrap().clone(), "id.token".into(), provider)
         .await
