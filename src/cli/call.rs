@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::client::{Client, call_error};
 use super::exit;
-use crate::grpc::codec::RawCodec;
+use crate::schema::codec::RawCodec;
 use crate::schema::Schema;
 
 /// Answers larger than this are refused (lists of many objects can be large).

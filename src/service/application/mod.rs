@@ -13,6 +13,7 @@ mod live;
 mod logs;
 mod masking;
 mod refresh;
+mod rendered;
 mod resources;
 pub(crate) mod selector;
 pub mod source;
