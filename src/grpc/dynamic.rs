@@ -239,6 +239,8 @@ async fn client_streaming(
     let (parts, mut body) = req.into_parts();
     let mut reader = StreamReader::new(limit);
     let mut messages = Vec::new();
+    // A refusal ends the call at once: the request body's own bound (`server::body`) drains
+    // what the client still sends.
     while let Some(frame) = body.frame().await {
         let data = match frame {
             Ok(frame) => match frame.into_data() {

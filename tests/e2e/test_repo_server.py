@@ -214,3 +214,72 @@ def test_without_get_the_caller_is_denied_and_audited_once(plane, env):
         assert len(lines) == before + 1, lines
     finally:
         next(tokens, None)
+
+
+def local_dir(root, files):
+    for rel, text in files.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    return root
+
+
+def test_app_diff_local_server_side_generate_uploads_to_tiphys_as_to_argocd_server(plane, env):
+    """`argocd app diff --local --server-side-generate` is the CLI's GetManifestsWithFiles: the
+    directory is uploaded, the repo-server renders it, and both servers' diffs read alike."""
+    # The upload is the repository's root: the source's path (plain) is in it.
+    local = local_dir(env.dir / "local", {
+        "plain/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: local-cm\ndata:\n  k: local\n",
+        "plain/secret.yaml": ("apiVersion: v1\nkind: Secret\nmetadata:\n  name: local-secret\n"
+                        f"stringData:\n  password: {SECRET_VALUE}\n")})
+    ours_cli = ArgoCli(env.dir / "cli-diff", "--plaintext")
+    ours_cli("login", env.server.addr, "--username", "admin", "--password", env.password)
+    server = plane.start_argocd_server()
+    theirs_cli = ArgoCli(env.dir / "cli-diff-upstream", ca=plane.state["pki"]["ca"])
+    theirs_cli("login", server["address"], "--username", "admin", "--password", env.password)
+    args = ("app", "diff", env.names.directory, "--local", str(local), "--server-side-generate")
+    ours, theirs = ours_cli(*args, check=False), theirs_cli(*args, check=False)
+    # 1: a difference found (nothing of the upload is live), as upstream finds it.
+    assert (ours.returncode, theirs.returncode) == (1, 1), (ours.stderr, theirs.stderr)
+    assert "local-cm" in ours.stdout, ours.stdout
+    assert ours.stdout == theirs.stdout, (ours.stdout, theirs.stdout)
+    assert SECRET_VALUE not in ours.stdout
+    lines = [line for line in env.server.logs().splitlines()
+             if " audit: " in line and "GetManifestsWithFiles" in line]
+    assert lines and 'result="ok"' in lines[-1], lines[-3:]
+
+
+def upload(app_pb, server, token, name, chunks, timeout=60):
+    """GetManifestsWithFiles from grpcio: the query, then `chunks` (bytes each)."""
+    wrapper = app_pb.app.ApplicationManifestQueryWithFilesWrapper
+
+    def parts():
+        yield wrapper(query=app_pb.app.ApplicationManifestQueryWithFiles(name=name, checksum="0" * 64))
+        for chunk in chunks:
+            yield wrapper(chunk=app_pb.app.FileChunk(chunk=chunk))
+    with grpc_channel(server) as ch:
+        call = ch.stream_unary("/application.ApplicationService/GetManifestsWithFiles",
+                               request_serializer=wrapper.SerializeToString,
+                               response_deserializer=lambda b: b)
+        return call(parts(), metadata=md(token), timeout=timeout)
+
+
+def test_an_upload_over_the_limit_is_refused_clearly(env, app_pb):
+    """The upload as a whole is held to --grpc-max-request-bytes (4 MiB by default): past it the call
+    is refused with RESOURCE_EXHAUSTED naming the limit, however small each message."""
+    chunk = b"x" * (64 << 10)
+    e = rpc_error(upload, app_pb, env.server, env.token, env.names.directory, [chunk] * 80)
+    assert e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, e
+    assert "upload" in e.details() and "--grpc-max-request-bytes" in e.details(), e.details()
+    # Under it, the same upload reaches the repo-server, which refuses an archive that is not one
+    # (its checksum does not match) with its own words.
+    e = rpc_error(upload, app_pb, env.server, env.token, env.names.directory, [chunk])
+    assert e.code() == grpc.StatusCode.UNKNOWN and "checksum" in e.details(), e.details()
+    # A stream without its query first is refused before anything is sent on.
+    with grpc_channel(env.server) as ch:
+        wrapper = app_pb.app.ApplicationManifestQueryWithFilesWrapper
+        call = ch.stream_unary("/application.ApplicationService/GetManifestsWithFiles",
+                               request_serializer=wrapper.SerializeToString, response_deserializer=lambda b: b)
+        e = rpc_error(call, iter([wrapper(chunk=app_pb.app.FileChunk(chunk=b"x"))]), metadata=md(env.token),
+                      timeout=30)
+    assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "query is nil" in e.details(), e.details()
