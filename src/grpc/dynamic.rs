@@ -13,7 +13,6 @@ use futures_util::stream::BoxStream;
 use prost_reflect::MethodDescriptor;
 use tonic::{Request, Response, Status};
 
-use crate::schema::codec::RawCodec;
 use super::encode::{encode_event, encode_list_head, list_item_prefix};
 use crate::app::App;
 use crate::error::AppError;
@@ -21,6 +20,7 @@ use crate::principal::{BodyLimit, OverLimit, RequestContext};
 use crate::registry::{DocRef, Registry};
 use crate::rpc::{Handler, Rpc};
 use crate::schema::Schema;
+use crate::schema::codec::RawCodec;
 use crate::service::{Ctx, Reply, StreamItem};
 
 /// One gRPC service of the method table (`/<service>/<method>` for each of its methods).
@@ -249,9 +249,11 @@ async fn client_streaming(
             },
             Err(status) => return status.into_http(),
         };
-        let decoded = reader
-            .push(&data)
-            .and_then(|done| done.iter().map(|m| call.decode(m).map_err(Status::from)).collect::<Result<Vec<_>, _>>());
+        let decoded = reader.push(&data).and_then(|done| {
+            done.iter()
+                .map(|m| call.decode(m).map_err(Status::from))
+                .collect::<Result<Vec<_>, _>>()
+        });
         match decoded {
             Ok(decoded) => messages.extend(decoded),
             Err(status) => return status.into_http(),
@@ -599,4 +601,54 @@ async fn list_chunk(registry: &Registry, head: Option<Bytes>, docs: &[DocRef]) -
 
 fn internal(err: crate::registry::RegistryError) -> AppError {
     AppError::Internal(err.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(message: &[u8]) -> Vec<u8> {
+        let mut out = vec![0];
+        out.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+        out.extend_from_slice(message);
+        out
+    }
+
+    fn limit(bytes: u64) -> BodyLimit {
+        BodyLimit {
+            bytes,
+            over: OverLimit::TooLarge {
+                noun: "request message",
+                why: "--grpc-max-request-bytes",
+            },
+        }
+    }
+
+    #[test]
+    fn a_stream_is_read_message_by_message_across_any_split() {
+        let body = [framed(b"one"), framed(b""), framed(b"three")].concat();
+        for split in 0..body.len() {
+            let mut reader = StreamReader::new(limit(100));
+            let mut got = reader.push(&body[..split]).unwrap();
+            got.extend(reader.push(&body[split..]).unwrap());
+            reader.finish().unwrap();
+            assert_eq!(got, [&b"one"[..], b"", b"three"], "split at {split}");
+        }
+        let mut reader = StreamReader::new(limit(100));
+        reader.push(&body[..body.len() - 1]).unwrap();
+        assert_eq!(reader.finish().unwrap_err().code(), tonic::Code::InvalidArgument);
+    }
+
+    #[test]
+    fn the_messages_together_are_held_to_the_limit() {
+        let mut reader = StreamReader::new(limit(20));
+        assert_eq!(reader.push(&framed(b"0123456789")).unwrap().len(), 1);
+        let refused = reader.push(&framed(b"0123456789")).unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            refused.message().contains("upload") && refused.message().contains("--grpc-max-request-bytes"),
+            "{}",
+            refused.message()
+        );
+    }
 }

@@ -16,8 +16,8 @@ use serde_json::Value;
 use tonic::transport::Channel;
 
 use crate::error::AppError;
-use crate::schema::codec::RawCodec;
 use crate::schema::Schema;
+use crate::schema::codec::RawCodec;
 
 /// `--repo-server*`: where the repo server is and how it is reached.
 #[derive(Debug, Clone)]
@@ -146,10 +146,7 @@ impl RepoServer {
         request
     }
 
-    async fn bounded<T>(
-        &self,
-        call: impl Future<Output = Result<T, AppError>>,
-    ) -> Result<T, AppError> {
+    async fn bounded<T>(&self, call: impl Future<Output = Result<T, AppError>>) -> Result<T, AppError> {
         match tokio::time::timeout(self.timeout, call).await {
             Ok(result) => result,
             Err(_) => Err(AppError::Unavailable(format!(
@@ -192,7 +189,11 @@ impl RepoServer {
             // denial of the caller (those are the authorizer's, and audited).
             tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => AppError::Peer(
                 tonic::Code::FailedPrecondition,
-                format!("the repo server at {} refused tiphys: {}", self.address, status.message()),
+                format!(
+                    "the repo server at {} refused tiphys: {}",
+                    self.address,
+                    status.message()
+                ),
             ),
             code => AppError::Peer(code, status.message().to_owned()),
         }
@@ -203,7 +204,9 @@ impl RepoServer {
 pub fn encode(name: &str, json: &Value) -> Result<Vec<u8>, AppError> {
     let schema = Schema::get();
     let desc = schema.message(name).map_err(|e| AppError::Internal(e.into()))?;
-    schema.encode(&desc, json).map_err(|e| AppError::Internal(e.into()))
+    schema
+        .encode(&desc, json)
+        .map_err(|e| AppError::Internal(e.into()))
 }
 
 fn decode(schema: &Schema, name: &str, bytes: &[u8]) -> Result<Value, AppError> {

@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use http::Uri;
 use rustls::ClientConfig;
+use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
-use tokio::net::TcpStream;
 use tonic::transport::{Channel, Endpoint};
 
 use super::Config;
@@ -33,7 +32,7 @@ pub fn channel(config: &Config, timeout: Duration) -> anyhow::Result<Channel> {
     let connector = tower::service_fn(move |_: Uri| {
         let (tls, host, address) = (tls.clone(), host.clone(), address.clone());
         async move {
-            match tokio::time::timeout(timeout, dial(&address, tls, &host)).await {
+            match tokio::time::timeout(timeout, crate::tlsclient::dial(&address, tls, &host)).await {
                 Ok(result) => result,
                 Err(_) => Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
@@ -45,27 +44,6 @@ pub fn channel(config: &Config, timeout: Duration) -> anyhow::Result<Channel> {
     Ok(Endpoint::from(origin)
         .timeout(timeout)
         .connect_with_connector_lazy(connector))
-}
-
-type Stream = tokio_util::either::Either<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
-
-async fn dial(
-    address: &str,
-    tls: Option<Arc<ClientConfig>>,
-    host: &str,
-) -> std::io::Result<hyper_util::rt::TokioIo<Stream>> {
-    use tokio_util::either::Either;
-    let tcp = TcpStream::connect(address).await?;
-    let _ = tcp.set_nodelay(true);
-    let stream = match tls {
-        None => Either::Left(tcp),
-        Some(config) => {
-            let name = ServerName::try_from(host.to_owned())
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-            Either::Right(tokio_rustls::TlsConnector::from(config).connect(name, tcp).await?)
-        }
-    };
-    Ok(hyper_util::rt::TokioIo::new(stream))
 }
 
 fn client_config(config: &Config) -> anyhow::Result<ClientConfig> {

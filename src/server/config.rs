@@ -199,7 +199,12 @@ pub struct ServerArgs {
     #[arg(long, env = "ARGOCD_SERVER_REPO_SERVER_TIMEOUT_SECONDS", default_value_t = 60)]
     pub repo_server_timeout_seconds: u64,
     /// Where upstream mounts its configuration (the repo server's CA under `server/tls`).
-    #[arg(long, env = "ARGOCD_APP_CONFIG_PATH", default_value = "/app/config", hide = true)]
+    #[arg(
+        long,
+        env = "ARGOCD_APP_CONFIG_PATH",
+        default_value = "/app/config",
+        hide = true
+    )]
     pub app_config_path: PathBuf,
     /// Whether tiphys contacts destination clusters itself (their connection state and server
     /// version). `off`: their state is Unknown unless the controller's cache says otherwise.

@@ -97,7 +97,10 @@ fn settings(app: &App) -> Map<String, Value> {
         ("Helm", "helm.enable"),
         ("Directory", "jsonnet.enable"),
     ] {
-        enabled.insert(source_type.to_owned(), json!(get(key).is_empty() || get(key) == "true"));
+        enabled.insert(
+            source_type.to_owned(),
+            json!(get(key).is_empty() || get(key) == "true"),
+        );
     }
     // Plugins cannot be turned off (upstream's GetEnabledSourceTypes).
     enabled.insert("Plugin".to_owned(), json!(true));
@@ -127,7 +130,10 @@ fn settings(app: &App) -> Map<String, Value> {
     let mut out = Map::new();
     out.insert(
         "appLabelKey".to_owned(),
-        json!(or(get("application.instanceLabelKey"), "app.kubernetes.io/instance")),
+        json!(or(
+            get("application.instanceLabelKey"),
+            "app.kubernetes.io/instance"
+        )),
     );
     out.insert(
         "trackingMethod".to_owned(),
@@ -214,7 +220,10 @@ fn ref_sources(app: &App, sources: &[Value]) -> Result<Map<String, Value>, AppEr
         if name.is_empty() {
             continue;
         }
-        if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
             return Err(AppError::InvalidArgument(format!(
                 "sources.ref {name} cannot contain any special characters except '_' and '-'"
             )));
@@ -240,7 +249,11 @@ fn ref_sources(app: &App, sources: &[Value]) -> Result<Map<String, Value>, AppEr
 /// The ManifestRequest fields every source of the application shares.
 async fn common_request(app: &App, target: &Target<'_>, rules: &ProjectRules) -> Map<String, Value> {
     let mut request = settings(app);
-    let instance = crate::controller_cache::instance_name(target.metadata("namespace"), target.metadata("name"), &app.namespace);
+    let instance = crate::controller_cache::instance_name(
+        target.metadata("namespace"),
+        target.metadata("name"),
+        &app.namespace,
+    );
     let (kube_version, api_versions) = cluster_facts(app, target.spec).await;
     let destination = target.spec.get("destination").cloned().unwrap_or(Value::Null);
     request.insert("appName".to_owned(), json!(instance));
@@ -341,7 +354,11 @@ pub async fn manifests_with_files(
 
 /// The reply's manifests, each a JSON document, with Secrets masked.
 pub fn masked_manifests(app: &App, reply: &Value) -> Result<Vec<Value>, AppError> {
-    let manifests = reply.get("manifests").and_then(Value::as_array).cloned().unwrap_or_default();
+    let manifests = reply
+        .get("manifests")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     manifests
         .into_iter()
         .map(|manifest| {
@@ -385,11 +402,61 @@ pub async fn revision_metadata(
 }
 
 /// GetOCIMetadata through the repo server.
-pub async fn oci_metadata(app: &App, server: &RepoServer, source: &Value, revision: &str) -> Result<Value, AppError> {
+pub async fn oci_metadata(
+    app: &App,
+    server: &RepoServer,
+    source: &Value,
+    revision: &str,
+) -> Result<Value, AppError> {
     let request = json!({
         "repo": repository(app, str_of(source, "repoURL")),
         "name": str_of(source, "chart"),
         "revision": revision,
     });
     server.call(reposerver::GET_OCI_METADATA, &request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(positions: &[i64], revisions: &[&str]) -> RevisionQuery {
+        RevisionQuery {
+            source_positions: positions.to_vec(),
+            revisions: revisions.iter().map(|r| (*r).to_owned()).collect(),
+            ..RevisionQuery::default()
+        }
+    }
+
+    #[test]
+    fn positions_set_the_revisions_of_the_sources_they_name() {
+        let spec = json!({"sources": [
+            {"repoURL": "a", "targetRevision": "main"},
+            {"repoURL": "b", "targetRevision": "main"},
+        ]});
+        let (all, multiple) = sources(&spec, &query(&[2], &["v1"])).unwrap();
+        assert!(multiple);
+        assert_eq!(all[0]["targetRevision"], "main");
+        assert_eq!(all[1]["targetRevision"], "v1");
+        for bad in [0, 3, -1] {
+            let err = sources(&spec, &query(&[bad], &["v1"])).unwrap_err();
+            assert_eq!(err.to_string(), "source position is out of range");
+        }
+        assert!(
+            sources(&spec, &query(&[1], &[])).is_err(),
+            "a position without its revision"
+        );
+    }
+
+    #[test]
+    fn one_source_takes_the_querys_revision() {
+        let spec = json!({"source": {"repoURL": "a", "targetRevision": "main"}});
+        let q = RevisionQuery {
+            revision: "v2".to_owned(),
+            ..RevisionQuery::default()
+        };
+        let (one, multiple) = sources(&spec, &q).unwrap();
+        assert!(!multiple);
+        assert_eq!(one, [json!({"repoURL": "a", "targetRevision": "v2"})]);
+    }
 }

@@ -83,7 +83,10 @@ pub async fn revision_metadata(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppE
     let (doc, spec) = app_of(&ctx, &q)?;
     let source = source_at(&spec, q.source_index)?;
     if let Some(server) = &ctx.app.repo_server {
-        let target = rendered::Target { doc: &doc, spec: &spec };
+        let target = rendered::Target {
+            doc: &doc,
+            spec: &spec,
+        };
         let metadata = rendered::revision_metadata(&ctx.app, server, target, &source, &q.revision).await?;
         return Ok(Reply::Message(metadata));
     }
@@ -143,8 +146,13 @@ pub async fn oci_metadata(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppError>
 pub async fn manifests(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppError> {
     let (doc, spec) = app_of(&ctx, &q)?;
     if let Some(server) = &ctx.app.repo_server {
-        let target = rendered::Target { doc: &doc, spec: &spec };
-        return Ok(Reply::Message(rendered::manifests(&ctx.app, server, target, &q).await?));
+        let target = rendered::Target {
+            doc: &doc,
+            spec: &spec,
+        };
+        return Ok(Reply::Message(
+            rendered::manifests(&ctx.app, server, target, &q).await?,
+        ));
     }
     let index = q
         .source_positions
@@ -222,13 +230,16 @@ pub async fn manifests_with_files(ctx: Ctx, upload: Upload) -> Result<Reply, App
     let (doc, spec) = app_of(&ctx, &q)?;
     let chunks = messages
         .map(|part| {
-            part.pointer("/chunk/chunk")
-                .cloned()
-                .ok_or_else(|| AppError::InvalidArgument("error getting stream chunk: chunk is nil".to_owned()))
+            part.pointer("/chunk/chunk").cloned().ok_or_else(|| {
+                AppError::InvalidArgument("error getting stream chunk: chunk is nil".to_owned())
+            })
         })
         .collect::<Result<Vec<_>, _>>()?;
     let checksum = str_of(&query, "checksum").to_owned();
-    let target = rendered::Target { doc: &doc, spec: &spec };
+    let target = rendered::Target {
+        doc: &doc,
+        spec: &spec,
+    };
     let reply = rendered::manifests_with_files(&ctx.app, &server, target, &checksum, chunks).await?;
     Ok(Reply::Message(reply))
 }
