@@ -33,8 +33,16 @@ pub struct RevisionQuery {
 }
 
 /// Why OCI metadata and uploaded files need `--repo-server`.
-pub const NO_REPO_SERVER: &str = "tiphys was started without --repo-server: OCI metadata and \
+const NO_REPO_SERVER: &str = "tiphys was started without --repo-server: OCI metadata and \
      manifests generated from uploaded files come from Argo CD's repo server";
+
+/// `operation` refused for want of a repo server (as a Helm source's GetManifests is).
+fn no_repo_server(ctx: &Ctx, operation: &str) -> AppError {
+    match ctx.caller.require() {
+        Err(refused) => refused,
+        Ok(_) => AppError::FailedPrecondition(format!("{operation} needs a repo server: {NO_REPO_SERVER}")),
+    }
+}
 
 /// The application's source at `index` (its only source, or one of `sources`).
 fn source_at(spec: &Value, index: i32) -> Result<Value, AppError> {
@@ -130,10 +138,7 @@ pub async fn revision_chart_details(ctx: Ctx, q: RevisionQuery) -> Result<Reply,
 /// GetOCIMetadata: the OCI image's annotations, from the repo server.
 pub async fn oci_metadata(ctx: Ctx, q: RevisionQuery) -> Result<Reply, AppError> {
     let Some(server) = ctx.app.repo_server.clone() else {
-        ctx.caller.require()?;
-        return Err(AppError::Unimplemented(format!(
-            "application.ApplicationService/GetOCIMetadata is not served by tiphys: {NO_REPO_SERVER}"
-        )));
+        return Err(no_repo_server(&ctx, "GetOCIMetadata"));
     };
     let spec = spec_of(&ctx, &q)?;
     let source = source_at(&spec, q.source_index)?;
@@ -203,10 +208,7 @@ pub struct Upload {
 /// util/manifeststream sends them. The whole upload is bounded by the request limit.
 pub async fn manifests_with_files(ctx: Ctx, upload: Upload) -> Result<Reply, AppError> {
     let Some(server) = ctx.app.repo_server.clone() else {
-        ctx.caller.require()?;
-        return Err(AppError::Unimplemented(format!(
-            "application.ApplicationService/GetManifestsWithFiles is not served by tiphys: {NO_REPO_SERVER}"
-        )));
+        return Err(no_repo_server(&ctx, "GetManifestsWithFiles"));
     };
     if upload.messages.is_empty() {
         return Err(AppError::InvalidArgument(
