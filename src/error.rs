@@ -44,6 +44,9 @@ pub enum AppError {
     Unimplemented(String),
     #[error("{0}")]
     Unavailable(String),
+    /// What a service tiphys called (the repo server) refused, passed on with its gRPC code.
+    #[error("{1}")]
+    Peer(tonic::Code, String),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
 }
@@ -67,6 +70,7 @@ impl AppError {
             Self::UnsupportedMediaType(_) => (Code::InvalidArgument, StatusCode::UNSUPPORTED_MEDIA_TYPE),
             Self::Unimplemented(_) => (Code::Unimplemented, StatusCode::NOT_IMPLEMENTED),
             Self::Unavailable(_) => (Code::Unavailable, StatusCode::SERVICE_UNAVAILABLE),
+            Self::Peer(code, _) => (*code, http_status_of(*code)),
             Self::Internal(_) => (Code::Internal, StatusCode::INTERNAL_SERVER_ERROR),
         }
     }
@@ -85,6 +89,26 @@ impl AppError {
         if let Self::Internal(cause) = self {
             tracing::error!(error = format!("{cause:#}"), "internal error");
         }
+    }
+}
+
+/// The HTTP status grpc-gateway gives a gRPC code (its `HTTPStatusFromCode`), for codes
+/// passed on from a peer.
+fn http_status_of(code: tonic::Code) -> StatusCode {
+    use tonic::Code;
+    match code {
+        Code::Ok => StatusCode::OK,
+        Code::Cancelled => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+        Code::InvalidArgument | Code::FailedPrecondition | Code::OutOfRange => StatusCode::BAD_REQUEST,
+        Code::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
+        Code::NotFound => StatusCode::NOT_FOUND,
+        Code::AlreadyExists | Code::Aborted => StatusCode::CONFLICT,
+        Code::PermissionDenied => StatusCode::FORBIDDEN,
+        Code::Unauthenticated => StatusCode::UNAUTHORIZED,
+        Code::ResourceExhausted => StatusCode::TOO_MANY_REQUESTS,
+        Code::Unimplemented => StatusCode::NOT_IMPLEMENTED,
+        Code::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        Code::Unknown | Code::Internal | Code::DataLoss => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
 

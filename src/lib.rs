@@ -33,6 +33,7 @@ pub mod principal;
 pub mod random;
 pub mod rbac;
 pub mod registry;
+pub mod reposerver;
 pub mod rpc;
 pub mod schema;
 pub mod seal;

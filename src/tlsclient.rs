@@ -3,7 +3,8 @@
 //! (`oidc::http`) and the handshake that explains a failed start on etcd
 //! (`store::etcd::tls`). One crypto provider (rustls on `ring`), one way to build
 //! the trust store, and one "accept any certificate" verifier for the options
-//! that ask for it by name (`--insecure`, `oidc.tls.insecure.skip.verify`).
+//! that ask for it by name (`--insecure`, `oidc.tls.insecure.skip.verify`), and the dial of a
+//! TCP (or TLS) connection for tonic channels (the CLI's, the repo server client's).
 
 use std::sync::Arc;
 
@@ -35,6 +36,34 @@ pub fn verifying(roots: RootCertStore) -> Result<ClientConfig, rustls::Error> {
         .with_safe_default_protocol_versions()?
         .with_root_certificates(roots)
         .with_no_client_auth())
+}
+
+/// A TCP connection, or TLS over one.
+pub type ClientStream =
+    tokio_util::either::Either<tokio::net::TcpStream, tokio_rustls::client::TlsStream<tokio::net::TcpStream>>;
+
+/// Connects to `address` (`host:port`), with TLS by `tls` when given, checked against `host`.
+pub async fn dial(
+    address: &str,
+    tls: Option<Arc<ClientConfig>>,
+    host: &str,
+) -> std::io::Result<hyper_util::rt::TokioIo<ClientStream>> {
+    use tokio_util::either::Either;
+    let tcp = tokio::net::TcpStream::connect(address).await?;
+    let _ = tcp.set_nodelay(true);
+    let stream = match tls {
+        None => Either::Left(tcp),
+        Some(config) => {
+            let name = ServerName::try_from(host.to_owned())
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+            Either::Right(
+                tokio_rustls::TlsConnector::from(config)
+                    .connect(name, tcp)
+                    .await?,
+            )
+        }
+    };
+    Ok(hyper_util::rt::TokioIo::new(stream))
 }
 
 /// A client configuration that accepts any server certificate.

@@ -13,8 +13,8 @@ use serde_json::Value;
 
 use super::client::{Client, call_error};
 use super::exit;
-use crate::grpc::codec::RawCodec;
 use crate::schema::Schema;
+use crate::schema::codec::RawCodec;
 
 /// Answers larger than this are refused (lists of many objects can be large).
 const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;

@@ -8,10 +8,8 @@ use std::time::Duration;
 use anyhow::{Context as _, anyhow, bail};
 use http::{HeaderMap, HeaderName, HeaderValue, Uri};
 use rustls::ClientConfig;
+use rustls_pki_types::CertificateDer;
 use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::{CertificateDer, ServerName};
-use tokio::net::TcpStream;
-use tokio_util::either::Either;
 use tower::ServiceExt as _;
 use tower::util::BoxCloneSyncService;
 
@@ -406,28 +404,13 @@ where
     .into())
 }
 
-type ClientStream = Either<TcpStream, tokio_rustls::client::TlsStream<TcpStream>>;
-
 async fn dial(
     uri: &Uri,
     tls: Option<Arc<ClientConfig>>,
     host: &str,
-) -> Result<hyper_util::rt::TokioIo<ClientStream>, std::io::Error> {
+) -> Result<hyper_util::rt::TokioIo<tlsclient::ClientStream>, std::io::Error> {
     let authority = uri.authority().map(|a| a.as_str().to_owned()).unwrap_or_default();
-    let tcp = TcpStream::connect(authority.as_str()).await?;
-    let _ = tcp.set_nodelay(true);
-    let stream = match tls {
-        None => Either::Left(tcp),
-        Some(config) => {
-            let name = ServerName::try_from(host.to_owned())
-                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-            let tls = tokio_rustls::TlsConnector::from(config)
-                .connect(name, tcp)
-                .await?;
-            Either::Right(tls)
-        }
-    };
-    Ok(hyper_util::rt::TokioIo::new(stream))
+    tlsclient::dial(&authority, tls, host).await
 }
 
 async fn probe(conn: &Connection) -> Result<(), tonic::Status> {

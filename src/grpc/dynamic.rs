@@ -13,13 +13,13 @@ use futures_util::stream::BoxStream;
 use prost_reflect::MethodDescriptor;
 use tonic::{Request, Response, Status};
 
-use super::codec::RawCodec;
 use super::encode::{encode_event, encode_list_head, list_item_prefix};
 use crate::error::AppError;
 use crate::principal::{BodyLimit, OverLimit, RequestContext};
 use crate::registry::{DocRef, Registry};
 use crate::rpc::{Handler, Rpc};
 use crate::schema::Schema;
+use crate::schema::codec::RawCodec;
 use crate::service::{Ctx, Reply, StreamItem};
 use crate::state::ServerState;
 
@@ -98,6 +98,9 @@ impl tower::Service<http::Request<tonic::body::Body>> for DynService {
                 state: this.state,
             };
             let limit = request_limit(&req, this.max_message_bytes);
+            if method.is_client_streaming() && !method.is_server_streaming() {
+                return Ok(client_streaming(svc, req, limit, this.max_message_bytes).await);
+            }
             if !method.is_server_streaming() {
                 return Ok(unary(svc, req, limit, this.max_message_bytes).await);
             }
@@ -123,15 +126,22 @@ struct Call {
 
 impl Call {
     async fn run(self, request: Request<Bytes>) -> Result<Reply, Status> {
-        let caller = super::caller(&request);
+        let json = self.decode(request.get_ref())?;
+        self.run_json(request.map(|_| json)).await
+    }
+
+    fn decode(&self, message: &[u8]) -> Result<serde_json::Value, AppError> {
         // An empty message (every field at its default) has nothing to decode.
-        let json = if request.get_ref().is_empty() {
-            serde_json::Value::Object(serde_json::Map::new())
-        } else {
-            Schema::get()
-                .decode(&self.method.input(), request.get_ref())
-                .map_err(|e| AppError::InvalidArgument(e.to_string()))?
-        };
+        if message.is_empty() {
+            return Ok(serde_json::Value::Object(serde_json::Map::new()));
+        }
+        Schema::get()
+            .decode(&self.method.input(), message)
+            .map_err(|e| AppError::InvalidArgument(e.to_string()))
+    }
+
+    async fn run_json(self, request: Request<serde_json::Value>) -> Result<Reply, Status> {
+        let caller = super::caller(&request);
         let fenced = request
             .extensions()
             .get::<RequestContext>()
@@ -141,7 +151,7 @@ impl Call {
             caller,
             fenced,
         };
-        Ok((self.call)(ctx, json).await?)
+        Ok((self.call)(ctx, request.into_inner()).await?)
     }
 }
 
@@ -213,6 +223,127 @@ async fn unary(
         Ok(reply) => reply,
         Err(status) => return status.into_http(),
     };
+    respond(reply, &output, registry, max)
+}
+
+/// A client-streaming call: every message of the request read in turn (all of them together
+/// held to `limit`) and handed to the use case as `{"messages": [...]}`; its one reply is
+/// written as a unary call's.
+async fn client_streaming(
+    call: Call,
+    req: http::Request<tonic::body::Body>,
+    limit: BodyLimit,
+    max: usize,
+) -> http::Response<tonic::body::Body> {
+    use http_body_util::BodyExt as _;
+    let (parts, mut body) = req.into_parts();
+    let mut reader = StreamReader::new(limit);
+    let mut messages = Vec::new();
+    // A refusal ends the call at once: the request body's own bound (`server::body`) drains
+    // what the client still sends.
+    while let Some(frame) = body.frame().await {
+        let data = match frame {
+            Ok(frame) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_) => continue,
+            },
+            Err(status) => return status.into_http(),
+        };
+        let decoded = reader.push(&data).and_then(|done| {
+            done.iter()
+                .map(|m| call.decode(m).map_err(Status::from))
+                .collect::<Result<Vec<_>, _>>()
+        });
+        match decoded {
+            Ok(decoded) => messages.extend(decoded),
+            Err(status) => return status.into_http(),
+        }
+    }
+    if let Err(status) = reader.finish() {
+        return status.into_http();
+    }
+    let output = call.method.output();
+    let registry = Arc::clone(&call.state.registry);
+    let request = Request::from_parts(
+        tonic::metadata::MetadataMap::from_headers(parts.headers),
+        parts.extensions,
+        serde_json::json!({ "messages": messages }),
+    );
+    match call.run_json(request).await {
+        Ok(reply) => respond(reply, &output, registry, max),
+        Err(status) => status.into_http(),
+    }
+}
+
+/// The messages of a client-streaming request, taken in as its body arrives; all of them
+/// together may be no larger than the limit.
+struct StreamReader {
+    bytes: bytes::BytesMut,
+    total: u64,
+    limit: BodyLimit,
+}
+
+impl StreamReader {
+    fn new(limit: BodyLimit) -> Self {
+        Self {
+            bytes: bytes::BytesMut::new(),
+            total: 0,
+            limit,
+        }
+    }
+
+    /// The next bytes of the body, and the messages they complete.
+    fn push(&mut self, data: &[u8]) -> Result<Vec<Bytes>, Status> {
+        self.bytes.extend_from_slice(data);
+        let mut done = Vec::new();
+        while self.bytes.len() >= FRAME_HEADER {
+            if self.bytes[0] != 0 {
+                return Err(Status::unimplemented("compressed messages are not supported"));
+            }
+            let len = u32::from_be_bytes([self.bytes[1], self.bytes[2], self.bytes[3], self.bytes[4]]);
+            self.total += u64::from(len) + FRAME_HEADER as u64;
+            if self.limit.exceeded_by(self.total) {
+                let limit = match self.limit.over {
+                    OverLimit::TooLarge { why, .. } => BodyLimit {
+                        over: OverLimit::TooLarge {
+                            noun: "the upload (all of the call's messages together)",
+                            why,
+                        },
+                        ..self.limit
+                    },
+                    OverLimit::Unauthenticated { .. } => self.limit,
+                };
+                return Err(limit.refusal().into());
+            }
+            let total = FRAME_HEADER + len as usize;
+            if self.bytes.len() < total {
+                // Counted again once the whole frame is in.
+                self.total -= u64::from(len) + FRAME_HEADER as u64;
+                break;
+            }
+            let mut frame = self.bytes.split_to(total);
+            frame.advance(FRAME_HEADER);
+            done.push(frame.freeze());
+        }
+        Ok(done)
+    }
+
+    fn finish(self) -> Result<(), Status> {
+        if self.bytes.is_empty() {
+            Ok(())
+        } else {
+            Err(Status::invalid_argument("truncated gRPC message frame"))
+        }
+    }
+}
+
+/// The response of a call with one reply.
+fn respond(
+    reply: Reply,
+    output: &prost_reflect::MessageDescriptor,
+    registry: Arc<Registry>,
+    max: usize,
+) -> http::Response<tonic::body::Body> {
     // A reply of one piece is written with its frame header as one buffer (one DATA frame).
     let framed = |encode: &dyn Fn(&mut Vec<u8>) -> Result<(), AppError>| {
         let mut out = Vec::with_capacity(256);
@@ -223,13 +354,13 @@ async fn unary(
         // gRPC clients keep the token themselves: the cookie is the browser's.
         Reply::Message(json) | Reply::Session { message: json, .. } => framed(&|out| {
             Schema::get()
-                .encode_into(&output, &json, out)
+                .encode_into(output, &json, out)
                 .map_err(|e| AppError::Internal(e.into()))
         }),
         Reply::Answer(answer) => answer.to_value().and_then(|json| {
             framed(&|out| {
                 Schema::get()
-                    .encode_into(&output, &json, out)
+                    .encode_into(output, &json, out)
                     .map_err(|e| AppError::Internal(e.into()))
             })
         }),
@@ -470,4 +601,54 @@ async fn list_chunk(registry: &Registry, head: Option<Bytes>, docs: &[DocRef]) -
 
 fn internal(err: crate::registry::RegistryError) -> AppError {
     AppError::Internal(err.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn framed(message: &[u8]) -> Vec<u8> {
+        let mut out = vec![0];
+        out.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+        out.extend_from_slice(message);
+        out
+    }
+
+    fn limit(bytes: u64) -> BodyLimit {
+        BodyLimit {
+            bytes,
+            over: OverLimit::TooLarge {
+                noun: "request message",
+                why: "--grpc-max-request-bytes",
+            },
+        }
+    }
+
+    #[test]
+    fn a_stream_is_read_message_by_message_across_any_split() {
+        let body = [framed(b"one"), framed(b""), framed(b"three")].concat();
+        for split in 0..body.len() {
+            let mut reader = StreamReader::new(limit(100));
+            let mut got = reader.push(&body[..split]).unwrap();
+            got.extend(reader.push(&body[split..]).unwrap());
+            reader.finish().unwrap();
+            assert_eq!(got, [&b"one"[..], b"", b"three"], "split at {split}");
+        }
+        let mut reader = StreamReader::new(limit(100));
+        reader.push(&body[..body.len() - 1]).unwrap();
+        assert_eq!(reader.finish().unwrap_err().code(), tonic::Code::InvalidArgument);
+    }
+
+    #[test]
+    fn the_messages_together_are_held_to_the_limit() {
+        let mut reader = StreamReader::new(limit(20));
+        assert_eq!(reader.push(&framed(b"0123456789")).unwrap().len(), 1);
+        let refused = reader.push(&framed(b"0123456789")).unwrap_err();
+        assert_eq!(refused.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            refused.message().contains("upload") && refused.message().contains("--grpc-max-request-bytes"),
+            "{}",
+            refused.message()
+        );
+    }
 }

@@ -1,6 +1,5 @@
 //! gRPC adapters: decode, call the use case, encode. One place lists every service.
 
-pub mod codec;
 pub mod dynamic;
 mod encode;
 pub mod health;

@@ -12,6 +12,7 @@
 //! The service layer works on the JSON form (`serde_json::Value` and serde views of it), which is
 //! also how objects are stored.
 
+pub mod codec;
 mod encode;
 pub mod gojson;
 pub mod jsonschema;

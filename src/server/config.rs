@@ -182,6 +182,30 @@ pub struct ServerArgs {
     /// background; `forceRefresh` checks at once).
     #[arg(long, env = "TIPHYS_REPO_CHECK_INTERVAL", default_value = "3m", value_parser = parse_duration)]
     pub repo_check_interval: Duration,
+    /// Argo CD's repo server (`host:port`, argocd-server's `--repo-server`): with one, manifests
+    /// of every source type (and uploaded directories) are rendered by it, and revision and
+    /// OCI metadata read through it. Without, tiphys renders plain directories itself.
+    #[arg(long, env = "ARGOCD_SERVER_REPO_SERVER", value_name = "HOST:PORT")]
+    pub repo_server: Option<String>,
+    /// Reach the repo server without TLS.
+    #[arg(long, env = "ARGOCD_SERVER_REPO_SERVER_PLAINTEXT")]
+    pub repo_server_plaintext: bool,
+    /// Check the repo server's certificate against the CA of `argocd-repo-server-tls`
+    /// (mounted under `$ARGOCD_APP_CONFIG_PATH/server/tls`, as upstream); otherwise any
+    /// certificate is accepted, as upstream does by default.
+    #[arg(long, env = "ARGOCD_SERVER_REPO_SERVER_STRICT_TLS")]
+    pub repo_server_strict_tls: bool,
+    /// How long one call to the repo server may take (0: a minute).
+    #[arg(long, env = "ARGOCD_SERVER_REPO_SERVER_TIMEOUT_SECONDS", default_value_t = 60)]
+    pub repo_server_timeout_seconds: u64,
+    /// Where upstream mounts its configuration (the repo server's CA under `server/tls`).
+    #[arg(
+        long,
+        env = "ARGOCD_APP_CONFIG_PATH",
+        default_value = "/app/config",
+        hide = true
+    )]
+    pub app_config_path: PathBuf,
     /// Whether tiphys contacts destination clusters itself (their connection state and server
     /// version). `off`: their state is Unknown unless the controller's cache says otherwise.
     #[arg(long, env = "TIPHYS_CLUSTER_ACCESS", default_value = "on", value_parser = parse_on_off,
@@ -250,6 +274,8 @@ pub struct ServerConfig {
     pub repos: crate::gitrepo::Limits,
     /// How destination clusters are contacted; `None`: they are not.
     pub clusters: Option<crate::clusters::Limits>,
+    /// `--repo-server*`; `None`: no repo server.
+    pub repo_server: Option<crate::reposerver::Config>,
 }
 
 impl ServerConfig {
@@ -270,6 +296,7 @@ impl ServerConfig {
             max_streams_per_caller: self.max_watches_per_caller,
             repos: self.repos.clone(),
             clusters: self.clusters.clone(),
+            repo_server: self.repo_server.clone(),
             clock: crate::clock::Clock::system(),
         }
     }
@@ -423,6 +450,16 @@ impl ServerArgs {
                 timeout: self.cluster_timeout,
                 exec_timeout: self.cluster_exec_timeout,
                 check_interval: self.cluster_check_interval,
+            }),
+            repo_server: self.repo_server.clone().map(|address| crate::reposerver::Config {
+                address,
+                plaintext: self.repo_server_plaintext,
+                strict_tls: self.repo_server_strict_tls,
+                ca_files: ["tls.crt", "ca.crt"]
+                    .iter()
+                    .map(|f| self.app_config_path.join("server/tls").join(f))
+                    .collect(),
+                timeout: Duration::from_secs(self.repo_server_timeout_seconds),
             }),
         })
     }

@@ -66,8 +66,18 @@ impl ProjectRules {
         Ok(view.spec)
     }
 
+    /// Whether the project's `sourceRepos` let its applications use `repo`.
+    pub fn permits_source(&self, repo: &str) -> bool {
+        permitted(&self.source_repos, repo)
+    }
+
+    /// The project's `sourceRepos`, as written.
+    pub fn source_repos(&self) -> &[String] {
+        &self.source_repos
+    }
+
     pub fn check_source(&self, project: &str, repo: &str) -> Result<(), AppError> {
-        if permitted(&self.source_repos, repo) {
+        if self.permits_source(repo) {
             Ok(())
         } else {
             Err(AppError::InvalidArgument(format!(

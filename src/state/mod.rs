@@ -47,6 +47,8 @@ pub struct Options {
     pub repos: crate::gitrepo::Limits,
     /// `--cluster-*`: how destination clusters are contacted; `None`: they are not.
     pub clusters: Option<crate::clusters::Limits>,
+    /// `--repo-server*`: Argo CD's repo server; `None`: none.
+    pub repo_server: Option<crate::reposerver::Config>,
     /// What time-keeping parts of the state (rate limits) read; tests may pause it.
     pub clock: crate::clock::Clock,
 }
@@ -74,6 +76,7 @@ impl Options {
             },
             // ... and no cluster.
             clusters: None,
+            repo_server: None,
             clock: crate::clock::Clock::system(),
             data_dir,
         }
@@ -109,6 +112,9 @@ pub struct ServerState {
     /// What the application-controller keeps in `--redis` (trees, managed resources, cluster
     /// info); `None` without `--redis`.
     pub controller_cache: Option<Arc<crate::controller_cache::ControllerCache>>,
+    /// Argo CD's repo server (`--repo-server`), which renders manifests; `None`: tiphys
+    /// renders plain directories itself and refuses the rest.
+    pub repo_server: Option<Arc<crate::reposerver::RepoServer>>,
     /// The API server of the installation (`--kube`), where its objects and the applications'
     /// events are kept; `None` on the embedded store and etcd.
     pub kube: Option<kube::Client>,
@@ -241,6 +247,10 @@ impl ServerState {
             Some(addr) => Some(Arc::new(crate::controller_cache::ControllerCache::new(addr)?)),
             None => None,
         };
+        let repo_server = match &options.repo_server {
+            Some(config) => Some(Arc::new(crate::reposerver::RepoServer::new(config)?)),
+            None => None,
+        };
         Ok(Self {
             config,
             auth,
@@ -258,6 +268,7 @@ impl ServerState {
                 .clusters
                 .map(|limits| Arc::new(crate::clusters::Clusters::new(limits, in_cluster.clone()))),
             controller_cache,
+            repo_server,
             kube: in_cluster,
             clock: options.clock,
         })

@@ -31,8 +31,8 @@ const LAYERS: &[&[&str]] = &[
         "urlmask",
     ],
     // The clients of what tiphys contacts: repositories, destination clusters, the controller's
-    // cache.
-    &["gitrepo", "clusters", "controller_cache"],
+    // cache, the repo server.
+    &["gitrepo", "clusters", "controller_cache", "reposerver"],
     &["store"],
     &["kubernetes"],
     &["registry"],

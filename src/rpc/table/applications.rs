@@ -7,8 +7,6 @@ use crate::rpc::{Body, Rpc, call};
 use crate::service::application as app;
 use crate::service::application::source;
 
-const NO_REPO_SERVER: &str = "tiphys does not run a repo server: OCI metadata and manifests generated from \
-     uploaded files come from one";
 const NO_LIVE_CLUSTER: &str = "tiphys does not serve server-side diffs yet (live resources themselves are \
      served: GetResource, PatchResource, DeleteResource, ListResourceEvents, PodLogs, ListResourceLinks, \
      ListResourceActions, RunResourceAction)";
@@ -105,22 +103,22 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             )],
             call(source::revision_chart_details),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/GetOCIMetadata",
             [get(
                 "/api/v1/applications/{name}/revisions/{revision}/ocimetadata",
             )],
-            NO_REPO_SERVER,
+            call(source::oci_metadata),
         ),
         rpc(
             "/application.ApplicationService/GetManifests",
             [get("/api/v1/applications/{name}/manifests")],
             call(source::manifests),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/GetManifestsWithFiles",
             [post("/api/v1/applications/manifestsWithFiles", Body::All)],
-            NO_REPO_SERVER,
+            call(source::manifests_with_files),
         ),
         rpc(
             "/application.ApplicationService/ManagedResources",

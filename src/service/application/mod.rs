@@ -14,6 +14,7 @@ mod logs;
 mod masking;
 mod read;
 mod refresh;
+mod rendered;
 mod resources;
 pub(crate) mod selector;
 pub mod source;

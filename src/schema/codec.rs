@@ -1,5 +1,5 @@
-//! The codec of the resource APIs on both ends of a call: bytes in, bytes out. Messages are
-//! converted by the schema (`crate::schema`), not by generated types.
+//! The codec of every call whose messages the schema converts (the resource APIs, the CLI's
+//! calls, the repo server client): bytes in, bytes out, no generated types.
 
 use bytes::{Buf as _, BufMut as _, Bytes};
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
