@@ -45,6 +45,7 @@ pub enum AppError {
     #[error("{0}")]
     Unavailable(String),
     /// What a service tiphys called (the repo server) refused, passed on with its gRPC code.
+    /// Made by [`AppError::peer`], which never lets a peer's code read as a denial.
     #[error("{1}")]
     Peer(tonic::Code, String),
     #[error("internal error")]
@@ -88,6 +89,20 @@ impl AppError {
     fn log_internal(&self) {
         if let Self::Internal(cause) = self {
             tracing::error!(error = format!("{cause:#}"), "internal error");
+        }
+    }
+}
+
+impl AppError {
+    /// A peer's refusal with its code, except that PERMISSION_DENIED and UNAUTHENTICATED (about
+    /// tiphys's own standing with the peer, never the caller's) become FAILED_PRECONDITION: a
+    /// denial of the caller is only ever the authorizer's, and audited.
+    pub fn peer(code: tonic::Code, message: String) -> Self {
+        match code {
+            tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => {
+                Self::Peer(tonic::Code::FailedPrecondition, message)
+            }
+            code => Self::Peer(code, message),
         }
     }
 }
@@ -203,6 +218,16 @@ pub fn with_causes(err: &(dyn std::error::Error + 'static)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peer_never_makes_a_denial() {
+        for code in [tonic::Code::PermissionDenied, tonic::Code::Unauthenticated] {
+            let status = tonic::Status::from(AppError::peer(code, "no".to_owned()));
+            assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+        }
+        let status = tonic::Status::from(AppError::peer(tonic::Code::NotFound, "gone".to_owned()));
+        assert_eq!((status.code(), status.message()), (tonic::Code::NotFound, "gone"));
+    }
 
     #[test]
     fn internal_cause_is_never_sent() {

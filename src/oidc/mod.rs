@@ -99,16 +99,6 @@ impl Oidc {
         !self.config.current().oidc_providers.is_empty()
     }
 
-    /// The default provider (`oidc.config`'s, else the first listed); `Ok(None)` when SSO is
-    /// off.
-    pub fn current(&self) -> Result<Option<Current>, String> {
-        match self.choose(None) {
-            Ok(current) => Ok(Some(current)),
-            Err(Choice::Off | Choice::Unknown) => Ok(None),
-            Err(Choice::Broken(why)) => Err(why),
-        }
-    }
-
     /// The provider named `name` (the default one for `None`).
     pub fn choose(&self, name: Option<&str>) -> Result<Current, Choice> {
         let settings = self.config.current();

@@ -187,15 +187,15 @@ impl RepoServer {
         match status.code() {
             // About tiphys's own standing with the repo server, not the caller's: never a
             // denial of the caller (those are the authorizer's, and audited).
-            tonic::Code::PermissionDenied | tonic::Code::Unauthenticated => AppError::Peer(
-                tonic::Code::FailedPrecondition,
+            code @ (tonic::Code::PermissionDenied | tonic::Code::Unauthenticated) => AppError::peer(
+                code,
                 format!(
                     "the repo server at {} refused tiphys: {}",
                     self.address,
                     status.message()
                 ),
             ),
-            code => AppError::Peer(code, status.message().to_owned()),
+            code => AppError::peer(code, status.message().to_owned()),
         }
     }
 }

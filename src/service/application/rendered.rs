@@ -55,11 +55,17 @@ pub fn repository(app: &ServerState, url: &str) -> Value {
             }
         }
     }
-    if let Some(repo) = repo.as_object_mut() {
-        repo.remove("secretName");
-        repo.remove("connectionState");
-    }
+    without_bookkeeping(&mut repo);
     repo
+}
+
+/// A stored repository or template without tiphys's own fields, which the repo server does
+/// not know.
+fn without_bookkeeping(value: &mut Value) {
+    if let Some(object) = value.as_object_mut() {
+        object.remove("secretName");
+        object.remove("connectionState");
+    }
 }
 
 /// The stored repositories (or credential templates, `creds`) of `type` whose URL the
@@ -76,10 +82,7 @@ fn permitted(
         .map(|doc| doc.value())
         .filter(|value| str_of(value, "type") == repo_type && rules.permits_source(str_of(value, url_field)))
         .map(|mut value| {
-            if let Some(object) = value.as_object_mut() {
-                object.remove("secretName");
-                object.remove("connectionState");
-            }
+            without_bookkeeping(&mut value);
             value
         })
         .collect()
