@@ -54,9 +54,16 @@ pub struct Summary {
     pub project: String,
     /// An application's source repository URLs.
     pub repos: Vec<String>,
-    /// An application's destination server URL and cluster name.
+    /// An application's destination server URL, cluster name and namespace.
     pub dest_server: String,
     pub dest_name: String,
+    pub dest_namespace: String,
+    /// An application's `status.sync.status` and `status.health.status`, as the controller
+    /// last reported them (empty before it has).
+    pub sync_status: String,
+    pub health_status: String,
+    /// `metadata.creationTimestamp` (RFC 3339 in UTC, so its text sorts as its time does).
+    pub created: String,
 }
 
 impl Doc {
@@ -248,6 +255,7 @@ pub(crate) fn encode_proto(kind: Kind, value: &Value) -> Result<Bytes, SchemaErr
 struct View {
     metadata: MetaView,
     spec: SpecView,
+    status: StatusView,
     labels: BTreeMap<String, String>,
     project: String,
 }
@@ -256,6 +264,21 @@ struct View {
 #[serde(default)]
 struct MetaView {
     labels: BTreeMap<String, String>,
+    #[serde(rename = "creationTimestamp")]
+    created: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct StatusView {
+    sync: StatusField,
+    health: StatusField,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct StatusField {
+    status: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -287,6 +310,7 @@ struct SourceView {
 struct DestView {
     server: String,
     name: String,
+    namespace: String,
 }
 
 fn summarize(kind: Kind, view: View) -> Summary {
@@ -308,6 +332,10 @@ fn summarize(kind: Kind, view: View) -> Summary {
                 .collect(),
             dest_server: view.spec.destination.server,
             dest_name: view.spec.destination.name,
+            dest_namespace: view.spec.destination.namespace,
+            sync_status: view.status.sync.status,
+            health_status: view.status.health.status,
+            created: view.metadata.created,
         },
         Kind::AppProject => Summary {
             labels: view.metadata.labels,

@@ -1,0 +1,374 @@
+//! The indexes over the applications: each application in a numbered slot, the slots of each
+//! field value (postings), the slots whose lower-case name holds each three-letter sequence
+//! (trigrams, for the search text), and one ordered set per sort.
+
+use std::collections::{BTreeSet, HashMap};
+
+use super::field::Field;
+use crate::registry::DocRef;
+
+/// An order applications are listed in; within equal values, by name, then namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sort {
+    Name,
+    /// `metadata.creationTimestamp`, oldest first.
+    Created,
+    /// Out of sync first, then unknown, then synced.
+    Sync,
+    /// The least healthy first: degraded, missing, unknown, progressing, suspended, healthy.
+    Health,
+}
+
+impl Sort {
+    pub const ALL: [Sort; 4] = [Sort::Name, Sort::Created, Sort::Sync, Sort::Health];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Sort::Name => "name",
+            Sort::Created => "created",
+            Sort::Sync => "sync",
+            Sort::Health => "health",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Sort> {
+        Sort::ALL.into_iter().find(|s| s.name() == name)
+    }
+
+    /// The value this sort orders `doc` by first.
+    fn primary(self, doc: &DocRef) -> String {
+        let s = &doc.summary;
+        match self {
+            Sort::Name => String::new(),
+            Sort::Created => s.created.clone(),
+            Sort::Sync => rank(&["OutOfSync", "", "Unknown", "Synced"], &s.sync_status),
+            Sort::Health => rank(
+                &["Degraded", "Missing", "", "Unknown", "Progressing", "Suspended", "Healthy"],
+                &s.health_status,
+            ),
+        }
+    }
+}
+
+/// `value` prefixed by its place in `order` (statuses outside it last), so that the text sorts
+/// in that order.
+fn rank(order: &[&str], value: &str) -> String {
+    let at = order.iter().position(|o| *o == value).unwrap_or(order.len());
+    format!("{at:02}{value}")
+}
+
+/// Where a page stops in one sort: the sort value, the name and the namespace of its last item.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Position {
+    pub primary: String,
+    pub name: String,
+    pub namespace: String,
+}
+
+/// One application in the indexes.
+pub struct Entry {
+    pub doc: DocRef,
+    /// Changes whenever the slot holds another application or the application's RBAC object
+    /// changes: what decisions about it are remembered by ([`super::visibility`]).
+    pub uid: u64,
+    /// Its RBAC object (`<project>/<name>` or `<project>/<namespace>/<name>`).
+    pub rbac: String,
+}
+
+type Slot = u32;
+type Sorted = BTreeSet<(String, String, String, Slot)>;
+
+#[derive(Default)]
+pub struct Index {
+    slots: Vec<Option<Entry>>,
+    free: Vec<Slot>,
+    by_key: HashMap<(String, String), Slot>,
+    postings: HashMap<(Field, String), Vec<Slot>>,
+    trigrams: HashMap<[u8; 3], Vec<Slot>>,
+    sorted: [Sorted; Sort::ALL.len()],
+    next_uid: u64,
+    len: usize,
+}
+
+impl Index {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.slots.iter().flatten()
+    }
+
+    /// Puts `doc` in (replacing the state of the same application), `rbac` being its RBAC object.
+    pub fn put(&mut self, doc: DocRef, rbac: String) {
+        let key = (doc.key.namespace.clone(), doc.key.name.clone());
+        if let Some(&slot) = self.by_key.get(&key) {
+            let old = self.slots[slot as usize]
+                .take()
+                .expect("a keyed slot holds an entry");
+            let uid = if old.rbac == rbac { old.uid } else { self.uid() };
+            // A controller reports status often: only the indexes whose values moved change
+            // (the name, and so the trigrams, never does).
+            for field in Field::ALL {
+                let (was, is) = (field.values(&old.doc.summary), field.values(&doc.summary));
+                if was != is {
+                    self.unpost(slot, field, was);
+                    self.post(slot, field, is);
+                }
+            }
+            for sort in Sort::ALL {
+                let (was, is) = (sort_key(sort, &old.doc, slot), sort_key(sort, &doc, slot));
+                if was != is {
+                    self.sorted[sort as usize].remove(&was);
+                    self.sorted[sort as usize].insert(is);
+                }
+            }
+            self.slots[slot as usize] = Some(Entry { doc, uid, rbac });
+            return;
+        }
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.slots.push(None);
+            Slot::try_from(self.slots.len() - 1).unwrap_or(Slot::MAX)
+        });
+        self.by_key.insert(key, slot);
+        self.len += 1;
+        for field in Field::ALL {
+            self.post(slot, field, field.values(&doc.summary));
+        }
+        for tri in trigrams(&doc.key.name) {
+            insert(self.trigrams.entry(tri).or_default(), slot);
+        }
+        for sort in Sort::ALL {
+            self.sorted[sort as usize].insert(sort_key(sort, &doc, slot));
+        }
+        let uid = self.uid();
+        self.slots[slot as usize] = Some(Entry { doc, uid, rbac });
+    }
+
+    /// Takes application `name` in `namespace` out.
+    pub fn remove(&mut self, namespace: &str, name: &str) {
+        let Some(slot) = self.by_key.remove(&(namespace.to_owned(), name.to_owned())) else {
+            return;
+        };
+        let Some(entry) = self.slots[slot as usize].take() else {
+            return;
+        };
+        let doc = &entry.doc;
+        for field in Field::ALL {
+            self.unpost(slot, field, field.values(&doc.summary));
+        }
+        for tri in trigrams(&doc.key.name) {
+            if let Some(list) = self.trigrams.get_mut(&tri) {
+                delete(list, slot);
+                if list.is_empty() {
+                    self.trigrams.remove(&tri);
+                }
+            }
+        }
+        for sort in Sort::ALL {
+            self.sorted[sort as usize].remove(&sort_key(sort, doc, slot));
+        }
+        self.free.push(slot);
+        self.len -= 1;
+    }
+
+    fn uid(&mut self) -> u64 {
+        self.next_uid += 1;
+        self.next_uid
+    }
+
+    fn post(&mut self, slot: Slot, field: Field, values: Vec<String>) {
+        for value in values {
+            insert(self.postings.entry((field, value)).or_default(), slot);
+        }
+    }
+
+    fn unpost(&mut self, slot: Slot, field: Field, values: Vec<String>) {
+        for value in values {
+            let key = (field, value);
+            if let Some(list) = self.postings.get_mut(&key) {
+                delete(list, slot);
+                if list.is_empty() {
+                    self.postings.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// The slots holding one of `values` of `field`, or `None` when that would be more than
+    /// `at_most`.
+    fn field_slots(&self, field: Field, values: &[String], at_most: usize) -> Option<Vec<Slot>> {
+        let lists: Vec<&Vec<Slot>> = values
+            .iter()
+            .filter_map(|v| self.postings.get(&(field, v.clone())))
+            .collect();
+        if lists.iter().map(|l| l.len()).sum::<usize>() > at_most {
+            return None;
+        }
+        let mut slots: Vec<Slot> = lists.into_iter().flatten().copied().collect();
+        slots.sort_unstable();
+        slots.dedup();
+        Some(slots)
+    }
+
+    /// The slots whose name may hold `text` (lower case, three letters or more): those holding
+    /// its rarest trigram; `None` when that is more than `at_most`.
+    fn search_slots(&self, text: &str, at_most: usize) -> Option<Vec<Slot>> {
+        let mut rarest: Option<&[Slot]> = None;
+        for tri in trigrams(text) {
+            let list = self.trigrams.get(&tri).map_or(&[][..], Vec::as_slice);
+            if rarest.is_none_or(|r| list.len() < r.len()) {
+                rarest = Some(list);
+            }
+        }
+        rarest.filter(|r| r.len() <= at_most).map(<[Slot]>::to_vec)
+    }
+
+    /// Up to `limit` entries that `accept` takes, in `sort` order (reversed when `descending`)
+    /// after `after`, and whether more follow. `fields` and `search` are what `accept`
+    /// requires (every field one of its values; the name holding the lower-case text): they pick
+    /// the entries to look at when they are few, so that a narrow filter never walks the list.
+    pub fn page(
+        &self,
+        query: &PageQuery<'_>,
+        mut accept: impl FnMut(&Entry) -> bool,
+    ) -> (Vec<&Entry>, bool) {
+        // A candidate set pays off when it is well below the list: otherwise walking the sort
+        // order finds a page after looking at about limit × (list / candidates) entries.
+        let at_most = self.len / 8;
+        let mut candidates: Option<Vec<Slot>> = None;
+        let mut narrow = |found: Option<Vec<Slot>>| {
+            if let Some(found) = found
+                && candidates.as_ref().is_none_or(|c| found.len() < c.len())
+            {
+                candidates = Some(found);
+            }
+        };
+        for (field, values) in query.fields {
+            narrow(self.field_slots(*field, values, at_most));
+        }
+        if query.search.len() >= 3 {
+            narrow(self.search_slots(query.search, at_most));
+        }
+        let want = query.limit.saturating_add(1);
+        let sorted = &self.sorted[query.sort as usize];
+        let past = |key: &(String, String, String, Slot)| match query.after {
+            None => true,
+            Some(after) => {
+                let at = (&key.0, &key.1, &key.2);
+                let cut = (&after.primary, &after.name, &after.namespace);
+                if query.descending { at < cut } else { at > cut }
+            }
+        };
+        let mut found: Vec<&Entry> = match candidates {
+            Some(slots) => {
+                let mut keyed: Vec<(&(String, String, String, Slot), &Entry)> = Vec::new();
+                for slot in slots {
+                    let Some(entry) = self.slots[slot as usize].as_ref() else {
+                        continue;
+                    };
+                    let key = sort_key(query.sort, &entry.doc, slot);
+                    // The key as stored, so that the page borrows from the index.
+                    let Some(stored) = sorted.get(&key) else { continue };
+                    if past(stored) && accept(entry) {
+                        keyed.push((stored, entry));
+                    }
+                }
+                keyed.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                if query.descending {
+                    keyed.reverse();
+                }
+                keyed.into_iter().take(want).map(|(_, e)| e).collect()
+            }
+            None => {
+                let mut out = Vec::new();
+                let walk: Box<dyn Iterator<Item = &(String, String, String, Slot)>> =
+                    match (query.after, query.descending) {
+                        (None, false) => Box::new(sorted.iter()),
+                        (None, true) => Box::new(sorted.iter().rev()),
+                        (Some(after), false) => Box::new(
+                            sorted
+                                .range(bound(after, Slot::MAX)..)
+                                .filter(|k| past(k)),
+                        ),
+                        (Some(after), true) => {
+                            Box::new(sorted.range(..bound(after, 0)).rev().filter(|k| past(k)))
+                        }
+                    };
+                for key in walk {
+                    if out.len() == want {
+                        break;
+                    }
+                    if let Some(entry) = self.slots[key.3 as usize].as_ref()
+                        && accept(entry)
+                    {
+                        out.push(entry);
+                    }
+                }
+                out
+            }
+        };
+        let more = found.len() > query.limit;
+        found.truncate(query.limit);
+        (found, more)
+    }
+}
+
+/// What [`Index::page`] is asked for.
+pub struct PageQuery<'a> {
+    pub sort: Sort,
+    pub descending: bool,
+    pub after: Option<&'a Position>,
+    pub limit: usize,
+    pub fields: &'a [(Field, Vec<String>)],
+    pub search: &'a str,
+}
+
+/// Where `doc` stands in `sort`.
+pub fn position(sort: Sort, doc: &DocRef) -> Position {
+    Position {
+        primary: sort.primary(doc),
+        name: doc.key.name.clone(),
+        namespace: doc.key.namespace.clone(),
+    }
+}
+
+fn sort_key(sort: Sort, doc: &DocRef, slot: Slot) -> (String, String, String, Slot) {
+    let p = position(sort, doc);
+    (p.primary, p.name, p.namespace, slot)
+}
+
+fn bound(p: &Position, slot: Slot) -> (String, String, String, Slot) {
+    (p.primary.clone(), p.name.clone(), p.namespace.clone(), slot)
+}
+
+/// The distinct three-byte sequences of `text` in lower case.
+pub fn trigrams(text: &str) -> Vec<[u8; 3]> {
+    let lower = text.to_ascii_lowercase();
+    let mut out: Vec<[u8; 3]> = lower
+        .as_bytes()
+        .windows(3)
+        .map(|w| [w[0], w[1], w[2]])
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Inserts `slot` into the sorted `list` (new slots usually come last).
+fn insert(list: &mut Vec<Slot>, slot: Slot) {
+    match list.last() {
+        Some(last) if *last >= slot => {
+            if let Err(at) = list.binary_search(&slot) {
+                list.insert(at, slot);
+            }
+        }
+        _ => list.push(slot),
+    }
+}
+
+fn delete(list: &mut Vec<Slot>, slot: Slot) {
+    if let Ok(at) = list.binary_search(&slot) {
+        list.remove(at);
+    }
+}
