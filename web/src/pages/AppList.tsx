@@ -1,7 +1,7 @@
 // Applications: search, filters (kept in the URL), tiles or a table, live updates.
 import { useMemo, useState } from "preact/hooks";
 import type { Application } from "../api/types";
-import { activeFilterCount, appCluster, appMatcher, appRepos, distinct, filtersFromQuery, filtersToQuery, type AppFilters } from "../lib/apps";
+import { activeFilterCount, appCluster, appRepos, distinct, filtersFromQuery, filtersToQuery, type AppFilters } from "../lib/apps";
 import { pagePath } from "../lib/routes";
 import { navigate } from "../router";
 import { useCan } from "../components/hooks";
@@ -18,8 +18,9 @@ export function appPath(app: Application): string {
 }
 
 export function AppList({ search }: { search: URLSearchParams }) {
-  const { apps, loading, error, live, version } = useAppList();
   const filters = filtersFromQuery(search);
+  const filterKey = filtersToQuery(filters).toString();
+  const { apps, loading, error, live, version, matching, total, facets: counted, loadMore } = useAppList(filters, filterKey);
   const [view, setView] = useState<View>(() => (search.get("view") as View) || (localStorage.getItem(VIEW_KEY) as View) || "tiles");
   const canCreate = useCan("applications", "create", "*/*");
 
@@ -33,20 +34,24 @@ export function AppList({ search }: { search: URLSearchParams }) {
     setView(v);
   };
 
-  const key = search.toString();
-  const shown = useMemo(() => apps.filter(appMatcher(filters)), [version, key]);
-  const facets = useMemo(
-    () => ({
-      projects: distinct(apps, (a) => [a.spec?.project || "default"]),
-      sync: ["Synced", "OutOfSync", "Unknown"],
-      health: ["Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"],
-      clusters: distinct(apps, (a) => [appCluster(a)]),
-      namespaces: distinct(apps, (a) => [a.spec?.destination?.namespace ?? ""]),
-      labels: distinct(apps, (a) => Object.entries(a.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`)),
-    }),
-    // Facets follow membership only loosely; recomputing on every change is cheap enough.
-    [version],
-  );
+  // The server counts each filter's values under the caller's RBAC; the label suggestions come
+  // from what is loaded.
+  const { facets, counts } = useMemo(() => {
+    const values = (field: string) => (counted.find((f) => f.field === field)?.values ?? []).map((v) => v.value).sort();
+    const counts: Record<string, number> = {};
+    for (const f of counted) for (const v of f.values ?? []) counts[`${f.field}/${v.value}`] = v.count;
+    return {
+      facets: {
+        projects: values("project"),
+        sync: ["Synced", "OutOfSync", "Unknown"],
+        health: ["Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"],
+        clusters: values("cluster"),
+        namespaces: values("namespace"),
+        labels: distinct(apps, (a) => Object.entries(a.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`)),
+      },
+      counts,
+    };
+  }, [version]);
 
   return (
     <section class="apps-page">
@@ -75,11 +80,11 @@ export function AppList({ search }: { search: URLSearchParams }) {
         </span>
       </div>
       <div class="apps-body">
-        <FilterPanel filters={filters} facets={facets} onChange={setFilters} />
+        <FilterPanel filters={filters} facets={facets} counts={counts} onChange={setFilters} />
         <div class="apps-main">
           <ErrorBox error={error} />
           <p class="muted" aria-live="polite" data-testid="app-count">
-            {loading ? "Loading…" : `${shown.length} of ${apps.length} applications`}
+            {loading ? "Loading…" : `${matching} of ${total} applications`}
             {activeFilterCount(filters) > 0 && (
               <>
                 {" · "}
@@ -89,7 +94,7 @@ export function AppList({ search }: { search: URLSearchParams }) {
               </>
             )}
           </p>
-          {loading ? <Loading /> : view === "tiles" ? <Tiles apps={shown} /> : <Table apps={shown} />}
+          {loading ? <Loading /> : view === "tiles" ? <Tiles apps={apps} onNearEnd={loadMore} /> : <Table apps={apps} onNearEnd={loadMore} />}
         </div>
       </div>
     </section>
@@ -104,10 +109,11 @@ function source(app: Application): string {
   return [s.path || s.chart, s.targetRevision].filter(Boolean).join(" @ ");
 }
 
-function Tiles({ apps }: { apps: Application[] }) {
+function Tiles({ apps, onNearEnd }: { apps: Application[]; onNearEnd: () => void }) {
   return (
     <VirtualGrid
       items={apps}
+      onNearEnd={onNearEnd}
       rowHeight={176}
       minTileWidth={300}
       gap={12}
@@ -141,11 +147,12 @@ function Tiles({ apps }: { apps: Application[] }) {
   );
 }
 
-function Table({ apps }: { apps: Application[] }) {
+function Table({ apps, onNearEnd }: { apps: Application[]; onNearEnd: () => void }) {
   return (
     <div role="table" aria-label="Applications" aria-rowcount={apps.length + 1} class="apps-table">
       <VirtualGrid
         items={apps}
+        onNearEnd={onNearEnd}
         rowHeight={40}
         itemKey={key}
         label="Application rows"
