@@ -372,3 +372,111 @@ fn delete(list: &mut Vec<Slot>, slot: Slot) {
         list.remove(at);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::{Doc, Key, Kind};
+
+    const SYNC: [&str; 3] = ["Synced", "OutOfSync", ""];
+    const HEALTH: [&str; 3] = ["Healthy", "Degraded", "Missing"];
+
+    fn doc(name: &str, n: u64) -> DocRef {
+        let value = json!({
+            "metadata": {"name": name, "namespace": "argocd", "creationTimestamp": format!("2026-01-01T00:00:{:02}Z", n % 60)},
+            "spec": {"project": format!("p{}", n % 3), "destination": {"server": "https://k", "namespace": format!("ns{}", n % 4)},
+                     "source": {"repoURL": "https://git/r.git"}},
+            "status": {"sync": {"status": SYNC[(n % 3) as usize]}, "health": {"status": HEALTH[(n % 5 % 3) as usize]}},
+        });
+        Doc::of_value(Key::new(Kind::Application, "argocd", name), &value, n + 1).unwrap()
+    }
+
+    /// Every page of `query`'s filter in `sort`, `limit` at a time, following the positions.
+    fn pages(index: &Index, sort: Sort, descending: bool, fields: &[(Field, Vec<String>)], search: &str) -> Vec<String> {
+        let accept = |e: &Entry| {
+            fields.iter().all(|(f, values)| values.iter().any(|v| f.has(&e.doc.summary, v)))
+                && e.doc.key.name.contains(search)
+        };
+        let mut out = Vec::new();
+        let mut after: Option<Position> = None;
+        for _ in 0..1000 {
+            let query = PageQuery { sort, descending, after: after.as_ref(), limit: 7, fields, search };
+            let (page, more) = index.page(&query, accept);
+            out.extend(page.iter().map(|e| e.doc.key.name.clone()));
+            if !more {
+                return out;
+            }
+            after = page.last().map(|e| position(sort, &e.doc));
+        }
+        panic!("pages never end");
+    }
+
+    #[test]
+    fn pages_match_a_sort_of_the_whole_after_puts_updates_and_removes() {
+        let mut index = Index::default();
+        let mut held: std::collections::BTreeMap<String, DocRef> = Default::default();
+        // A fixed pseudo-random walk of creations, status changes and deletions.
+        let mut x: u64 = 7;
+        for step in 0..600u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let name = format!("app-{:03}", (x >> 33) % 150);
+            if (x >> 20) % 7 == 0 {
+                index.remove("argocd", &name);
+                held.remove(&name);
+            } else {
+                let d = doc(&name, step);
+                index.put(Arc::clone(&d), format!("obj/{name}"));
+                held.insert(name, d);
+            }
+        }
+        assert_eq!(index.len(), held.len());
+        assert_eq!(index.entries().count(), held.len());
+        let cases: Vec<(Vec<(Field, Vec<String>)>, &str)> = vec![
+            (vec![], ""),
+            (vec![(Field::Sync, vec!["Unknown".into()])], ""),
+            (vec![(Field::Health, vec!["Degraded".into()]), (Field::Project, vec!["p1".into(), "p2".into()])], ""),
+            (vec![(Field::Namespace, vec!["ns3".into()])], "-01"),
+            (vec![], "pp-00"),
+            (vec![(Field::Cluster, vec!["nowhere".into()])], ""),
+        ];
+        for (fields, search) in &cases {
+            for sort in Sort::ALL {
+                let mut expected: Vec<(Position, String)> = held
+                    .values()
+                    .filter(|d| fields.iter().all(|(f, vs)| vs.iter().any(|v| f.has(&d.summary, v))))
+                    .filter(|d| d.key.name.contains(search))
+                    .map(|d| (position(sort, d), d.key.name.clone()))
+                    .collect();
+                expected.sort();
+                let names: Vec<String> = expected.into_iter().map(|(_, n)| n).collect();
+                assert_eq!(pages(&index, sort, false, fields, search), names, "{sort:?} {fields:?} {search}");
+                let reversed: Vec<String> = names.iter().rev().cloned().collect();
+                assert_eq!(pages(&index, sort, true, fields, search), reversed, "-{sort:?} {fields:?} {search}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_entry_keeps_its_uid_until_its_rbac_object_changes() {
+        let mut index = Index::default();
+        index.put(doc("a", 1), "p0/a".into());
+        let uid = index.entries().next().unwrap().uid;
+        index.put(doc("a", 2), "p0/a".into());
+        assert_eq!(index.entries().next().unwrap().uid, uid);
+        index.put(doc("a", 3), "p1/a".into());
+        assert_ne!(index.entries().next().unwrap().uid, uid);
+        index.remove("argocd", "a");
+        index.put(doc("a", 4), "p1/a".into());
+        assert_ne!(index.entries().next().unwrap().uid, uid, "a re-created application is another");
+    }
+
+    #[test]
+    fn trigrams_are_distinct_and_lower_case() {
+        assert_eq!(trigrams("AbAbA"), vec![*b"aba", *b"bab"]);
+        assert!(trigrams("ab").is_empty());
+    }
+}

@@ -128,6 +128,13 @@ impl Doc {
         Self::new(self.key.clone(), rv, json, self.rv_at, proto_len)
     }
 
+    /// The object `value` of `key` at revision `rv`, as the view holds it (for other modules'
+    /// tests).
+    #[cfg(test)]
+    pub(crate) fn of_value(key: Key, value: &Value, rv: u64) -> Result<DocRef, SchemaError> {
+        Ok(Arc::new(Self::at(&Draft::new(key, value)?, rv)?))
+    }
+
     /// The parsed JSON (a fresh copy the caller may change).
     pub fn value(&self) -> Value {
         // The bytes were produced by serde_json from a Value, so they always parse.
