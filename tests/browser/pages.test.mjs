@@ -75,5 +75,10 @@ describe("the application list at more than a page", () => {
       "--dest-server", "https://kubernetes.default.svc", "--dest-namespace", "blue");
     await page.getByTestId("app-count").filter({ hasText: `${blue + 1} of ${APPS + 1}` }).waitFor({ timeout: 5000 });
     await shot(page, "pages-02-filtered");
+    // Newest first: the one just created leads.
+    await page.getByLabel("Sort applications").selectOption("-created");
+    await page.waitForURL(/sort=-created/);
+    await page.locator('.trow[data-app]').first().filter({ hasText: "late-blue" }).waitFor({ timeout: 5000 });
+    assert.ok(lists.some((q) => q.get("sort") === "-created"), "the sort goes to the server");
   });
 });

@@ -16,6 +16,8 @@ export function VirtualGrid<T>(props: {
   header?: ComponentChildren;
   /** Called when the window reaches the last rows (to load the next page). */
   onNearEnd?: () => void;
+  /** A change of it scrolls back to the top (another filter or order). */
+  resetKey?: string;
 }) {
   const scroller = useRef<HTMLDivElement>(null);
   const [size, setSize] = useState({ width: 800, height: 600 });
@@ -33,6 +35,11 @@ export function VirtualGrid<T>(props: {
   }, []);
 
   useEffect(() => () => cancelAnimationFrame(frame.current), []);
+
+  useEffect(() => {
+    if (scroller.current) scroller.current.scrollTop = 0;
+    setScrollTop(0);
+  }, [props.resetKey]);
 
   const onScroll = () => {
     if (frame.current) return;

@@ -12,6 +12,14 @@ import { useAppList } from "./useAppList";
 
 type View = "tiles" | "table";
 const VIEW_KEY = "tiphys.appsView";
+/** The server's sorts (`sort=`), as the menu offers them. */
+const SORTS: [string, string][] = [
+  ["name", "Name"],
+  ["-created", "Newest"],
+  ["created", "Oldest"],
+  ["sync", "Out of sync first"],
+  ["health", "Least healthy first"],
+];
 
 export function appPath(app: Application): string {
   return `applications/${pagePath(app.metadata.namespace ?? "", app.metadata.name)}`;
@@ -19,13 +27,21 @@ export function appPath(app: Application): string {
 
 export function AppList({ search }: { search: URLSearchParams }) {
   const filters = filtersFromQuery(search);
-  const filterKey = filtersToQuery(filters).toString();
-  const { apps, loading, error, live, version, matching, total, facets: counted, loadMore } = useAppList(filters, filterKey);
+  const sort = SORTS.some(([v]) => v === search.get("sort")) ? (search.get("sort") as string) : "name";
+  const filterKey = `${filtersToQuery(filters).toString()}&sort=${sort}`;
+  const { apps, loading, error, live, version, matching, total, facets: counted, loadMore } = useAppList(filters, sort, filterKey);
   const [view, setView] = useState<View>(() => (search.get("view") as View) || (localStorage.getItem(VIEW_KEY) as View) || "tiles");
   const canCreate = useCan("applications", "create", "*/*");
 
   const setFilters = (f: AppFilters) => {
     const q = filtersToQuery(f, new URLSearchParams(search));
+    const s = q.toString();
+    navigate(`applications${s ? `?${s}` : ""}`, true);
+  };
+  const chooseSort = (v: string) => {
+    const q = new URLSearchParams(search);
+    if (v === "name") q.delete("sort");
+    else q.set("sort", v);
     const s = q.toString();
     navigate(`applications${s ? `?${s}` : ""}`, true);
   };
@@ -64,6 +80,13 @@ export function AppList({ search }: { search: URLSearchParams }) {
           value={filters.search}
           onInput={(e) => setFilters({ ...filters, search: e.currentTarget.value })}
         />
+        <select aria-label="Sort applications" value={sort} onChange={(e) => chooseSort(e.currentTarget.value)}>
+          {SORTS.map(([value, label]) => (
+            <option key={value} value={value}>
+              {label}
+            </option>
+          ))}
+        </select>
         <div class="segmented" role="group" aria-label="View">
           <button type="button" aria-pressed={view === "tiles"} onClick={() => chooseView("tiles")}>
             Tiles
@@ -94,7 +117,7 @@ export function AppList({ search }: { search: URLSearchParams }) {
               </>
             )}
           </p>
-          {loading ? <Loading /> : view === "tiles" ? <Tiles apps={apps} onNearEnd={loadMore} /> : <Table apps={apps} onNearEnd={loadMore} />}
+          {loading ? <Loading /> : view === "tiles" ? <Tiles apps={apps} onNearEnd={loadMore} resetKey={filterKey} /> : <Table apps={apps} onNearEnd={loadMore} resetKey={filterKey} />}
         </div>
       </div>
     </section>
@@ -109,11 +132,18 @@ function source(app: Application): string {
   return [s.path || s.chart, s.targetRevision].filter(Boolean).join(" @ ");
 }
 
-function Tiles({ apps, onNearEnd }: { apps: Application[]; onNearEnd: () => void }) {
+interface ListProps {
+  apps: Application[];
+  onNearEnd: () => void;
+  resetKey: string;
+}
+
+function Tiles({ apps, onNearEnd, resetKey }: ListProps) {
   return (
     <VirtualGrid
       items={apps}
       onNearEnd={onNearEnd}
+      resetKey={resetKey}
       rowHeight={176}
       minTileWidth={300}
       gap={12}
@@ -147,12 +177,13 @@ function Tiles({ apps, onNearEnd }: { apps: Application[]; onNearEnd: () => void
   );
 }
 
-function Table({ apps, onNearEnd }: { apps: Application[]; onNearEnd: () => void }) {
+function Table({ apps, onNearEnd, resetKey }: ListProps) {
   return (
     <div role="table" aria-label="Applications" aria-rowcount={apps.length + 1} class="apps-table">
       <VirtualGrid
         items={apps}
         onNearEnd={onNearEnd}
+        resetKey={resetKey}
         rowHeight={40}
         itemKey={key}
         label="Application rows"

@@ -39,7 +39,7 @@ function matchingOf(facets: Facet[] | undefined, filters: AppFilters, shown: num
     .reduce((n, v) => n + v.count, 0);
 }
 
-export function useAppList(filters: AppFilters, key: string): AppListState {
+export function useAppList(filters: AppFilters, sort: string, key: string): AppListState {
   const [state, setState] = useState<Omit<AppListState, "loadMore">>({
     apps: [],
     loading: true,
@@ -53,14 +53,15 @@ export function useAppList(filters: AppFilters, key: string): AppListState {
   const next = useRef<string | undefined>(undefined);
   const loaded = useRef<Application[]>([]);
   const loadingMore = useRef(false);
-  const params = serverQuery(filters);
+  const filterParams = serverQuery(filters);
+  const params = { ...filterParams, sort };
 
   useEffect(() => {
     let watch: AppWatch | undefined;
     let cancelled = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const ctl = new AbortController();
-    const filtered = Object.values(params).some((v) => (Array.isArray(v) ? v.length > 0 : Boolean(v)));
+    const filtered = Object.values(filterParams).some((v) => (Array.isArray(v) ? v.length > 0 : Boolean(v)));
 
     /** Reads the first `size` applications again, with the counts. */
     const load = async (size: number) => {
@@ -91,7 +92,7 @@ export function useAppList(filters: AppFilters, key: string): AppListState {
         const page = await load(PAGE);
         if (cancelled) return;
         watch = new AppWatch({
-          params: { ...params, fields: WATCH_FIELDS.join(",") },
+          params: { ...filterParams, fields: WATCH_FIELDS.join(",") },
           resourceVersion: page.metadata?.resourceVersion,
           onEvents: (events) => {
             // What is on screen changes at once; membership and counts follow once the
