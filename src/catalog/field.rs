@@ -57,17 +57,31 @@ impl Field {
     /// The values an application summarized as `s` has for this field, in the form filters
     /// compare and facets count.
     pub fn values(self, s: &Summary) -> Vec<String> {
+        let mut out = Vec::with_capacity(1);
+        self.each_value(s, |v| out.push(v.to_owned()));
+        out
+    }
+
+    /// Calls `f` with each of [`Field::values`], without copying them where they are stored as
+    /// they are counted (facets visit every application).
+    pub fn each_value(self, s: &Summary, mut f: impl FnMut(&str)) {
         match self {
-            Field::Project => vec![s.project.clone()],
-            Field::Cluster => [&s.dest_server, &s.dest_name]
-                .into_iter()
-                .filter(|v| !v.is_empty())
-                .cloned()
-                .collect(),
-            Field::Namespace => vec![s.dest_namespace.clone()],
-            Field::Sync => vec![status(&s.sync_status)],
-            Field::Health => vec![status(&s.health_status)],
-            Field::Repo => s.repos.iter().map(|r| normal_repo(r)).collect(),
+            Field::Project => f(&s.project),
+            Field::Cluster => {
+                for v in [&s.dest_server, &s.dest_name] {
+                    if !v.is_empty() {
+                        f(v);
+                    }
+                }
+            }
+            Field::Namespace => f(&s.dest_namespace),
+            Field::Sync => f(status(&s.sync_status)),
+            Field::Health => f(status(&s.health_status)),
+            Field::Repo => {
+                for r in &s.repos {
+                    f(&normal_repo(r));
+                }
+            }
         }
     }
 
@@ -92,12 +106,8 @@ impl Field {
     }
 }
 
-fn status(reported: &str) -> String {
-    if reported.is_empty() {
-        UNKNOWN.to_owned()
-    } else {
-        reported.to_owned()
-    }
+fn status(reported: &str) -> &str {
+    if reported.is_empty() { UNKNOWN } else { reported }
 }
 
 fn status_is(reported: &str, value: &str) -> bool {

@@ -105,9 +105,12 @@ fn facets(index: &Index, filter: &Filter, fields: &[Field], visible: &mut impl F
         }
         for (field, counts) in fields.iter().zip(counts.iter_mut()) {
             if failed == 0 || failed == field.bit() {
-                for value in field.values(&entry.doc.summary) {
-                    *counts.entry(value).or_default() += 1;
-                }
+                field.each_value(&entry.doc.summary, |value| match counts.get_mut(value) {
+                    Some(count) => *count += 1,
+                    None => {
+                        counts.insert(value.to_owned(), 1);
+                    }
+                });
             }
         }
     }
