@@ -40,7 +40,7 @@ const HEALTH: [&str; 5] = ["Healthy", "Progressing", "Degraded", "Missing", "Sus
 fn app(i: usize) -> Value {
     json!({
         "metadata": {"name": format!("app-{i:06}"), "namespace": "argocd",
-                     "labels": {"team": format!("team-{}", i % 20), "tier": if i % 2 == 0 { "web" } else { "db" }}},
+                     "labels": {"team": format!("team-{}", i % 20), "tier": if i.is_multiple_of(2) { "web" } else { "db" }}},
         "spec": {"project": format!("project-{}", i % 20),
                  "destination": {"server": "https://kubernetes.default.svc", "namespace": format!("ns-{}", i % 50)},
                  "source": {"repoURL": format!("https://git.example.test/org/apps-{}.git", i % 4),
@@ -105,7 +105,13 @@ async fn continue_of(dial: &Dial, token: &str, query: &str) -> anyhow::Result<St
         .header("authorization", format!("Bearer {token}"))
         .body(http_body_util::Full::new(bytes::Bytes::new()))?;
     use http_body_util::BodyExt as _;
-    let body = client.send_request(req).await?.into_body().collect().await?.to_bytes();
+    let body = client
+        .send_request(req)
+        .await?
+        .into_body()
+        .collect()
+        .await?
+        .to_bytes();
     let value: Value = serde_json::from_slice(&body)?;
     value["metadata"]["continue"]
         .as_str()
@@ -121,7 +127,10 @@ async fn main() -> anyhow::Result<()> {
     let work = tempfile::tempdir()?;
     let started = Instant::now();
     seed(work.path(), apps).await?;
-    println!("seeded {apps} applications in {:.1} s", started.elapsed().as_secs_f64());
+    println!(
+        "seeded {apps} applications in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
     support::write_config(&work.path().join("config"), PASSWORD, &support::group_policy(950))?;
 
     let mut command = Command::new(bin);
@@ -139,7 +148,10 @@ async fn main() -> anyhow::Result<()> {
         &work.path().join("server.log"),
         Duration::from_secs(60),
     )?;
-    println!("server ready {:.0} ms after spawn", spawned.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "server ready {:.0} ms after spawn",
+        spawned.elapsed().as_secs_f64() * 1e3
+    );
     let dial = Dial::plain(&server.addr);
     let admin_pw = std::fs::read_to_string(work.path().join("data").join("initial-admin-password"))
         .context("the generated admin password")?;
@@ -153,10 +165,21 @@ async fn main() -> anyhow::Result<()> {
         // The first page and the first facets build the catalog and decide RBAC once.
         let cold = Instant::now();
         rest_list(&mut client, token, "?limit=100").await?;
-        println!("  first page after start: {:.1} ms", cold.elapsed().as_secs_f64() * 1e3);
+        println!(
+            "  first page after start: {:.1} ms",
+            cold.elapsed().as_secs_f64() * 1e3
+        );
         let cold = Instant::now();
-        rest_list(&mut client, token, "?limit=1&facets=project,cluster,namespace,sync,health,repo").await?;
-        println!("  first facets after start: {:.1} ms", cold.elapsed().as_secs_f64() * 1e3);
+        rest_list(
+            &mut client,
+            token,
+            "?limit=1&facets=project,cluster,namespace,sync,health,repo",
+        )
+        .await?;
+        println!(
+            "  first facets after start: {:.1} ms",
+            cold.elapsed().as_secs_f64() * 1e3
+        );
 
         let mut firsts = Vec::new();
         let mut wholes = Vec::new();
@@ -175,24 +198,47 @@ async fn main() -> anyhow::Result<()> {
             ("page of 100, newest first", "?limit=100&sort=-created"),
             ("page of 100, by health", "?limit=100&sort=health"),
             ("page, health=Degraded", "?limit=100&filter=health%3DDegraded"),
-            ("page, project+sync", "?limit=100&filter=project%3Dproject-3&filter=sync%3DOutOfSync"),
+            (
+                "page, project+sync",
+                "?limit=100&filter=project%3Dproject-3&filter=sync%3DOutOfSync",
+            ),
             ("page, search 'app-099'", "?limit=100&search=app-099"),
-            ("facets, six fields", "?limit=100&facets=project,cluster,namespace,sync,health,repo"),
-            ("facets, filtered", "?limit=100&filter=health%3DDegraded&facets=project,namespace,sync"),
+            (
+                "facets, six fields",
+                "?limit=100&facets=project,cluster,namespace,sync,health,repo",
+            ),
+            (
+                "facets, filtered",
+                "?limit=100&filter=health%3DDegraded&facets=project,namespace,sync",
+            ),
         ] {
             summary(name, rest_runs(&mut client, token, query, RUNS, 50_000).await?);
         }
         let next = continue_of(&dial, token, "?limit=100").await?;
         summary(
             "next page by continue",
-            rest_runs(&mut client, token, &format!("?limit=100&continue={next}"), RUNS, 50_000).await?,
+            rest_runs(
+                &mut client,
+                token,
+                &format!("?limit=100&continue={next}"),
+                RUNS,
+                50_000,
+            )
+            .await?,
         );
         let mut h2 = dial.http2().await?;
         let query = tiphys::schema::Schema::get().message("application.ApplicationQuery")?;
         let message = tiphys::schema::Schema::get().encode(&query, &json!({"limit": 100}))?;
         let mut grpc = Vec::new();
         for _ in 0..RUNS {
-            let reply = grpc_unary(&mut h2, &dial.base(), "/application.ApplicationService/List", Some(token), &message).await?;
+            let reply = grpc_unary(
+                &mut h2,
+                &dial.base(),
+                "/application.ApplicationService/List",
+                Some(token),
+                &message,
+            )
+            .await?;
             if reply.status.as_deref() != Some("0") {
                 bail!("gRPC page answered {:?}", reply.status);
             }

@@ -29,7 +29,9 @@ struct Sealed {
 pub enum CursorError {
     #[error("the continue token is not one this server issued (altered or truncated): list again without it")]
     Unreadable,
-    #[error("the continue token belongs to another query (its filters, search or sort differ): list again without it")]
+    #[error(
+        "the continue token belongs to another query (its filters, search or sort differ): list again without it"
+    )]
     OtherQuery,
     #[error("the continue token expired: list again without it")]
     Expired,
@@ -97,7 +99,10 @@ mod tests {
         let q = digest(&[("sort", "name".into())]);
         let token = issue(&key, &q, at(), 1000);
         assert_eq!(open(&key, &token, &q, 1000), Ok(at()));
-        assert_eq!(open(&key, &token, &q, 1000 + LIFETIME_S), Err(CursorError::Expired));
+        assert_eq!(
+            open(&key, &token, &q, 1000 + LIFETIME_S),
+            Err(CursorError::Expired)
+        );
         let other = digest(&[("sort", "created".into())]);
         assert_eq!(open(&key, &token, &other, 1000), Err(CursorError::OtherQuery));
     }
@@ -119,9 +124,6 @@ mod tests {
 
     #[test]
     fn digests_separate_their_parts() {
-        assert_ne!(
-            digest(&[("a", "bc".into())]),
-            digest(&[("ab", "c".into())])
-        );
+        assert_ne!(digest(&[("a", "bc".into())]), digest(&[("ab", "c".into())]));
     }
 }

@@ -158,7 +158,10 @@ mod tests {
         assert!(Field::Sync.has(&s, UNKNOWN));
         assert!(!Field::Sync.has(&s, ""));
         assert!(Field::Repo.has(&s, &Field::Repo.normal_value("https://git.example/repo")));
-        assert!(!Field::Cluster.has(&s, ""), "an empty cluster name matches nothing");
+        assert!(
+            !Field::Cluster.has(&s, ""),
+            "an empty cluster name matches nothing"
+        );
     }
 
     #[test]

@@ -126,10 +126,25 @@ mod tests {
         }
         assert_eq!(asked, 1);
         // Another caller, and a new policy, decide again.
-        assert!(!v.of("bob", version(&one, 1)).lock().unwrap().allowed(7, 100, || false));
+        assert!(
+            !v.of("bob", version(&one, 1))
+                .lock()
+                .unwrap()
+                .allowed(7, 100, || false)
+        );
         // Another policy (equal in value, not the same one), or another projects' revision.
-        assert!(!v.of("alice", version(&two, 1)).lock().unwrap().allowed(7, 100, || false));
-        assert!(!v.of("alice", version(&two, 2)).lock().unwrap().allowed(7, 100, || false));
+        assert!(
+            !v.of("alice", version(&two, 1))
+                .lock()
+                .unwrap()
+                .allowed(7, 100, || false)
+        );
+        assert!(
+            !v.of("alice", version(&two, 2))
+                .lock()
+                .unwrap()
+                .allowed(7, 100, || false)
+        );
     }
 
     #[test]

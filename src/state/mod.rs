@@ -311,7 +311,7 @@ impl ServerState {
             return Ok(Arc::clone(catalog));
         }
         let catalog = crate::catalog::Catalog::open(Arc::clone(&self.registry), object_of())
-        .map_err(|e| crate::error::AppError::Unavailable(format!("the application catalog: {e}")))?;
+            .map_err(|e| crate::error::AppError::Unavailable(format!("the application catalog: {e}")))?;
         *held = Some(Arc::clone(&catalog));
         Ok(catalog)
     }

@@ -28,12 +28,12 @@ fn app(i: usize) -> Value {
     }
     json!({
         "metadata": {
-            "name": format!("svc-{:03}-{}", (i * 37) % APPS, if i % 5 == 0 { "blue" } else { "green" }),
+            "name": format!("svc-{:03}-{}", (i * 37) % APPS, if i.is_multiple_of(5) { "blue" } else { "green" }),
             "namespace": "argocd",
-            "labels": {"tier": if i % 2 == 0 { "web" } else { "db" }},
+            "labels": {"tier": if i.is_multiple_of(2) { "web" } else { "db" }},
         },
         "spec": {
-            "project": if i % 4 == 0 { "team-a" } else { "default" },
+            "project": if i.is_multiple_of(4) { "team-a" } else { "default" },
             "destination": {"server": "https://kubernetes.default.svc", "namespace": format!("ns-{}", i % 12)},
             "source": {"repoURL": format!("https://git.example/org/repo-{}.git", i % 2), "path": "p"},
         },
@@ -108,9 +108,18 @@ async fn all_pages(server: &Server, token: &str, query: &str) -> Vec<String> {
     let mut out = Vec::new();
     let mut next = String::new();
     for _ in 0..APPS + 1 {
-        let sep = if next.is_empty() { String::new() } else { format!("&continue={next}") };
+        let sep = if next.is_empty() {
+            String::new()
+        } else {
+            format!("&continue={next}")
+        };
         let (status, list) = server
-            .rest("GET", &format!("/api/v1/applications?{query}{sep}"), token, Value::Null)
+            .rest(
+                "GET",
+                &format!("/api/v1/applications?{query}{sep}"),
+                token,
+                Value::Null,
+            )
             .await;
         assert_eq!(status, StatusCode::OK, "{list}");
         out.extend(names(&list));
@@ -135,7 +144,9 @@ async fn pages_in_each_sort_are_the_whole_filtered_list_in_order() {
     let admin = server.login("admin");
     let all = everything();
     // The creation times as the registry stamped them.
-    let (_, listed) = server.rest("GET", "/api/v1/applications", &admin, Value::Null).await;
+    let (_, listed) = server
+        .rest("GET", "/api/v1/applications", &admin, Value::Null)
+        .await;
     let created: BTreeMap<String, String> = listed["items"]
         .as_array()
         .unwrap()
@@ -156,15 +167,33 @@ async fn pages_in_each_sort_are_the_whole_filtered_list_in_order() {
 
     let mut by_created: Vec<(&String, &String)> = created.iter().map(|(n, t)| (t, n)).collect();
     by_created.sort();
-    assert!(by_created.first().unwrap().0 < by_created.last().unwrap().0, "three creation times");
+    assert!(
+        by_created.first().unwrap().0 < by_created.last().unwrap().0,
+        "three creation times"
+    );
     let newest_first: Vec<String> = by_created.iter().rev().map(|(_, n)| (*n).clone()).collect();
-    assert_eq!(all_pages(&server, &admin, "limit=33&sort=-created").await, newest_first);
+    assert_eq!(
+        all_pages(&server, &admin, "limit=33&sort=-created").await,
+        newest_first
+    );
 
     // Health sorts the least healthy first, then by name.
-    let order = ["Degraded", "Missing", "Unknown", "Progressing", "Suspended", "Healthy"];
+    let order = [
+        "Degraded",
+        "Missing",
+        "Unknown",
+        "Progressing",
+        "Suspended",
+        "Healthy",
+    ];
     let mut by_health: Vec<(usize, &String)> = all
         .iter()
-        .map(|(n, a)| (order.iter().position(|o| *o == status_of(a, "health")).unwrap(), n))
+        .map(|(n, a)| {
+            (
+                order.iter().position(|o| *o == status_of(a, "health")).unwrap(),
+                n,
+            )
+        })
         .collect();
     by_health.sort();
     let expected: Vec<String> = by_health.iter().map(|(_, n)| (*n).clone()).collect();
@@ -177,11 +206,20 @@ async fn filters_and_search_select_exactly_what_a_scan_would() {
     let admin = server.login("admin");
     let all = everything();
     let pick = |pred: &dyn Fn(&Value) -> bool| -> Vec<String> {
-        all.iter().filter(|(_, a)| pred(a)).map(|(n, _)| n.clone()).collect()
+        all.iter()
+            .filter(|(_, a)| pred(a))
+            .map(|(n, _)| n.clone())
+            .collect()
     };
     let cases: Vec<(&str, Vec<String>)> = vec![
-        ("filter=health%3DDegraded", pick(&|a| status_of(a, "health") == "Degraded")),
-        ("filter=sync%3DUnknown", pick(&|a| status_of(a, "sync") == "Unknown")),
+        (
+            "filter=health%3DDegraded",
+            pick(&|a| status_of(a, "health") == "Degraded"),
+        ),
+        (
+            "filter=sync%3DUnknown",
+            pick(&|a| status_of(a, "sync") == "Unknown"),
+        ),
         (
             "filter=sync%3DOutOfSync&filter=health%3DMissing",
             pick(&|a| status_of(a, "sync") == "OutOfSync" && status_of(a, "health") == "Missing"),
@@ -190,24 +228,48 @@ async fn filters_and_search_select_exactly_what_a_scan_would() {
             "filter=namespace%3Dns-1&filter=namespace%3Dns-2",
             pick(&|a| ["ns-1", "ns-2"].contains(&a["spec"]["destination"]["namespace"].as_str().unwrap())),
         ),
-        ("filter=project%3Dteam-a", pick(&|a| a["spec"]["project"] == "team-a")),
+        (
+            "filter=project%3Dteam-a",
+            pick(&|a| a["spec"]["project"] == "team-a"),
+        ),
         ("filter=cluster%3Dhttps://kubernetes.default.svc", pick(&|_| true)),
         ("filter=cluster%3Delsewhere", vec![]),
         (
             "filter=repo%3DHTTPS://git.example/org/repo-1",
-            pick(&|a| a["spec"]["source"]["repoURL"].as_str().unwrap().ends_with("repo-1.git")),
+            pick(&|a| {
+                a["spec"]["source"]["repoURL"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with("repo-1.git")
+            }),
         ),
-        ("search=BLUE", pick(&|a| a["metadata"]["name"].as_str().unwrap().contains("blue"))),
-        ("search=-00", pick(&|a| a["metadata"]["name"].as_str().unwrap().contains("-00"))),
+        (
+            "search=BLUE",
+            pick(&|a| a["metadata"]["name"].as_str().unwrap().contains("blue")),
+        ),
+        (
+            "search=-00",
+            pick(&|a| a["metadata"]["name"].as_str().unwrap().contains("-00")),
+        ),
         (
             "search=blue&selector=tier%3Dweb",
-            pick(&|a| a["metadata"]["name"].as_str().unwrap().contains("blue") && a["metadata"]["labels"]["tier"] == "web"),
+            pick(&|a| {
+                a["metadata"]["name"].as_str().unwrap().contains("blue")
+                    && a["metadata"]["labels"]["tier"] == "web"
+            }),
         ),
         ("search=no-such-name", vec![]),
     ];
     for (query, expected) in cases {
-        assert!(query.contains("elsewhere") || query.contains("no-such") || !expected.is_empty(), "{query}");
-        assert_eq!(all_pages(&server, &admin, &format!("limit=9&{query}")).await, expected, "{query}");
+        assert!(
+            query.contains("elsewhere") || query.contains("no-such") || !expected.is_empty(),
+            "{query}"
+        );
+        assert_eq!(
+            all_pages(&server, &admin, &format!("limit=9&{query}")).await,
+            expected,
+            "{query}"
+        );
     }
 }
 
@@ -222,7 +284,12 @@ fn facets(list: &Value) -> BTreeMap<String, BTreeMap<String, i64>> {
                 .as_array()
                 .unwrap()
                 .iter()
-                .map(|v| (v["value"].as_str().unwrap().to_owned(), v["count"].as_i64().unwrap()))
+                .map(|v| {
+                    (
+                        v["value"].as_str().unwrap().to_owned(),
+                        v["count"].as_i64().unwrap(),
+                    )
+                })
                 .collect();
             (f["field"].as_str().unwrap().to_owned(), values)
         })
@@ -263,7 +330,10 @@ async fn facets_count_what_the_caller_may_see_with_the_other_filters_applied() {
             "{user}"
         );
         if sees.is_some() {
-            assert!(!got["project"].contains_key("default"), "a count of what alice may not see");
+            assert!(
+                !got["project"].contains_key("default"),
+                "a count of what alice may not see"
+            );
         }
         assert_eq!(names(&list).len(), 5);
     }
@@ -275,7 +345,12 @@ async fn a_continue_token_outlives_changes_and_refuses_misuse() {
     let server = open(clock.clone()).await;
     let admin = server.login("admin");
     let (_, first) = server
-        .rest("GET", "/api/v1/applications?limit=10&sort=name", &admin, Value::Null)
+        .rest(
+            "GET",
+            "/api/v1/applications?limit=10&sort=name",
+            &admin,
+            Value::Null,
+        )
         .await;
     let token = first["metadata"]["continue"].as_str().unwrap().to_owned();
     let last = names(&first).pop().unwrap();
@@ -317,7 +392,12 @@ async fn a_continue_token_outlives_changes_and_refuses_misuse() {
         let admin = admin.clone();
         async move {
             let (status, body) = server
-                .rest("GET", &format!("/api/v1/applications?{query}"), &admin, Value::Null)
+                .rest(
+                    "GET",
+                    &format!("/api/v1/applications?{query}"),
+                    &admin,
+                    Value::Null,
+                )
                 .await;
             assert_eq!(status, StatusCode::BAD_REQUEST, "{query}: {body}");
             let message = body["message"].as_str().unwrap_or_default().to_owned();
@@ -328,9 +408,17 @@ async fn a_continue_token_outlives_changes_and_refuses_misuse() {
     let at = altered.len() / 2;
     altered[at] = if altered[at] == b'A' { b'B' } else { b'A' };
     let altered = String::from_utf8(altered).unwrap();
-    refused(format!("limit=10&sort=name&continue={altered}"), "not one this server issued").await;
+    refused(
+        format!("limit=10&sort=name&continue={altered}"),
+        "not one this server issued",
+    )
+    .await;
     refused(format!("limit=10&sort=created&continue={token}"), "another query").await;
-    refused(format!("limit=10&filter=health%3DDegraded&continue={token}"), "another query").await;
+    refused(
+        format!("limit=10&filter=health%3DDegraded&continue={token}"),
+        "another query",
+    )
+    .await;
     refused("filter=colour%3Dred".into(), "unknown filter field \"colour\"").await;
     refused("filter=health".into(), "not of the form field=value").await;
     refused("facets=project,colour".into(), "unknown facet field \"colour\"").await;
@@ -360,7 +448,10 @@ async fn grpc_pages_carry_the_continue_token_and_the_facets() {
         .message("github.com.argoproj.argo_cd.v3.pkg.apis.application.v1alpha1.ApplicationList")
         .unwrap();
     let request = schema
-        .encode(&query, &json!({"limit": 7, "sort": "-name", "filter": ["project=team-a"], "facets": ["sync"]}))
+        .encode(
+            &query,
+            &json!({"limit": 7, "sort": "-name", "filter": ["project=team-a"], "facets": ["sync"]}),
+        )
         .unwrap();
     let (code, message, bytes) = server
         .grpc("/application.ApplicationService/List", &admin, &request)
@@ -375,7 +466,11 @@ async fn grpc_pages_carry_the_continue_token_and_the_facets() {
     expected.reverse();
     expected.truncate(7);
     assert_eq!(names(&list), expected);
-    assert!(!list["metadata"]["continue"].as_str().unwrap().is_empty(), "{}", list["metadata"]);
+    assert!(
+        !list["metadata"]["continue"].as_str().unwrap().is_empty(),
+        "{}",
+        list["metadata"]
+    );
     assert_eq!(facets(&list)["sync"].values().sum::<i64>(), (APPS / 4) as i64);
 
     let bad = schema.encode(&query, &json!({"filter": ["colour=red"]})).unwrap();

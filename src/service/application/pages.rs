@@ -61,7 +61,11 @@ pub(super) fn list(
     let bound = index.len() * 2 + 1024;
     let mut visible =
         |e: &Entry| decisions.allowed(e.uid, bound, || access.allows(state, principal, &e.rbac));
-    let limit = if params.limit == 0 { usize::MAX - 1 } else { params.limit };
+    let limit = if params.limit == 0 {
+        usize::MAX - 1
+    } else {
+        params.limit
+    };
     let (entries, more) = index.page(
         &PageQuery {
             sort: params.sort,
@@ -74,7 +78,12 @@ pub(super) fn list(
         |e| filter.matches(&e.doc) && visible(e),
     );
     let continue_token = match entries.last() {
-        Some(last) if more => Some(cursor::issue(&key, &digest, position(params.sort, &last.doc), now)),
+        Some(last) if more => Some(cursor::issue(
+            &key,
+            &digest,
+            position(params.sort, &last.doc),
+            now,
+        )),
         _ => None,
     };
     let items = entries.iter().map(|e| Arc::clone(&e.doc)).collect();
@@ -92,7 +101,12 @@ pub(super) fn list(
 
 /// Per field of `fields`, how many applications the caller may see have each value, with
 /// every filter but that field's applied.
-fn facets(index: &Index, filter: &Filter, fields: &[Field], visible: &mut impl FnMut(&Entry) -> bool) -> Value {
+fn facets(
+    index: &Index,
+    filter: &Filter,
+    fields: &[Field],
+    visible: &mut impl FnMut(&Entry) -> bool,
+) -> Value {
     let mut counts: Vec<HashMap<String, i64>> = vec![HashMap::new(); fields.len()];
     for entry in index.entries() {
         let failed = filter.failures(&entry.doc);

@@ -127,10 +127,7 @@ fn parse_filters(entries: &[String]) -> Result<Vec<(Field, Vec<String>)>, AppErr
 
 fn unknown(what: &str, name: &str) -> AppError {
     let known: Vec<&str> = Field::ALL.iter().map(|f| f.name()).collect();
-    AppError::InvalidArgument(format!(
-        "unknown {what} {name:?} (known: {})",
-        known.join(", ")
-    ))
+    AppError::InvalidArgument(format!("unknown {what} {name:?} (known: {})", known.join(", ")))
 }
 
 /// How a page of the list is cut.
