@@ -10,6 +10,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod buildinfo;
+pub mod catalog;
 pub mod checks;
 pub mod cli;
 pub mod clock;

@@ -28,7 +28,7 @@ use crate::registry::DocRef;
 use crate::rpc::{Body as BodyMap, Handler, Rpc};
 use crate::schema::Schema;
 use crate::schema::gojson::kind_of;
-use crate::service::{Ctx, Reply, StreamItem};
+use crate::service::{Ctx, PageInfo, Reply, StreamItem};
 use crate::state::ServerState;
 
 /// How often a quiet stream sends a keepalive.
@@ -297,7 +297,8 @@ async fn serve_inner(
         Reply::List {
             resource_version,
             items,
-        } => Ok(list_response(resource_version, items, fields)),
+            page,
+        } => Ok(list_response(resource_version, items, page.map(|p| *p), fields)),
         Reply::Stream(stream) => Ok(stream_response(stream, fields, sse)),
     }
 }
@@ -457,10 +458,27 @@ fn raw_json(bytes: Bytes) -> Response {
 }
 
 /// `{"metadata":{"resourceVersion":"N"},"items":[…]}`, written in chunks as the client reads.
-fn list_response(resource_version: u64, items: Vec<DocRef>, fields: Option<Fields>) -> Response {
+fn list_response(
+    resource_version: u64,
+    items: Vec<DocRef>,
+    page: Option<PageInfo>,
+    fields: Option<Fields>,
+) -> Response {
+    let page = page.unwrap_or_default();
     let head = match &fields {
         Some(f) if !f.mentions("metadata") => "{\"items\":[".to_owned(),
-        _ => format!("{{\"metadata\":{{\"resourceVersion\":\"{resource_version}\"}},\"items\":["),
+        _ => {
+            let more = page.continue_token.as_ref().map_or_else(String::new, |token| {
+                format!(",\"continue\":{}", Value::String(token.clone()))
+            });
+            format!("{{\"metadata\":{{\"resourceVersion\":\"{resource_version}\"{more}}},\"items\":[")
+        }
+    };
+    let tail = match (&page.facets, &fields) {
+        (Some(facets), f) if f.as_ref().is_none_or(|f| f.mentions("facets")) => {
+            format!("],\"facets\":{facets}}}")
+        }
+        _ => "]}".to_owned(),
     };
     let item_fields = fields.map(|f| f.below("items"));
     let chunk_count = items.len().div_ceil(LIST_CHUNK);
@@ -482,7 +500,7 @@ fn list_response(resource_version: u64, items: Vec<DocRef>, fields: Option<Field
             }
             Bytes::from(out)
         }))
-        .chain(stream::iter(std::iter::once(Bytes::from_static(b"]}"))))
+        .chain(stream::iter(std::iter::once(Bytes::from(tail))))
         .map(Ok::<_, Infallible>);
     let mut response = Response::new(Body::from_stream(body));
     response.headers_mut().insert(CONTENT_TYPE, APPLICATION_JSON);

@@ -373,11 +373,25 @@ fn respond(
         Reply::List {
             resource_version,
             items,
-        } => Ok(ReplyParts::List {
-            head: Bytes::from(encode_list_head(resource_version)),
-            items,
-            registry,
-        }),
+            page,
+        } => {
+            let page = page.unwrap_or_default();
+            let mut head = encode_list_head(resource_version, page.continue_token.as_deref());
+            // The facets are fields of the list message like its items; protobuf takes a
+            // message's fields in any order, so they go out with the head.
+            match page.facets {
+                Some(facets) => Schema::get()
+                    .encode_into(output, &serde_json::json!({ "facets": facets }), &mut head)
+                    .map_err(|e| AppError::Internal(e.into()))
+                    .map(|()| head),
+                None => Ok(head),
+            }
+            .map(|head| ReplyParts::List {
+                head: Bytes::from(head),
+                items,
+                registry,
+            })
+        }
         Reply::Stream(_) => Err(AppError::Internal(anyhow::anyhow!(
             "a stream from a unary method"
         ))),

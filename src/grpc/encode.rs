@@ -3,13 +3,17 @@
 
 use bytes::Bytes;
 
-/// The protobuf encoding of a list `{metadata: {resourceVersion}, items}` up to its items (ListMeta
-/// is field 1 with resourceVersion as its field 2, items are field 2: the same in every list type
-/// served); each item follows as [`list_item_prefix`] and its encoding.
-pub fn encode_list_head(resource_version: u64) -> Vec<u8> {
+/// The protobuf encoding of a list `{metadata: {resourceVersion, continue}, items}` up to its
+/// items (ListMeta is field 1 with resourceVersion as its field 2 and continue as its field 3,
+/// items are field 2: the same in every list type served); each item follows as
+/// [`list_item_prefix`] and its encoding.
+pub fn encode_list_head(resource_version: u64, continue_token: Option<&str>) -> Vec<u8> {
     let mut out = Vec::new();
     let mut meta = Vec::new();
     put_bytes(&mut meta, 2, resource_version.to_string().as_bytes());
+    if let Some(token) = continue_token {
+        put_bytes(&mut meta, 3, token.as_bytes());
+    }
     put_bytes(&mut out, 1, &meta);
     out
 }

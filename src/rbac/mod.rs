@@ -222,6 +222,21 @@ pub fn groups<'p>(policy: &Policy, principal: &'p Principal) -> Vec<&'p str> {
     }
 }
 
+/// Who `principal` is to RBAC under `policy`, as text: two principals with the same
+/// fingerprint get the same decisions (for remembering them).
+pub fn fingerprint(policy: &Policy, principal: &Principal) -> String {
+    let user = match subject(principal) {
+        Subject::Plain(user) | Subject::Grouped { user, .. } | Subject::Claims { user, .. } => user,
+    };
+    let mut out = String::with_capacity(64);
+    out.push_str(user);
+    for group in groups(policy, principal) {
+        out.push('\0');
+        out.push_str(group);
+    }
+    out
+}
+
 /// How RBAC sees a principal.
 pub fn subject(principal: &Principal) -> Subject<'_> {
     match principal {

@@ -54,9 +54,16 @@ pub struct Summary {
     pub project: String,
     /// An application's source repository URLs.
     pub repos: Vec<String>,
-    /// An application's destination server URL and cluster name.
+    /// An application's destination server URL, cluster name and namespace.
     pub dest_server: String,
     pub dest_name: String,
+    pub dest_namespace: String,
+    /// An application's `status.sync.status` and `status.health.status`, as the controller
+    /// last reported them (empty before it has).
+    pub sync_status: String,
+    pub health_status: String,
+    /// `metadata.creationTimestamp` (RFC 3339 in UTC, so its text sorts as its time does).
+    pub created: String,
 }
 
 impl Doc {
@@ -119,6 +126,13 @@ impl Doc {
         let proto_len =
             self.proto_len - rv_suffix_len(self.key.kind, self.rv) + rv_suffix_len(self.key.kind, rv);
         Self::new(self.key.clone(), rv, json, self.rv_at, proto_len)
+    }
+
+    /// The object `value` of `key` at revision `rv`, as the view holds it (for other modules'
+    /// tests).
+    #[cfg(test)]
+    pub(crate) fn of_value(key: Key, value: &Value, rv: u64) -> Result<DocRef, SchemaError> {
+        Ok(Arc::new(Self::at(&Draft::new(key, value)?, rv)?))
     }
 
     /// The parsed JSON (a fresh copy the caller may change).
@@ -248,6 +262,7 @@ pub(crate) fn encode_proto(kind: Kind, value: &Value) -> Result<Bytes, SchemaErr
 struct View {
     metadata: MetaView,
     spec: SpecView,
+    status: StatusView,
     labels: BTreeMap<String, String>,
     project: String,
 }
@@ -256,6 +271,21 @@ struct View {
 #[serde(default)]
 struct MetaView {
     labels: BTreeMap<String, String>,
+    #[serde(rename = "creationTimestamp")]
+    created: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct StatusView {
+    sync: StatusField,
+    health: StatusField,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct StatusField {
+    status: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -287,6 +317,7 @@ struct SourceView {
 struct DestView {
     server: String,
     name: String,
+    namespace: String,
 }
 
 fn summarize(kind: Kind, view: View) -> Summary {
@@ -308,6 +339,10 @@ fn summarize(kind: Kind, view: View) -> Summary {
                 .collect(),
             dest_server: view.spec.destination.server,
             dest_name: view.spec.destination.name,
+            dest_namespace: view.spec.destination.namespace,
+            sync_status: view.status.sync.status,
+            health_status: view.status.health.status,
+            created: view.metadata.created,
         },
         Kind::AppProject => Summary {
             labels: view.metadata.labels,

@@ -173,6 +173,29 @@ impl Subscription {
         }
     }
 
+    /// The next event if one is already waiting (`None`: none yet, or the registry is gone).
+    /// Every write publishes its events before it returns, so draining this after a write was
+    /// acknowledged sees that write.
+    pub fn try_next(&mut self) -> Option<Result<Arc<Event>, WatchError>> {
+        if let Some(event) = self.backlog.pop_front() {
+            self.last = event.rv;
+            return Some(Ok(event));
+        }
+        loop {
+            match self.rx.try_recv() {
+                Ok(event) if event.seq >= self.next_seq && event.doc.key.kind == self.kind => {
+                    self.last = event.rv;
+                    return Some(Ok(event));
+                }
+                Ok(_) => {}
+                Err(broadcast::error::TryRecvError::Lagged(_)) => return Some(Err(WatchError::Lagged)),
+                Err(broadcast::error::TryRecvError::Empty | broadcast::error::TryRecvError::Closed) => {
+                    return None;
+                }
+            }
+        }
+    }
+
     /// The revision of the last event delivered (or the starting revision).
     pub fn last(&self) -> u64 {
         self.last

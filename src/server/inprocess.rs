@@ -44,13 +44,25 @@ impl InProcess {
     /// arrive as if over TLS from 127.0.0.1. Repositories are not contacted unless `flags` say
     /// `--repo-access on`.
     pub async fn open(data_dir: &Path, flags: &[&str]) -> anyhow::Result<Self> {
+        Self::open_with_clock(data_dir, flags, crate::clock::Clock::system()).await
+    }
+
+    /// [`InProcess::open`] with the state reading time from `clock` (a paused one, moved by
+    /// the test).
+    pub async fn open_with_clock(
+        data_dir: &Path,
+        flags: &[&str],
+        clock: crate::clock::Clock,
+    ) -> anyhow::Result<Self> {
         let mut argv = vec!["tiphys-server".to_owned(), "--data-dir".to_owned()];
         argv.push(data_dir.display().to_string());
         argv.extend(["--repo-access".to_owned(), "off".to_owned()]);
         argv.extend(flags.iter().map(|f| (*f).to_owned()));
         let args = Flags::try_parse_from(argv)?.server;
         let config = args.validate()?;
-        let app = Arc::new(ServerState::open(config.app_options()).await?);
+        let mut options = config.app_options();
+        options.clock = clock;
+        let app = Arc::new(ServerState::open(options).await?);
         crate::service::certificate::seed::seed_app(&app).await?;
         app.auth.logins.ensure_initial_admin().await?;
         let metrics = Arc::new(Metrics::default());

@@ -27,4 +27,4 @@ pub mod sync_windows;
 pub mod version;
 pub mod webhook;
 
-pub use self::reply::{Answer, Ctx, Empty, Reply, SessionCookie, StreamItem, UseCase};
+pub use self::reply::{Answer, Ctx, Empty, PageInfo, Reply, SessionCookie, StreamItem, UseCase};

@@ -36,16 +36,27 @@ pub enum Reply {
     Answer(Box<dyn Answer>),
     /// A stored object exactly as stored (the method's output type is the object's type).
     Doc(DocRef),
-    /// A list of stored objects: `{metadata: {resourceVersion}, items: [...]}`.
+    /// A list of stored objects: `{metadata: {resourceVersion}, items: [...]}`, and for a
+    /// page of applications, `metadata.continue` and `facets`.
     List {
         resource_version: u64,
         items: Vec<DocRef>,
+        page: Option<Box<PageInfo>>,
     },
     /// A server stream of messages.
     Stream(BoxStream<'static, Result<StreamItem, AppError>>),
     /// A message that also starts or ends the caller's browser session: REST answers it with
     /// the session cookie set or cleared; gRPC with the message alone.
     Session { message: Value, cookie: SessionCookie },
+}
+
+/// What a page of a list adds to it (a tiphys extension).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PageInfo {
+    /// `metadata.continue`: the token of the next page, when there is one.
+    pub continue_token: Option<String>,
+    /// `facets`, in the form of `ApplicationFacet`s.
+    pub facets: Option<Value>,
 }
 
 /// What a [`Reply::Session`] does to the session cookie.

@@ -120,6 +120,9 @@ pub struct ServerState {
     pub kube: Option<kube::Client>,
     /// The time use cases stamp what they write with (a restart's `restartedAt`).
     pub clock: crate::clock::Clock,
+    /// The applications' indexes for pages, filters and facets: made by the first query that
+    /// asks for one, so that a server whose clients never do holds none.
+    catalog: std::sync::Mutex<Option<Arc<crate::catalog::Catalog>>>,
 }
 
 /// The keys sealing credentials at rest: those of `--secrets-key-file` (the first seals), then
@@ -271,6 +274,7 @@ impl ServerState {
             repo_server,
             kube: in_cluster,
             clock: options.clock,
+            catalog: std::sync::Mutex::default(),
         })
     }
 
@@ -293,6 +297,25 @@ impl ServerState {
     }
 
     /// The external URL: `url` from `argocd-cm`, else `--url`.
+    /// The applications' catalog, made on first use with RBAC objects by `object_of` (the
+    /// service layer's rule).
+    pub fn catalog(
+        &self,
+        object_of: impl FnOnce() -> crate::catalog::ObjectOf,
+    ) -> Result<Arc<crate::catalog::Catalog>, crate::error::AppError> {
+        let mut held = self
+            .catalog
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(catalog) = held.as_ref() {
+            return Ok(Arc::clone(catalog));
+        }
+        let catalog = crate::catalog::Catalog::open(Arc::clone(&self.registry), object_of())
+            .map_err(|e| crate::error::AppError::Unavailable(format!("the application catalog: {e}")))?;
+        *held = Some(Arc::clone(&catalog));
+        Ok(catalog)
+    }
+
     pub fn url(&self) -> String {
         self.config
             .current()

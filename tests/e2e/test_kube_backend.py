@@ -213,6 +213,46 @@ def test_a_sync_through_tiphys_is_carried_out_by_the_controller(plane, kube, git
     wait_for("the application gone", lambda: name not in kube.api.names())
 
 
+def test_pages_filter_and_count_by_what_the_controller_reports(plane, kube, gitservers, tmp_path):
+    """Issue 41's pages on the Kubernetes backend: the sync and health the real controller wrote
+    into the custom resources select, sort and count."""
+    repo = Repo(gitservers, tmp_path, uniq("kube-pages"))
+    repo.commit(manifests("hello"), "first")
+    prefix = uniq("pages")
+    synced, pending = f"{prefix}-synced", f"{prefix}-pending"
+    for name in (synced, pending):
+        body = app_body(name, project="default", repo=repo.url, path="manifests",
+                        dest_namespace=plane.new_namespace(name[-20:]))
+        body["spec"]["source"]["targetRevision"] = "main"
+        kube.api.must_create(body)
+    assert kube.api.call("POST", f"{APPS}/{synced}/sync", {"revision": "main"}).status == 200
+
+    def reported(name):
+        s = status_of(kube.api, name)
+        return s.get("sync", {}).get("status"), s.get("health", {}).get("status")
+    wait_for("the controller's verdicts", lambda: reported(synced) == ("Synced", "Healthy")
+             and reported(pending) == ("OutOfSync", "Missing"))
+
+    def names(**params):
+        page = kube.api.list(search=prefix, **params)
+        return [a["metadata"]["name"] for a in page["items"] or []], page
+    assert names(filter="sync=OutOfSync")[0] == [pending]
+    assert names(filter="health=Healthy")[0] == [synced]
+    assert names(filter=["sync=Synced", "health=Missing"])[0] == []
+    assert names(sort="sync", limit=1)[0] == [pending], "out of sync first"
+    first, page = names(sort="-sync", limit=1)
+    assert first == [synced] and page["metadata"]["continue"], page["metadata"]
+    _, page = names(limit=10, facets="sync,health")
+    counts = {f["field"]: {v["value"]: v["count"] for v in f["values"]} for f in page["facets"]}
+    assert counts == {"sync": {"Synced": 1, "OutOfSync": 1}, "health": {"Healthy": 1, "Missing": 1}}, counts
+    # An Application applied with kubectl is in the next page at once.
+    late = f"{prefix}-late"
+    plane.apply([app_cr(late)])
+    wait_for("the kubectl-applied application in the page", lambda: late in names(limit=10)[0], timeout=5)
+    for name in (synced, pending, late):
+        assert kube.api.delete(name).status == 200
+
+
 def test_a_delete_without_cascade_leaves_the_objects(plane, kube, gitservers, tmp_path):
     repo = Repo(gitservers, tmp_path, uniq("kube-orphan"))
     repo.commit(manifests("kept"), "only")

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! main → cli → server → grpc | api | ui → rpc → audit → service → state → auth → oidc → config → rbac
-//!      → principal → registry → kubernetes → store → gitrepo | clusters → leaves (error, schema, pb, clock, random, …)
+//!      → principal → catalog → registry → kubernetes → store → gitrepo | clusters → leaves (error, schema, pb, clock, random, …)
 //! ```
 
 use std::collections::BTreeMap;
@@ -36,6 +36,8 @@ const LAYERS: &[&[&str]] = &[
     &["store"],
     &["kubernetes"],
     &["registry"],
+    // Indexes over the registry's applications (pages, filters, facets).
+    &["catalog"],
     &["principal"],
     &["rbac"],
     &["config"],

@@ -10,6 +10,7 @@ mod api;
 mod authz;
 mod denials;
 mod layers;
+mod pages;
 mod rate_limits;
 mod refusals;
 mod support;

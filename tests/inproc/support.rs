@@ -19,6 +19,11 @@ impl Server {
     /// A server with `argocd-cm` data lines `cm` and `argocd-rbac-cm` data lines `rbac` (YAML,
     /// indented by two spaces), and `flags` of `tiphys server`.
     pub async fn open(cm: &str, rbac: &str, flags: &[&str]) -> Self {
+        Self::open_with_clock(cm, rbac, flags, tiphys::clock::Clock::system()).await
+    }
+
+    /// [`Server::open`] with the server reading time from `clock`.
+    pub async fn open_with_clock(cm: &str, rbac: &str, flags: &[&str], clock: tiphys::clock::Clock) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("config");
         std::fs::create_dir_all(&config).unwrap();
@@ -26,7 +31,9 @@ impl Server {
         write(&config, "argocd-rbac-cm", "ConfigMap", rbac);
         let mut all = vec!["--config-dir", config.to_str().unwrap()];
         all.extend_from_slice(flags);
-        let server = InProcess::open(&dir.path().join("data"), &all).await.unwrap();
+        let server = InProcess::open_with_clock(&dir.path().join("data"), &all, clock)
+            .await
+            .unwrap();
         Self { server, dir }
     }
 

@@ -12,6 +12,8 @@ mod links;
 mod live;
 mod logs;
 mod masking;
+mod pages;
+mod query;
 mod read;
 mod refresh;
 mod rendered;
@@ -30,7 +32,8 @@ pub use self::actions::{list_resource_actions, run_resource_action, run_resource
 pub use self::links::{list_links, list_resource_links};
 pub use self::live::{delete_resource, get_resource, list_events, patch_resource};
 pub use self::logs::pod_logs;
-use self::read::{Filter, authorized};
+use self::query::Filter;
+use self::read::authorized;
 pub use self::read::{get, list};
 pub use self::resources::{ResourcesQuery, managed_resources, resource_tree, watch_resource_tree};
 pub use self::sync::{rollback, sync, terminate_operation};
@@ -96,6 +99,14 @@ pub struct AppQuery {
     pub app_namespace: String,
     /// Get: `normal` or `hard` asks the controller to compare again, and answers once it has.
     pub refresh: Option<String>,
+    /// tiphys's pages, filters and facets (see `query.rs`).
+    pub limit: i64,
+    #[serde(rename = "continue")]
+    pub continue_token: String,
+    pub sort: String,
+    pub filter: Vec<String>,
+    pub search: String,
+    pub facets: Vec<String>,
 }
 
 /// The RBAC object of an application (upstream's `RBACName`).

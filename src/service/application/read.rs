@@ -1,6 +1,7 @@
 //! List and Get: the applications a caller may see, filtered as the query asks.
 
-use super::selector::Selector;
+use super::pages;
+use super::query::{Filter, PageParams};
 use super::{
     AppQuery, RESOURCE, doc_object, namespace_of, not_served, rbac_object, refresh, resources, served,
 };
@@ -13,53 +14,12 @@ use crate::service::limits::check_namespace;
 use crate::service::{Ctx, Reply};
 use crate::state::ServerState;
 
-/// Does a query (projects, repo, selector, name) select this application?
-pub(super) struct Filter {
-    /// The control namespace and the enabled ones: what is never shown outside them.
-    control: String,
-    enabled: crate::kubernetes::AppNamespaces,
-    projects: Vec<String>,
-    repo: String,
-    selector: Selector,
-    name: String,
-    namespace: Option<String>,
-}
-
-impl Filter {
-    pub(super) fn new(state: &ServerState, q: &AppQuery) -> Result<Self, AppError> {
-        Ok(Self {
-            control: state.namespace.clone(),
-            enabled: state.app_namespaces.clone(),
-            projects: q.projects.iter().chain(&q.project).cloned().collect(),
-            repo: q.repo.clone(),
-            selector: Selector::parse(&q.selector)?,
-            name: q.name.clone(),
-            namespace: (!q.app_namespace.is_empty()).then(|| q.app_namespace.clone()),
-        })
-    }
-
-    pub(super) fn matches(&self, doc: &DocRef) -> bool {
-        self.enabled.enabled(&doc.key.namespace, &self.control)
-            && (self.projects.is_empty() || self.projects.contains(&doc.summary.project))
-            && (self.repo.is_empty() || doc.summary.repos.iter().any(|r| same_repo(r, &self.repo)))
-            && (self.name.is_empty() || doc.key.name == self.name)
-            && self.namespace.as_ref().is_none_or(|ns| &doc.key.namespace == ns)
-            && self.selector.matches(&doc.summary.labels)
-    }
-}
-
-/// Repository URLs compare without a trailing `/` or `.git` and case-insensitively.
-pub(super) fn same_repo(a: &str, b: &str) -> bool {
-    let norm = |u: &str| {
-        let u = u.trim_end_matches('/');
-        u.strip_suffix(".git").unwrap_or(u).to_ascii_lowercase()
-    };
-    norm(a) == norm(b)
-}
-
 pub async fn list(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
     let filter = Filter::new(&ctx.app, &q)?;
+    if let Some(params) = PageParams::parse(&q)? {
+        return pages::list(&ctx, principal, &filter, &params);
+    }
     let (resource_version, docs) = ctx.app.registry.list(Kind::Application);
     let items = Access::hidden(RESOURCE, "get").visible(
         &ctx.app,
@@ -70,6 +30,7 @@ pub async fn list(ctx: Ctx, q: AppQuery) -> Result<Reply, AppError> {
     Ok(Reply::List {
         resource_version,
         items,
+        page: None,
     })
 }
 

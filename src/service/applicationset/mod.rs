@@ -139,6 +139,7 @@ pub async fn list(ctx: Ctx, q: ListQuery) -> Result<Reply, AppError> {
     Ok(Reply::List {
         resource_version,
         items,
+        page: None,
     })
 }
 

@@ -74,6 +74,7 @@ pub async fn list(ctx: Ctx, _q: ProjectQuery) -> Result<Reply, AppError> {
     Ok(Reply::List {
         resource_version,
         items,
+        page: None,
     })
 }
 

@@ -33,8 +33,27 @@ export const WATCH_FIELDS = [
   ...LIST_FIELDS.filter((f) => f.startsWith("items.")).map((f) => f.replace(/^items\./, "result.application.")),
 ];
 
-export function listApps(signal?: AbortSignal) {
-  return get<ListResponse<Application>>(`api/v1/applications${query({ fields: LIST_FIELDS.join(",") })}`, signal);
+/** The fields the list's facets count (tiphys's `facets=`). */
+export const FACET_FIELDS = ["project", "sync", "health", "cluster", "namespace"];
+
+/**
+ * A page of the list as the server cuts it (tiphys's pages, filters and facets): `params` are
+ * the filter parameters (`filter`, `search`, `selector`), `limit` the page size, `after` the
+ * previous page's continue token.
+ */
+export function listPage(
+  params: Record<string, string | string[] | undefined>,
+  limit: number,
+  opts: { after?: string; facets?: boolean; signal?: AbortSignal } = {},
+) {
+  const q = query({
+    ...params,
+    limit: String(limit),
+    continue: opts.after,
+    facets: opts.facets ? FACET_FIELDS.join(",") : undefined,
+    fields: [...LIST_FIELDS, "metadata.continue", "facets"].join(","),
+  });
+  return get<ListResponse<Application>>(`api/v1/applications${q}`, opts.signal);
 }
 
 const ns = (namespace: string) => query({ appNamespace: namespace });

@@ -110,8 +110,15 @@ export interface Application {
 }
 
 export interface ListResponse<T> {
-  metadata?: { resourceVersion?: string };
+  metadata?: { resourceVersion?: string; continue?: string };
   items?: T[] | null;
+  /** tiphys's facet counts (`facets=` on the application list). */
+  facets?: Facet[];
+}
+
+export interface Facet {
+  field: string;
+  values?: { value: string; count: number }[];
 }
 
 export interface WatchEvent {

@@ -14,6 +14,10 @@ export function VirtualGrid<T>(props: {
   render: (item: T, index: number) => ComponentChildren;
   label: string;
   header?: ComponentChildren;
+  /** Called when the window reaches the last rows (to load the next page). */
+  onNearEnd?: () => void;
+  /** A change of it scrolls back to the top (another filter or order). */
+  resetKey?: string;
 }) {
   const scroller = useRef<HTMLDivElement>(null);
   const [size, setSize] = useState({ width: 800, height: 600 });
@@ -32,6 +36,11 @@ export function VirtualGrid<T>(props: {
 
   useEffect(() => () => cancelAnimationFrame(frame.current), []);
 
+  useEffect(() => {
+    if (scroller.current) scroller.current.scrollTop = 0;
+    setScrollTop(0);
+  }, [props.resetKey]);
+
   const onScroll = () => {
     if (frame.current) return;
     frame.current = requestAnimationFrame(() => {
@@ -44,6 +53,10 @@ export function VirtualGrid<T>(props: {
   const columns = props.minTileWidth ? columnsFor(size.width - gap, props.minTileWidth, gap) : 1;
   const win = visibleWindow(props.items.length, columns, props.rowHeight, scrollTop, size.height);
   const visible = props.items.slice(win.start, win.end);
+  const nearEnd = props.items.length > 0 && win.end >= props.items.length - columns * 4;
+  useEffect(() => {
+    if (nearEnd) props.onNearEnd?.();
+  }, [nearEnd, props.items.length]);
 
   return (
     <div class="vscroll" ref={scroller} onScroll={onScroll} role="region" aria-label={props.label} tabIndex={0}>

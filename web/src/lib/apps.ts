@@ -1,33 +1,8 @@
-// The application list's own logic: keys, merging watch events, filters and their URL form.
-import type { Application, WatchEvent } from "../api/types";
+// The application list's own logic: keys, filters, their URL form and the server's form.
+import type { Application } from "../api/types";
 
 export function appKey(app: Application): string {
   return `${app.metadata.namespace ?? ""}/${app.metadata.name}`;
-}
-
-/**
- * Applies watch events to the list in place. Returns whether anything changed.
- * `DELETED` removes; `ADDED`/`MODIFIED` insert or replace, unless the event carries an
- * older resourceVersion than what we hold (a resumed stream may repeat one).
- */
-export function applyEvents(apps: Map<string, Application>, events: WatchEvent[]): boolean {
-  let changed = false;
-  for (const ev of events) {
-    const app = ev.application;
-    if (!app?.metadata?.name) continue;
-    const key = appKey(app);
-    if (ev.type === "DELETED") {
-      changed = apps.delete(key) || changed;
-      continue;
-    }
-    const held = apps.get(key);
-    const rvNew = Number(app.metadata.resourceVersion);
-    const rvOld = Number(held?.metadata.resourceVersion);
-    if (held && Number.isFinite(rvNew) && Number.isFinite(rvOld) && rvNew < rvOld) continue;
-    apps.set(key, app);
-    changed = true;
-  }
-  return changed;
 }
 
 export interface AppFilters {
@@ -75,45 +50,29 @@ export function activeFilterCount(f: AppFilters): number {
   return LIST_KEYS.reduce((n, k) => n + f[k].length, 0) + (f.search ? 1 : 0);
 }
 
+/**
+ * The filters as the server's list takes them: `filter=field=value` per chosen value, the
+ * search text (names), and the labels as a label selector.
+ */
+export function serverQuery(f: AppFilters): Record<string, string | string[] | undefined> {
+  const pairs = (field: string, values: string[]) => values.map((v) => `${field}=${v}`);
+  return {
+    filter: [
+      ...pairs("project", f.projects),
+      ...pairs("sync", f.sync),
+      ...pairs("health", f.health),
+      ...pairs("cluster", f.clusters),
+      ...pairs("namespace", f.namespaces),
+    ],
+    search: f.search.trim() || undefined,
+    selector: f.labels.map((l) => l.trim()).filter(Boolean).join(",") || undefined,
+  };
+}
+
 /** The destination cluster an application names: its server URL, or its cluster name. */
 export function appCluster(app: Application): string {
   const d = app.spec?.destination ?? {};
   return d.server || d.name || "";
-}
-
-function labelMatches(labels: Record<string, string> | undefined, want: string): boolean {
-  const eq = want.indexOf("=");
-  if (eq < 0) return labels !== undefined && want.trim() in labels;
-  const key = want.slice(0, eq).trim();
-  const value = want.slice(eq + 1).trim();
-  return labels?.[key] === value;
-}
-
-/** A predicate for the filters; the search matches name, namespace, project and repository. */
-export function appMatcher(f: AppFilters): (app: Application) => boolean {
-  const search = f.search.trim().toLowerCase();
-  const inList = (list: string[], v: string) => list.length === 0 || list.includes(v);
-  return (app) => {
-    const spec = app.spec ?? {};
-    const status = app.status ?? {};
-    if (!inList(f.projects, spec.project || "default")) return false;
-    if (!inList(f.sync, status.sync?.status || "Unknown")) return false;
-    if (!inList(f.health, status.health?.status || "Unknown")) return false;
-    if (f.clusters.length > 0) {
-      const d = spec.destination ?? {};
-      if (!f.clusters.some((c) => c === d.server || c === d.name)) return false;
-    }
-    if (!inList(f.namespaces, spec.destination?.namespace ?? "")) return false;
-    if (!f.labels.every((l) => labelMatches(app.metadata.labels, l))) return false;
-    if (search) {
-      const hay = [app.metadata.name, app.metadata.namespace, spec.project, ...appRepos(app)]
-        .filter(Boolean)
-        .join(" ")
-        .toLowerCase();
-      if (!hay.includes(search)) return false;
-    }
-    return true;
-  };
 }
 
 export function appRepos(app: Application): string[] {

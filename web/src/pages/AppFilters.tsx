@@ -4,12 +4,23 @@ import type { AppFilters } from "../lib/apps";
 
 type ListKey = "projects" | "sync" | "health" | "clusters" | "namespaces";
 
+/** The server's facet field of each group. */
+const FIELD: Record<ListKey, string> = {
+  projects: "project",
+  sync: "sync",
+  health: "health",
+  clusters: "cluster",
+  namespaces: "namespace",
+};
+
 export function FilterPanel(props: {
   filters: AppFilters;
   facets: Record<ListKey | "labels", string[]>;
+  /** `field/value` → how many applications choosing it would show. */
+  counts: Record<string, number>;
   onChange: (f: AppFilters) => void;
 }) {
-  const { filters, facets, onChange } = props;
+  const { filters, facets, counts, onChange } = props;
   const [label, setLabel] = useState("");
   const toggle = (k: ListKey, v: string) => {
     const cur = filters[k];
@@ -25,6 +36,9 @@ export function FilterPanel(props: {
           <label key={v} class="check">
             <input type="checkbox" name={k} value={v} checked={filters[k].includes(v)} onChange={() => toggle(k, v)} />
             <span class="ellipsis">{v || "(none)"}</span>
+            <span class="muted count" aria-hidden="true">
+              {counts[`${FIELD[k]}/${v}`] ?? 0}
+            </span>
           </label>
         ))}
       </fieldset>

@@ -1,7 +1,7 @@
 // Applications: search, filters (kept in the URL), tiles or a table, live updates.
 import { useMemo, useState } from "preact/hooks";
 import type { Application } from "../api/types";
-import { activeFilterCount, appCluster, appMatcher, appRepos, distinct, filtersFromQuery, filtersToQuery, type AppFilters } from "../lib/apps";
+import { activeFilterCount, appCluster, appRepos, distinct, filtersFromQuery, filtersToQuery, type AppFilters } from "../lib/apps";
 import { pagePath } from "../lib/routes";
 import { navigate } from "../router";
 import { useCan } from "../components/hooks";
@@ -12,14 +12,24 @@ import { useAppList } from "./useAppList";
 
 type View = "tiles" | "table";
 const VIEW_KEY = "tiphys.appsView";
+/** The server's sorts (`sort=`), as the menu offers them. */
+const SORTS: [string, string][] = [
+  ["name", "Name"],
+  ["-created", "Newest"],
+  ["created", "Oldest"],
+  ["sync", "Out of sync first"],
+  ["health", "Least healthy first"],
+];
 
 export function appPath(app: Application): string {
   return `applications/${pagePath(app.metadata.namespace ?? "", app.metadata.name)}`;
 }
 
 export function AppList({ search }: { search: URLSearchParams }) {
-  const { apps, loading, error, live, version } = useAppList();
   const filters = filtersFromQuery(search);
+  const sort = SORTS.some(([v]) => v === search.get("sort")) ? (search.get("sort") as string) : "name";
+  const filterKey = `${filtersToQuery(filters).toString()}&sort=${sort}`;
+  const { apps, loading, error, live, version, matching, total, facets: counted, loadMore } = useAppList(filters, sort, filterKey);
   const [view, setView] = useState<View>(() => (search.get("view") as View) || (localStorage.getItem(VIEW_KEY) as View) || "tiles");
   const canCreate = useCan("applications", "create", "*/*");
 
@@ -28,25 +38,36 @@ export function AppList({ search }: { search: URLSearchParams }) {
     const s = q.toString();
     navigate(`applications${s ? `?${s}` : ""}`, true);
   };
+  const chooseSort = (v: string) => {
+    const q = new URLSearchParams(search);
+    if (v === "name") q.delete("sort");
+    else q.set("sort", v);
+    const s = q.toString();
+    navigate(`applications${s ? `?${s}` : ""}`, true);
+  };
   const chooseView = (v: View) => {
     localStorage.setItem(VIEW_KEY, v);
     setView(v);
   };
 
-  const key = search.toString();
-  const shown = useMemo(() => apps.filter(appMatcher(filters)), [version, key]);
-  const facets = useMemo(
-    () => ({
-      projects: distinct(apps, (a) => [a.spec?.project || "default"]),
-      sync: ["Synced", "OutOfSync", "Unknown"],
-      health: ["Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"],
-      clusters: distinct(apps, (a) => [appCluster(a)]),
-      namespaces: distinct(apps, (a) => [a.spec?.destination?.namespace ?? ""]),
-      labels: distinct(apps, (a) => Object.entries(a.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`)),
-    }),
-    // Facets follow membership only loosely; recomputing on every change is cheap enough.
-    [version],
-  );
+  // The server counts each filter's values under the caller's RBAC; the label suggestions come
+  // from what is loaded.
+  const { facets, counts } = useMemo(() => {
+    const values = (field: string) => (counted.find((f) => f.field === field)?.values ?? []).map((v) => v.value).sort();
+    const counts: Record<string, number> = {};
+    for (const f of counted) for (const v of f.values ?? []) counts[`${f.field}/${v.value}`] = v.count;
+    return {
+      facets: {
+        projects: values("project"),
+        sync: ["Synced", "OutOfSync", "Unknown"],
+        health: ["Healthy", "Progressing", "Degraded", "Suspended", "Missing", "Unknown"],
+        clusters: values("cluster"),
+        namespaces: values("namespace"),
+        labels: distinct(apps, (a) => Object.entries(a.metadata.labels ?? {}).map(([k, v]) => `${k}=${v}`)),
+      },
+      counts,
+    };
+  }, [version]);
 
   return (
     <section class="apps-page">
@@ -59,6 +80,13 @@ export function AppList({ search }: { search: URLSearchParams }) {
           value={filters.search}
           onInput={(e) => setFilters({ ...filters, search: e.currentTarget.value })}
         />
+        <select aria-label="Sort applications" value={sort} onChange={(e) => chooseSort(e.currentTarget.value)}>
+          {SORTS.map(([value, label]) => (
+            <option key={value} value={value}>
+              {label}
+            </option>
+          ))}
+        </select>
         <div class="segmented" role="group" aria-label="View">
           <button type="button" aria-pressed={view === "tiles"} onClick={() => chooseView("tiles")}>
             Tiles
@@ -75,11 +103,11 @@ export function AppList({ search }: { search: URLSearchParams }) {
         </span>
       </div>
       <div class="apps-body">
-        <FilterPanel filters={filters} facets={facets} onChange={setFilters} />
+        <FilterPanel filters={filters} facets={facets} counts={counts} onChange={setFilters} />
         <div class="apps-main">
           <ErrorBox error={error} />
           <p class="muted" aria-live="polite" data-testid="app-count">
-            {loading ? "Loading…" : `${shown.length} of ${apps.length} applications`}
+            {loading ? "Loading…" : `${matching} of ${total} applications`}
             {activeFilterCount(filters) > 0 && (
               <>
                 {" · "}
@@ -89,7 +117,7 @@ export function AppList({ search }: { search: URLSearchParams }) {
               </>
             )}
           </p>
-          {loading ? <Loading /> : view === "tiles" ? <Tiles apps={shown} /> : <Table apps={shown} />}
+          {loading ? <Loading /> : view === "tiles" ? <Tiles apps={apps} onNearEnd={loadMore} resetKey={filterKey} /> : <Table apps={apps} onNearEnd={loadMore} resetKey={filterKey} />}
         </div>
       </div>
     </section>
@@ -104,10 +132,18 @@ function source(app: Application): string {
   return [s.path || s.chart, s.targetRevision].filter(Boolean).join(" @ ");
 }
 
-function Tiles({ apps }: { apps: Application[] }) {
+interface ListProps {
+  apps: Application[];
+  onNearEnd: () => void;
+  resetKey: string;
+}
+
+function Tiles({ apps, onNearEnd, resetKey }: ListProps) {
   return (
     <VirtualGrid
       items={apps}
+      onNearEnd={onNearEnd}
+      resetKey={resetKey}
       rowHeight={176}
       minTileWidth={300}
       gap={12}
@@ -141,11 +177,13 @@ function Tiles({ apps }: { apps: Application[] }) {
   );
 }
 
-function Table({ apps }: { apps: Application[] }) {
+function Table({ apps, onNearEnd, resetKey }: ListProps) {
   return (
     <div role="table" aria-label="Applications" aria-rowcount={apps.length + 1} class="apps-table">
       <VirtualGrid
         items={apps}
+        onNearEnd={onNearEnd}
+        resetKey={resetKey}
         rowHeight={40}
         itemKey={key}
         label="Application rows"

@@ -1,10 +1,18 @@
-// The list page's data: every visible application, kept current by the watch stream.
+// The list page's data, cut by the server (tiphys's pages, filters and facets): the first page
+// of the applications the filters select, more pages as the user scrolls, the facet counts, and
+// a watch with the same filters that keeps what is loaded current. Only what was loaded is in
+// memory, so 100,000 applications cost the page no more than a few hundred.
 import { useEffect, useRef, useState } from "preact/hooks";
-import { listApps, WATCH_FIELDS } from "../api/apps";
+import { listPage, WATCH_FIELDS } from "../api/apps";
 import { errorText } from "../api/http";
-import type { Application } from "../api/types";
+import type { Application, Facet } from "../api/types";
 import { AppWatch } from "../api/watch";
-import { appKey, applyEvents } from "../lib/apps";
+import { appKey, serverQuery, type AppFilters } from "../lib/apps";
+
+/** Applications per page. */
+export const PAGE = 200;
+/** How long changes gather before what is loaded is read again. */
+const SETTLE_MS = 400;
 
 export interface AppListState {
   apps: Application[];
@@ -13,42 +21,89 @@ export interface AppListState {
   live: boolean;
   /** Increases on every change (for memoising derived data). */
   version: number;
+  /** How many applications the filters select, and how many the caller may see in all. */
+  matching: number;
+  total: number;
+  facets: Facet[];
+  /** More pages follow. */
+  more: boolean;
+  loadMore: () => void;
 }
 
-export function useAppList(): AppListState {
-  const map = useRef(new Map<string, Application>());
-  const sorted = useRef<Application[]>([]);
-  const [state, setState] = useState<AppListState>({ apps: [], loading: true, live: false, version: 0 });
+/** How many applications a reply's facets say the filters select: every application has one sync status. */
+function matchingOf(facets: Facet[] | undefined, filters: AppFilters, shown: number): number {
+  const sync = facets?.find((f) => f.field === "sync");
+  if (!sync) return shown;
+  return (sync.values ?? [])
+    .filter((v) => filters.sync.length === 0 || filters.sync.includes(v.value))
+    .reduce((n, v) => n + v.count, 0);
+}
+
+export function useAppList(filters: AppFilters, sort: string, key: string): AppListState {
+  const [state, setState] = useState<Omit<AppListState, "loadMore">>({
+    apps: [],
+    loading: true,
+    live: false,
+    version: 0,
+    matching: 0,
+    total: 0,
+    facets: [],
+    more: false,
+  });
+  const next = useRef<string | undefined>(undefined);
+  const loaded = useRef<Application[]>([]);
+  const loadingMore = useRef(false);
+  const filterParams = serverQuery(filters);
+  const params = { ...filterParams, sort };
 
   useEffect(() => {
     let watch: AppWatch | undefined;
     let cancelled = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     const ctl = new AbortController();
+    const filtered = Object.values(filterParams).some((v) => (Array.isArray(v) ? v.length > 0 : Boolean(v)));
 
-    const publish = (membershipChanged: boolean) => {
-      if (membershipChanged) {
-        const keys = [...map.current.keys()].sort();
-        sorted.current = keys.map((k) => map.current.get(k)!);
-      } else {
-        sorted.current = sorted.current.map((a) => map.current.get(appKey(a)) ?? a);
-      }
-      setState((s) => ({ ...s, apps: sorted.current, loading: false, version: s.version + 1 }));
+    /** Reads the first `size` applications again, with the counts. */
+    const load = async (size: number) => {
+      const [page, all] = await Promise.all([
+        listPage(params, size, { facets: true, signal: ctl.signal }),
+        filtered ? listPage({}, 1, { facets: true, signal: ctl.signal }) : undefined,
+      ]);
+      if (cancelled) return page;
+      loaded.current = page.items ?? [];
+      next.current = page.metadata?.continue || undefined;
+      const matching = matchingOf(page.facets, filters, loaded.current.length);
+      setState((s) => ({
+        ...s,
+        apps: loaded.current,
+        loading: false,
+        error: undefined,
+        matching,
+        total: all ? matchingOf(all.facets, { ...filters, sync: [] }, 0) : matching,
+        facets: page.facets ?? [],
+        more: Boolean(next.current),
+        version: s.version + 1,
+      }));
+      return page;
     };
 
     const start = async () => {
       try {
-        const list = await listApps(ctl.signal);
+        const page = await load(PAGE);
         if (cancelled) return;
-        map.current = new Map((list.items ?? []).map((a) => [appKey(a), a]));
-        publish(true);
-        setState((s) => ({ ...s, error: undefined }));
         watch = new AppWatch({
-          params: { fields: WATCH_FIELDS.join(",") },
-          resourceVersion: list.metadata?.resourceVersion,
+          params: { ...filterParams, fields: WATCH_FIELDS.join(",") },
+          resourceVersion: page.metadata?.resourceVersion,
           onEvents: (events) => {
-            const before = map.current.size;
-            const keysBefore = events.some((e) => e.type !== "MODIFIED") || !events.every((e) => map.current.has(appKey(e.application)));
-            if (applyEvents(map.current, events)) publish(keysBefore || map.current.size !== before);
+            // What is on screen changes at once; membership and counts follow once the
+            // changes settle.
+            const byKey = new Map(events.filter((e) => e.type === "MODIFIED").map((e) => [appKey(e.application), e.application]));
+            if (byKey.size > 0) {
+              loaded.current = loaded.current.map((a) => byKey.get(appKey(a)) ?? a);
+              setState((s) => ({ ...s, apps: loaded.current, version: s.version + 1 }));
+            }
+            clearTimeout(timer);
+            timer = setTimeout(() => void load(Math.max(PAGE, loaded.current.length)).catch(() => undefined), SETTLE_MS);
           },
           onResync: () => void start(),
           onStatus: (live) => setState((s) => ({ ...s, live })),
@@ -57,13 +112,33 @@ export function useAppList(): AppListState {
         if (!cancelled) setState((s) => ({ ...s, loading: false, error: errorText(err) }));
       }
     };
+    setState((s) => ({ ...s, loading: s.version === 0 }));
     void start();
     return () => {
       cancelled = true;
+      clearTimeout(timer);
       ctl.abort();
       watch?.stop();
     };
-  }, []);
+  }, [key]);
 
-  return state;
+  const loadMore = () => {
+    const after = next.current;
+    if (!after || loadingMore.current) return;
+    loadingMore.current = true;
+    listPage(params, PAGE, { after })
+      .then((page) => {
+        if (next.current !== after) return;
+        const have = new Set(loaded.current.map(appKey));
+        loaded.current = [...loaded.current, ...(page.items ?? []).filter((a) => !have.has(appKey(a)))];
+        next.current = page.metadata?.continue || undefined;
+        setState((s) => ({ ...s, apps: loaded.current, more: Boolean(next.current), version: s.version + 1 }));
+      })
+      .catch((err) => setState((s) => ({ ...s, error: errorText(err) })))
+      .finally(() => {
+        loadingMore.current = false;
+      });
+  };
+
+  return { ...state, loadMore };
 }
