@@ -28,6 +28,8 @@ pub enum AccountCommand {
     List(ListArgs),
     /// Print an account and its API keys.
     Get(GetArgs),
+    /// List your API keys (a single sign-on user's: personal access tokens).
+    ListTokens(GetArgs),
     /// Change the password of your account (or, as admin, another's).
     UpdatePassword(UpdatePasswordArgs),
     /// Create an API key and print its token.
@@ -94,6 +96,9 @@ pub struct GenerateTokenArgs {
     /// Id of the token [default: a random UUID].
     #[arg(long)]
     pub id: Option<String>,
+    /// What the token is for (kept with a single sign-on user's personal access token).
+    #[arg(short = 'd', long)]
+    pub description: Option<String>,
     #[command(flatten)]
     pub conn: ClientOpts,
 }
@@ -157,6 +162,8 @@ struct TokenOut {
     issued_at: i64,
     #[serde(skip_serializing_if = "is_zero")]
     expires_at: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    description: String,
 }
 
 impl From<Account> for AccountOut {
@@ -172,6 +179,7 @@ impl From<Account> for AccountOut {
                     id: t.id,
                     issued_at: t.issued_at,
                     expires_at: t.expires_at,
+                    description: t.description,
                 })
                 .collect(),
         }
@@ -183,6 +191,7 @@ pub async fn run(config_path: &Path, command: AccountCommand, out: &mut dyn Writ
         AccountCommand::GetUserInfo(args) => get_user_info(config_path, args, out).await,
         AccountCommand::List(args) => list(config_path, args, out).await,
         AccountCommand::Get(args) => get(config_path, args, out).await,
+        AccountCommand::ListTokens(args) => list_tokens(config_path, args, out).await,
         AccountCommand::UpdatePassword(args) => update_password(config_path, args, out).await,
         AccountCommand::GenerateToken(args) => generate_token(config_path, args, out).await,
         AccountCommand::DeleteToken(args) => delete_token(config_path, args, out).await,
@@ -269,6 +278,27 @@ async fn get(config_path: &Path, args: GetArgs, out: &mut dyn Write) -> anyhow::
     writeln!(out, "{:<20}{}", "Enabled:", account.enabled)?;
     writeln!(out, "{:<20}{}", "Capabilities:", account.capabilities.join(", "))?;
     writeln!(out, "\nTokens:")?;
+    print_tokens(&account, out)
+}
+
+async fn list_tokens(config_path: &Path, args: GetArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let client = Client::connect(config_path, &args.conn, None).await?;
+    let name = match args.account.filter(|a| !a.is_empty()) {
+        Some(name) => name,
+        None => me(&client).await?,
+    };
+    let account = client.finish(
+        "account list-tokens failed",
+        client.account().get_account(GetAccountRequest { name }).await,
+    )?;
+    let account = AccountOut::from(account);
+    if args.output != Format::Text {
+        return output::structured(out, args.output, &account.tokens);
+    }
+    print_tokens(&account, out)
+}
+
+fn print_tokens(account: &AccountOut, out: &mut dyn Write) -> anyhow::Result<()> {
     if account.tokens.is_empty() {
         writeln!(out, "NONE")?;
         return Ok(());
@@ -285,10 +315,15 @@ async fn get(config_path: &Path, args: GetArgs, out: &mut dyn Write) -> anyhow::
                 exp if exp <= now => format!("{} (expired)", output::rfc3339(exp)),
                 exp => output::rfc3339(exp),
             };
-            vec![t.id.clone(), output::rfc3339(t.issued_at), expires]
+            vec![
+                t.id.clone(),
+                output::rfc3339(t.issued_at),
+                expires,
+                t.description.clone(),
+            ]
         })
         .collect();
-    output::table(out, &["ID", "ISSUED AT", "EXPIRING AT"], &rows)?;
+    output::table(out, &["ID", "ISSUED AT", "EXPIRING AT", "DESCRIPTION"], &rows)?;
     Ok(())
 }
 
@@ -392,6 +427,7 @@ async fn generate_token(
         name: args.account.unwrap_or_default(),
         expires_in: args.expires_in,
         id: args.id.unwrap_or_default(),
+        description: args.description.unwrap_or_default(),
     };
     let reply = client.finish(
         "account generate-token failed",
