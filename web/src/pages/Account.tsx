@@ -94,7 +94,7 @@ export function AccountPage() {
       {(local || account.data) && (
         <>
           <h2>{local ? "API tokens" : "Personal access tokens"}</h2>
-          {token && <ShownOnce label="New API token." value={token} onDone={() => setToken(undefined)} />}
+          {token && <ShownOnce label={local ? "New API token." : "New personal access token."} value={token} onDone={() => setToken(undefined)} />}
           <ErrorBox error={account.error} />
           {!canTokens && account.data && <p class="muted">This account cannot have API tokens (it lacks the apiKey capability).</p>}
           <table class="table" data-testid="tokens">
