@@ -294,3 +294,35 @@ def test_the_extension_is_in_the_openapi_document(plane):
     for name in ("accountCreateTokenRequest", "accountToken"):
         assert "description" in schemas[name]["properties"], schemas[name]
     assert {"name", "username", "state", "tokens"} <= schemas["accountSsoUser"]["properties"].keys()
+
+
+# ---- several providers -----------------------------------------------------------------------
+
+def test_among_several_providers_a_token_is_its_providers_user(tmp_path, servers, config_dir):
+    import json  # noqa: PLC0415
+
+    from test_sso_providers import entry, start_plane  # noqa: PLC0415
+    policy = "".join(f"p, {u}, accounts, update, {u}, allow\np, {u}, accounts, get, {u}, allow\n"
+                     for u in ("a:ann", "b:ann"))
+    providers = lambda a, b: {"tiphys.oidc.providers": json.dumps([entry("a", a), entry("b", b)]),  # noqa: E731
+                              SWITCH: "true"}
+    plane = start_plane(tmp_path, servers, config_dir, cm=providers, rbac_policy=policy)
+
+    def idt(provider):
+        return provider.sign("rs256", provider.claims(sub="ann", email="ann@example.test", groups=["devs"])).strip()
+
+    at_a, at_b = idt(plane.a), idt(plane.b)
+    pat = make(plane, "a:ann", at_a, description="a's")
+    info = call(plane.server, "GET", "/api/v1/session/userinfo", pat).json()
+    assert info == {"loggedIn": True, "username": "ann@example.test", "iss": plane.a.issuer,
+                    "groups": ["a:devs"]}, info
+    # The same `sub` at provider b is another user: it neither sees nor revokes a's token.
+    assert "tokens" not in call(plane.server, "GET", "/api/v1/account/b:ann", at_b).json()
+    r = call(plane.server, "DELETE", f"/api/v1/account/a:ann/token/{pat_id(pat)}", at_b)
+    assert r.status_code == 403 and "accounts, update, a:ann" in r.json()["message"], r.text
+    assert call(plane.server, "GET", "/api/v1/account", pat).status_code == 200
+    # Provider a removed: its users' tokens stop working.
+    plane.config.update_cm({"tiphys.oidc.providers": json.dumps([entry("b", plane.b)])})
+    wait_until(lambda: call(plane.server, "GET", "/api/v1/account", pat).status_code == 401, 10,
+               what="provider a gone")
+    refused(plane.server, pat, "no longer configured")
