@@ -2,7 +2,8 @@
 //! signed-in SSO user makes tokens of their own, each with an expiry and a description, that
 //! act as them with the groups they had when the token was made.
 //!
-//! The token is a short HS256 token of this server (`sub: pat:<user key>`, `jti: <id>`); what
+//! The token is a short HS256 token of this server (`sub: pat:<user key>.<nonce>`, `jti: <id>`,
+//! the nonce a random value kept in the record, so that an id made again is another token); what
 //! it stands for is its record in the store (`pat/<user key>/<id>`), read at every use together
 //! with the user's record (`ssouser/<user key>`), in one read. Deleting the record revokes the
 //! token; on a shared store (etcd) every replica reads the same records, so a revocation, a
@@ -29,7 +30,7 @@ use crate::error::AppError;
 use crate::principal::{LOCAL_ISSUER, Principal, SsoPrincipal};
 use crate::store::{self, Entry, Expect, Op, Store, StoreError};
 
-/// The subject of a personal token is `pat:<user key>`: neither an account's `<name>:login` nor
+/// The subject of a personal token is `pat:<user key>.<nonce>`: neither an account's `<name>:login` nor
 /// an SSO session's `sso:<id>`.
 pub const SUBJECT_PREFIX: &str = "pat:";
 /// Tokens' records: `pat/<user key>/<id>`.
@@ -63,6 +64,8 @@ pub struct PersonalToken {
     /// Unix seconds; 0: no expiry.
     #[serde(default)]
     pub expires_at: i64,
+    /// The random part of the token's subject: a token is its record's only while they agree.
+    pub nonce: String,
 }
 
 impl PersonalToken {
@@ -124,11 +127,12 @@ pub struct Records {
 }
 
 /// Why a token of a verified signature is refused now, if it is; the message the caller gets.
-/// `token_iat_ms`: when the token says it was made; `id`: its id.
+/// `token_iat_ms`: when the token says it was made; `id`: its id; `nonce`: its subject's.
 pub fn check<'r>(
     records: &'r Records,
     enabled: bool,
     id: &str,
+    nonce: &str,
     token_iat_ms: i64,
     now_s: i64,
 ) -> Result<&'r PersonalToken, String> {
@@ -154,7 +158,7 @@ pub fn check<'r>(
     let Some(token) = &records.token else {
         return Err(format!("personal access token {id} has been revoked"));
     };
-    if token.issued_at_ms != token_iat_ms {
+    if token.nonce != nonce || token.issued_at_ms != token_iat_ms {
         return Err(format!("personal access token {id} has been revoked"));
     }
     if token.expires_at != 0 && now_s >= token.expires_at {
@@ -248,8 +252,15 @@ impl PersonalTokens {
                 owner.user
             )));
         }
-        let held = self.list_of(&ukey).await?;
-        if held.len() >= MAX_PER_USER {
+        let now = self.clock.now_ms();
+        // Expired tokens go with this write (else they would count toward the limit forever);
+        // one of the id being made stays, so that reusing it is a conflict, not a lost record.
+        let (expired, live): (Vec<_>, Vec<_>) = self
+            .list_of(&ukey)
+            .await?
+            .into_iter()
+            .partition(|t| t.expires_at != 0 && t.expires_at <= now / 1000 && t.id != id);
+        if live.len() >= MAX_PER_USER {
             return Err(AppError::FailedPrecondition(format!(
                 "{} already holds {MAX_PER_USER} personal access tokens: revoke one first",
                 owner.user
@@ -258,7 +269,6 @@ impl PersonalTokens {
         user.user.clone_from(&owner.user);
         user.username.clone_from(&owner.username);
         user.state = UserState::Active;
-        let now = self.clock.now_ms();
         let iat = now / 1000;
         let exp = (!expires_in.is_zero())
             .then(|| iat.saturating_add(i64::try_from(expires_in.as_secs()).unwrap_or(i64::MAX)));
@@ -272,11 +282,16 @@ impl PersonalTokens {
             description,
             issued_at_ms: now,
             expires_at: exp.unwrap_or(0),
+            nonce: crate::random::token(16),
         };
-        let ops = vec![
+        let mut ops = vec![
             store::put_json(&user_key_s, &user, expect).map_err(internal)?,
             store::put_json(&token_key(&ukey, &id), &record, Expect::Absent).map_err(internal)?,
         ];
+        ops.extend(expired.iter().map(|t| Op::Delete {
+            key: token_key(&ukey, &t.id),
+            expect: Expect::Any,
+        }));
         match self.store.commit(ops).await {
             Ok(_) => {}
             Err(StoreError::Conflict { key, .. }) if key.starts_with(TOKENS) => {
@@ -294,7 +309,7 @@ impl PersonalTokens {
         }
         let token = self.keys.sign(&Claims {
             iss: LOCAL_ISSUER.to_owned(),
-            sub: format!("{SUBJECT_PREFIX}{ukey}"),
+            sub: format!("{SUBJECT_PREFIX}{ukey}.{}", record.nonce),
             jti: id,
             iat,
             nbf: iat,
@@ -316,7 +331,8 @@ impl PersonalTokens {
             .collect())
     }
 
-    /// The tokens `user` holds, expired ones included (until revoked), oldest first.
+    /// The tokens `user` holds, expired ones included (until revoked or until the user makes
+    /// another), oldest first.
     pub async fn list(&self, user: &str) -> Result<Vec<PersonalToken>, AppError> {
         let mut tokens = self.list_of(&user_key(user)).await?;
         tokens.sort_by(|a, b| a.issued_at_ms.cmp(&b.issued_at_ms).then_with(|| a.id.cmp(&b.id)));
@@ -444,9 +460,20 @@ impl PersonalTokens {
         }
     }
 
-    /// The caller of a verified token whose subject is `pat:<ukey>`: the owner, with the
+    /// The caller of a verified token whose subject is `pat:<ukey>.<nonce>`: the owner, with the
     /// groups frozen in the record, while the token, its user and the switch allow it.
-    pub async fn authenticate(&self, ukey: &str, claims: &Claims, now_s: i64) -> Result<Principal, String> {
+    pub async fn authenticate(
+        &self,
+        subject: &str,
+        claims: &Claims,
+        now_s: i64,
+    ) -> Result<Principal, String> {
+        let Some((ukey, nonce)) = subject
+            .split_once('.')
+            .filter(|(u, n)| !u.is_empty() && !n.is_empty())
+        else {
+            return Err("token subject is invalid".to_owned());
+        };
         let keys = vec![token_key(ukey, &claims.jti), user_record_key(ukey)];
         let read = self
             .store
@@ -467,6 +494,7 @@ impl PersonalTokens {
             &records,
             Self::enabled(&settings),
             &claims.jti,
+            nonce,
             claims.issued_at_ms(),
             now_s,
         )?;
@@ -513,6 +541,7 @@ mod tests {
             description: String::new(),
             issued_at_ms: iat_ms,
             expires_at: exp,
+            nonce: "n1".to_owned(),
         }
     }
 
@@ -532,7 +561,7 @@ mod tests {
             user: Some(user(UserState::Active, None)),
         };
         assert_eq!(
-            check(&records, true, "t1", 1_000, 5).map(|t| &t.id),
+            check(&records, true, "t1", "n1", 1_000, 5).map(|t| &t.id),
             Ok(&"t1".to_owned())
         );
     }
@@ -543,23 +572,27 @@ mod tests {
             token: Some(token(1_000, 10)),
             user: Some(user(UserState::Active, None)),
         };
-        let off = check(&live(), false, "t1", 1_000, 5).unwrap_err();
+        let off = check(&live(), false, "t1", "n1", 1_000, 5).unwrap_err();
         assert!(off.contains(ENABLED_KEY), "{off}");
         let revoked = Records {
             token: None,
             ..live()
         };
         assert_eq!(
-            check(&revoked, true, "t1", 1_000, 5).unwrap_err(),
+            check(&revoked, true, "t1", "n1", 1_000, 5).unwrap_err(),
             "personal access token t1 has been revoked"
         );
         // A record made again under the same id is another token.
         assert_eq!(
-            check(&live(), true, "t1", 999, 5).unwrap_err(),
+            check(&live(), true, "t1", "n1", 999, 5).unwrap_err(),
             "personal access token t1 has been revoked"
         );
         assert_eq!(
-            check(&live(), true, "t1", 1_000, 10).unwrap_err(),
+            check(&live(), true, "t1", "n2", 1_000, 5).unwrap_err(),
+            "personal access token t1 has been revoked"
+        );
+        assert_eq!(
+            check(&live(), true, "t1", "n1", 1_000, 10).unwrap_err(),
             "token is expired"
         );
         let disabled = Records {
@@ -567,7 +600,7 @@ mod tests {
             ..live()
         };
         assert_eq!(
-            check(&disabled, true, "t1", 1_000, 5).unwrap_err(),
+            check(&disabled, true, "t1", "n1", 1_000, 5).unwrap_err(),
             "the SSO user p:alice is disabled by an administrator"
         );
         let deleted = Records {
@@ -575,7 +608,7 @@ mod tests {
             user: Some(user(UserState::Deleted, Some(2_000))),
         };
         assert_eq!(
-            check(&deleted, true, "t1", 1_000, 5).unwrap_err(),
+            check(&deleted, true, "t1", "n1", 1_000, 5).unwrap_err(),
             "the SSO user p:alice was deleted by an administrator"
         );
     }
@@ -586,13 +619,13 @@ mod tests {
             token: Some(token(3_000, 0)),
             user: Some(user(UserState::Active, Some(2_000))),
         };
-        assert!(check(&records, true, "t1", 3_000, 5).is_ok());
+        assert!(check(&records, true, "t1", "n1", 3_000, 5).is_ok());
         let old = Records {
             token: Some(token(1_500, 0)),
             user: Some(user(UserState::Active, Some(2_000))),
         };
         assert!(
-            check(&old, true, "t1", 1_500, 5)
+            check(&old, true, "t1", "n1", 1_500, 5)
                 .unwrap_err()
                 .contains("was deleted")
         );

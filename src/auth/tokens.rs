@@ -104,12 +104,10 @@ impl Tokens {
         {
             return self.sso.authenticate(sid, now / 1000).await.map(|p| (p, None));
         }
-        if let Some(ukey) = claims.sub.strip_prefix(personal_tokens::SUBJECT_PREFIX)
-            && !ukey.is_empty()
-        {
+        if let Some(subject) = claims.sub.strip_prefix(personal_tokens::SUBJECT_PREFIX) {
             return self
                 .personal
-                .authenticate(ukey, &claims, now / 1000)
+                .authenticate(subject, &claims, now / 1000)
                 .await
                 .map(|p| (p, None));
         }

@@ -127,7 +127,13 @@ def test_expiry_is_honoured(plane):
     assert call(plane.server, "GET", "/api/v1/account", pat).status_code == 200
     time.sleep(2.1)
     refused(plane.server, pat, "expired")
-    call(plane.server, "DELETE", f"/api/v1/account/ann/token/{pat_id(pat)}", idt)
+    listed = [t["id"] for t in call(plane.server, "GET", "/api/v1/account/ann", idt).json()["tokens"]]
+    assert pat_id(pat) in listed, listed
+    # Making another drops the expired one.
+    other = make(plane, "ann", idt)
+    listed = [t["id"] for t in call(plane.server, "GET", "/api/v1/account/ann", idt).json()["tokens"]]
+    assert pat_id(pat) not in listed and pat_id(other) in listed, listed
+    call(plane.server, "DELETE", f"/api/v1/account/ann/token/{pat_id(other)}", idt)
 
 
 def test_groups_are_frozen_when_the_token_is_made(plane):
