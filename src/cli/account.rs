@@ -1,4 +1,5 @@
-//! `tiphys account …`: who am I, local accounts, passwords and API keys.
+//! `tiphys account …`: who am I, local accounts, passwords and API keys; SSO users' personal
+//! access tokens and, for administrators, those users' states.
 
 use std::io::Write;
 use std::path::Path;
@@ -14,8 +15,8 @@ use super::login::{create_session, token_subject};
 use super::output::{self, Format};
 use super::prompt;
 use crate::pb::account::{
-    Account, CanIRequest, CreateTokenRequest, DeleteTokenRequest, GetAccountRequest, ListAccountRequest,
-    UpdatePasswordRequest,
+    Account, CanIRequest, CreateTokenRequest, DeleteSsoUserRequest, DeleteTokenRequest, GetAccountRequest,
+    ListAccountRequest, ListSsoUsersRequest, UpdatePasswordRequest, UpdateSsoUserRequest,
 };
 use crate::pb::session::GetUserInfoRequest;
 use crate::schema::is_zero;
@@ -38,6 +39,22 @@ pub enum AccountCommand {
     DeleteToken(DeleteTokenArgs),
     /// Ask whether you may perform ACTION on RESOURCE SUBRESOURCE (prints yes or no).
     CanI(CanIArgs),
+    /// List the SSO users who made personal access tokens, with their states.
+    ListSsoUsers(ListArgs),
+    /// Disable an SSO user: none of their personal access tokens works, no new one can be made.
+    DisableSsoUser(SsoUserArgs),
+    /// Enable a disabled SSO user again.
+    EnableSsoUser(SsoUserArgs),
+    /// Delete an SSO user's personal access tokens and mark the user deleted.
+    DeleteSsoUser(SsoUserArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SsoUserArgs {
+    /// The SSO user's RBAC subject (`<provider>:<sub>` among several providers).
+    pub name: String,
+    #[command(flatten)]
+    pub conn: ClientOpts,
 }
 
 #[derive(clap::Args, Debug)]
@@ -196,7 +213,85 @@ pub async fn run(config_path: &Path, command: AccountCommand, out: &mut dyn Writ
         AccountCommand::GenerateToken(args) => generate_token(config_path, args, out).await,
         AccountCommand::DeleteToken(args) => delete_token(config_path, args, out).await,
         AccountCommand::CanI(args) => can_i(config_path, args, out).await,
+        AccountCommand::ListSsoUsers(args) => list_sso_users(config_path, args, out).await,
+        AccountCommand::DisableSsoUser(args) => set_sso_user(config_path, args, true, out).await,
+        AccountCommand::EnableSsoUser(args) => set_sso_user(config_path, args, false, out).await,
+        AccountCommand::DeleteSsoUser(args) => delete_sso_user(config_path, args, out).await,
     }
+}
+
+#[derive(Serialize)]
+struct SsoUserOut {
+    name: String,
+    username: String,
+    state: String,
+    tokens: i64,
+}
+
+async fn list_sso_users(config_path: &Path, args: ListArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let client = Client::connect(config_path, &args.conn, None).await?;
+    let reply = client.finish(
+        "account list-sso-users failed",
+        client.account().list_sso_users(ListSsoUsersRequest {}).await,
+    )?;
+    let items: Vec<SsoUserOut> = reply
+        .items
+        .into_iter()
+        .map(|u| SsoUserOut {
+            name: u.name,
+            username: u.username,
+            state: u.state,
+            tokens: u.tokens,
+        })
+        .collect();
+    if args.output != Format::Text {
+        return output::structured(out, args.output, &items);
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|u| {
+            vec![
+                u.name.clone(),
+                u.username.clone(),
+                u.state.clone(),
+                u.tokens.to_string(),
+            ]
+        })
+        .collect();
+    output::table(out, &["NAME", "USERNAME", "STATE", "TOKENS"], &rows)?;
+    Ok(())
+}
+
+async fn set_sso_user(
+    config_path: &Path,
+    args: SsoUserArgs,
+    disabled: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let client = Client::connect(config_path, &args.conn, None).await?;
+    let request = UpdateSsoUserRequest {
+        name: args.name.clone(),
+        disabled,
+    };
+    let user = client.finish(
+        "account update of the SSO user failed",
+        client.account().update_sso_user(request).await,
+    )?;
+    writeln!(out, "SSO user '{}' is {}", args.name, user.state)?;
+    Ok(())
+}
+
+async fn delete_sso_user(config_path: &Path, args: SsoUserArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let client = Client::connect(config_path, &args.conn, None).await?;
+    let request = DeleteSsoUserRequest {
+        name: args.name.clone(),
+    };
+    client.finish(
+        "account delete-sso-user failed",
+        client.account().delete_sso_user(request).await,
+    )?;
+    writeln!(out, "SSO user '{}' deleted", args.name)?;
+    Ok(())
 }
 
 async fn user_info(client: &Client) -> anyhow::Result<UserInfoOut> {

@@ -240,6 +240,28 @@ def test_tiphys_cli_generates_lists_and_deletes(plane):
     assert r.returncode == 0 and "NONE" in r.stdout, r.stdout
 
 
+def test_tiphys_cli_disables_enables_and_deletes_an_sso_user(plane):
+    pat = make(plane, "erin", id_token(plane, "erin"), description="erin's")
+    admin = ["--server", plane.server.addr, "--plaintext", "--auth-token", plane.admin]
+    r = cli("account", "list-sso-users", *admin)
+    assert r.returncode == 0 and re.search(r"^erin\s+erin@example.test\s+active\s+1$", r.stdout, re.M), r.stdout
+    r = cli("account", "disable-sso-user", "erin", *admin)
+    assert (r.returncode, r.stdout) == (0, "SSO user 'erin' is disabled\n"), (r.stdout, r.stderr)
+    refused(plane.server, pat, "the SSO user erin is disabled")
+    r = cli("account", "enable-sso-user", "erin", *admin)
+    assert r.returncode == 0 and "active" in r.stdout, r.stderr
+    assert call(plane.server, "GET", "/api/v1/account", pat).status_code == 200
+    # Not someone who may not update erin; nor an unknown user.
+    r = cli("account", "disable-sso-user", "erin", "--server", plane.server.addr, "--plaintext",
+            "--auth-token", id_token(plane, "ann"))
+    assert r.returncode != 0 and "permission denied: accounts, update, erin" in r.stderr, r.stderr
+    r = cli("account", "delete-sso-user", "nobody", *admin)
+    assert r.returncode != 0 and "SSO user nobody not found" in r.stderr, r.stderr
+    r = cli("account", "delete-sso-user", "erin", *admin)
+    assert (r.returncode, r.stdout) == (0, "SSO user 'erin' deleted\n"), (r.stdout, r.stderr)
+    refused(plane.server, pat, "the SSO user erin was deleted")
+
+
 def test_upstream_argocd_cli_generate_token(plane, tmp_path):
     from argocdkit import ArgoCli  # noqa: PLC0415
     argocd = ArgoCli(tmp_path, "--server", plane.server.addr, "--plaintext",
