@@ -7,6 +7,8 @@
 //! checked, or by `Rbac::refuse`, with the kind of refusal (a sync window, a project's rule).
 //! Nothing else can make one (`crate::error::Denied`), so skipping them here loses none.
 //!
+//! Each call made with an SSO user's personal access token is recorded too, reads included.
+//!
 //! Fields (README, "Audit trail"): `event` (`call`), `method` (the gRPC method), `subject`,
 //! `groups`, `token_id`, `client` (the address after trusted proxies), `object` (the names the
 //! request gives: no values, credentials masked in URLs), `result` (`ok` or the gRPC code's
@@ -55,7 +57,10 @@ pub fn audited(method: &'static str, mutates: bool, inner: Arc<UseCase>) -> Arc<
                     reply,
                     Err(AppError::Unauthenticated(_) | AppError::Throttled(..) | AppError::RateLimited(..))
                 );
-            if (mutates && !denied) || refused {
+            // Every use of a personal access token is recorded, reads too (a denial has its
+            // line already, naming the token's id).
+            let personal = who.1.principal.sso().is_some_and(|s| s.personal_token.is_some());
+            if ((mutates || personal) && !denied) || refused {
                 let (app, caller) = who;
                 let groups = crate::rbac::groups(&app.rbac.policy(), &caller.principal).join(",");
                 let outcome = reply.as_ref().map(|_| ());

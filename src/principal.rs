@@ -81,6 +81,9 @@ pub struct SsoPrincipal {
     /// The RBAC groups, `<provider>:`-prefixed, of a provider among several; `None`: RBAC
     /// reads them from the claims named in `scopes` (one provider, as upstream).
     pub groups: Option<Vec<String>>,
+    /// The id of the personal access token presented (`auth::personal_tokens`); its groups
+    /// are the ones frozen when it was made.
+    pub personal_token: Option<String>,
 }
 
 impl SsoPrincipal {
@@ -109,6 +112,7 @@ impl SsoPrincipal {
             session,
             provider: String::new(),
             groups: None,
+            personal_token: None,
         }
     }
 
@@ -205,7 +209,7 @@ impl Principal {
             Self::Anonymous => "",
             Self::Account(a) => &a.jti,
             Self::Project(p) => &p.jti,
-            Self::Sso(s) => s.session.as_deref().unwrap_or(""),
+            Self::Sso(s) => s.session.as_deref().or(s.personal_token.as_deref()).unwrap_or(""),
             Self::ServiceAccount(_) => "",
         }
     }

@@ -7,7 +7,8 @@
 //! - [`accounts`]: local accounts (configuration merged with the store's records);
 //! - [`logins`]: password logins under the brute-force rules ([`throttle`], [`password`]),
 //!   the first start's admin password, password changes;
-//! - [`api_keys`], [`project_tokens`], [`sso_sessions`]: the other kinds of local token;
+//! - [`api_keys`], [`project_tokens`], [`sso_sessions`], [`personal_tokens`] (of SSO users):
+//!   the other kinds of local token;
 //! - [`revocations`]: logged-out token ids;
 //! - [`service_accounts`]: Kubernetes ServiceAccount tokens, reviewed by the `--kube` API
 //!   server ([`review_cache`] keeps its recent answers);
@@ -28,6 +29,7 @@ pub mod keys;
 pub mod logins;
 pub mod mirror;
 pub mod password;
+pub mod personal_tokens;
 pub mod project_tokens;
 pub mod rate_limits;
 pub mod review_cache;
@@ -59,6 +61,7 @@ pub struct Auth {
     pub revocations: Arc<revocations::Revocations>,
     pub sso_sessions: Arc<sso_sessions::SsoSessions>,
     pub project_tokens: Arc<project_tokens::ProjectTokens>,
+    pub personal_tokens: Arc<personal_tokens::PersonalTokens>,
     pub tokens: Arc<tokens::Tokens>,
     pub logins: logins::Logins,
     pub api_keys: api_keys::ApiKeys,
@@ -139,6 +142,12 @@ impl Auth {
             options.projects,
             options.clock.clone(),
         ));
+        let personal_tokens = Arc::new(personal_tokens::PersonalTokens::new(
+            Arc::clone(&store),
+            Arc::clone(&config),
+            Arc::clone(&keys),
+            options.clock.clone(),
+        ));
         let tokens = Arc::new(tokens::Tokens::new(
             Arc::clone(&keys),
             Arc::clone(&store),
@@ -146,6 +155,7 @@ impl Auth {
             Arc::clone(&revocations),
             Arc::clone(&sso_sessions),
             Arc::clone(&project_tokens),
+            Arc::clone(&personal_tokens),
             Arc::clone(&config),
             options.clock.clone(),
         ));
@@ -177,6 +187,7 @@ impl Auth {
             revocations,
             sso_sessions,
             project_tokens,
+            personal_tokens,
             tokens,
             logins,
             api_keys,

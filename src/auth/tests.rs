@@ -458,3 +458,78 @@ async fn tokens_and_sessions_age_on_the_state_clock() {
     let checked = auth.tokens.authenticate(&fresh).await;
     assert!(checked.is_ok(), "{:?}", checked.err());
 }
+
+/// A personal access token acts as its owner with the groups frozen in its record, and stops at
+/// once when revoked, when its user is disabled (and again when enabled) or deleted.
+#[tokio::test]
+async fn personal_tokens_stop_at_revocation_disablement_and_deletion() {
+    use crate::error::AppError;
+    use crate::principal::SsoPrincipal;
+
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config");
+    let cm = "kind: ConfigMap\nmetadata:\n  name: argocd-cm\ndata:\n  tiphys.personaltokens.enabled: \"true\"\n  \
+              oidc.config: |\n    name: IdP\n    issuer: https://idp\n    clientID: cd\n";
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("argocd-cm.yaml"), cm).unwrap();
+    let config = ConfigWatch::new(Some(cfg)).unwrap();
+    let auth = open_with(&dir.path().join("store"), config, Arc::default()).await;
+    let claims = serde_json::json!({"iss": "https://idp", "sub": "u1", "email": "u1@example.test"});
+    let mut owner = SsoPrincipal::from_claims(Arc::new(claims.as_object().unwrap().clone()), 0, None, None);
+    "default".clone_into(&mut owner.provider);
+    let pats = &auth.personal_tokens;
+    let make = |id: Option<&str>| {
+        pats.create(
+            &owner,
+            vec!["ops".to_owned()],
+            id.map(str::to_owned),
+            "ci".to_owned(),
+            Duration::ZERO,
+        )
+    };
+    let refusal = |token: String| {
+        let tokens = Arc::clone(&auth.tokens);
+        async move { tokens.authenticate(&token).await.unwrap_err() }
+    };
+
+    let (token, record) = make(Some("t1")).await.unwrap();
+    assert_eq!((record.id.as_str(), record.description.as_str()), ("t1", "ci"));
+    let (principal, renewed) = auth.tokens.authenticate(&token).await.unwrap();
+    let sso = principal.sso().unwrap();
+    assert_eq!(
+        (sso.user.as_str(), sso.username.as_str(), sso.groups.clone()),
+        ("u1", "u1@example.test", Some(vec!["ops".to_owned()]))
+    );
+    assert_eq!((principal.token_id(), renewed), ("t1", None));
+    assert!(matches!(make(Some("t1")).await, Err(AppError::AlreadyExists(_))));
+
+    pats.set_disabled("u1", true).await.unwrap();
+    assert_eq!(
+        refusal(token.clone()).await,
+        "the SSO user u1 is disabled by an administrator"
+    );
+    assert!(matches!(make(None).await, Err(AppError::FailedPrecondition(_))));
+    pats.set_disabled("u1", false).await.unwrap();
+    auth.tokens.authenticate(&token).await.unwrap();
+
+    pats.revoke("u1", "t1").await.unwrap();
+    assert_eq!(
+        refusal(token.clone()).await,
+        "personal access token t1 has been revoked"
+    );
+    assert!(matches!(
+        pats.revoke("u1", "t1").await,
+        Err(AppError::NotFound(_))
+    ));
+    // The id made again is another token: the revoked one stays dead.
+    make(Some("t1")).await.unwrap();
+    assert_eq!(refusal(token).await, "personal access token t1 has been revoked");
+
+    let (second, _) = make(None).await.unwrap();
+    pats.delete_user("u1").await.unwrap();
+    assert_eq!(
+        refusal(second).await,
+        "the SSO user u1 was deleted by an administrator"
+    );
+    assert!(pats.list("u1").await.unwrap().is_empty());
+}

@@ -22,6 +22,7 @@ use std::time::Duration;
 use super::accounts::{self, AccountRecord, Accounts};
 use super::jwt::Claims;
 use super::keys::TokenKeys;
+use super::personal_tokens::{self, PersonalTokens};
 use super::project_tokens::ProjectTokens;
 use super::revocations::{self, Revocations};
 use super::sso_sessions::{self, SsoSessions};
@@ -47,6 +48,7 @@ pub struct Tokens {
     revocations: Arc<Revocations>,
     sso: Arc<SsoSessions>,
     projects: Arc<ProjectTokens>,
+    personal: Arc<PersonalTokens>,
     config: Arc<ConfigWatch>,
     /// When a read of the shared store last failed.
     outage: Outage,
@@ -72,6 +74,7 @@ impl Tokens {
         revocations: Arc<Revocations>,
         sso: Arc<SsoSessions>,
         projects: Arc<ProjectTokens>,
+        personal: Arc<PersonalTokens>,
         config: Arc<ConfigWatch>,
         clock: Clock,
     ) -> Self {
@@ -83,6 +86,7 @@ impl Tokens {
             revocations,
             sso,
             projects,
+            personal,
             config,
             outage: Outage::new(OUTAGE_PAUSE),
             reads: SharedReads::default(),
@@ -99,6 +103,13 @@ impl Tokens {
             && sid == claims.jti
         {
             return self.sso.authenticate(sid, now / 1000).await.map(|p| (p, None));
+        }
+        if let Some(subject) = claims.sub.strip_prefix(personal_tokens::SUBJECT_PREFIX) {
+            return self
+                .personal
+                .authenticate(subject, &claims, now / 1000)
+                .await
+                .map(|p| (p, None));
         }
         if let Some((project, role)) = crate::rbac::project::project_subject(&claims.sub) {
             return self

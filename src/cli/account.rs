@@ -1,4 +1,5 @@
-//! `tiphys account …`: who am I, local accounts, passwords and API keys.
+//! `tiphys account …`: who am I, local accounts, passwords and API keys; SSO users' personal
+//! access tokens and, for administrators, those users' states.
 
 use std::io::Write;
 use std::path::Path;
@@ -14,8 +15,8 @@ use super::login::{create_session, token_subject};
 use super::output::{self, Format};
 use super::prompt;
 use crate::pb::account::{
-    Account, CanIRequest, CreateTokenRequest, DeleteTokenRequest, GetAccountRequest, ListAccountRequest,
-    UpdatePasswordRequest,
+    Account, CanIRequest, CreateTokenRequest, DeleteSsoUserRequest, DeleteTokenRequest, GetAccountRequest,
+    ListAccountRequest, ListSsoUsersRequest, UpdatePasswordRequest, UpdateSsoUserRequest,
 };
 use crate::pb::session::GetUserInfoRequest;
 use crate::schema::is_zero;
@@ -28,6 +29,8 @@ pub enum AccountCommand {
     List(ListArgs),
     /// Print an account and its API keys.
     Get(GetArgs),
+    /// List your API keys (a single sign-on user's: personal access tokens).
+    ListTokens(GetArgs),
     /// Change the password of your account (or, as admin, another's).
     UpdatePassword(UpdatePasswordArgs),
     /// Create an API key and print its token.
@@ -36,6 +39,22 @@ pub enum AccountCommand {
     DeleteToken(DeleteTokenArgs),
     /// Ask whether you may perform ACTION on RESOURCE SUBRESOURCE (prints yes or no).
     CanI(CanIArgs),
+    /// List the SSO users who made personal access tokens, with their states.
+    ListSsoUsers(ListArgs),
+    /// Disable an SSO user: none of their personal access tokens works, no new one can be made.
+    DisableSsoUser(SsoUserArgs),
+    /// Enable a disabled SSO user again.
+    EnableSsoUser(SsoUserArgs),
+    /// Delete an SSO user's personal access tokens and mark the user deleted.
+    DeleteSsoUser(SsoUserArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SsoUserArgs {
+    /// The SSO user's RBAC subject (`<provider>:<sub>` among several providers).
+    pub name: String,
+    #[command(flatten)]
+    pub conn: ClientOpts,
 }
 
 #[derive(clap::Args, Debug)]
@@ -94,6 +113,9 @@ pub struct GenerateTokenArgs {
     /// Id of the token [default: a random UUID].
     #[arg(long)]
     pub id: Option<String>,
+    /// What the token is for (kept with a single sign-on user's personal access token).
+    #[arg(short = 'd', long)]
+    pub description: Option<String>,
     #[command(flatten)]
     pub conn: ClientOpts,
 }
@@ -157,6 +179,8 @@ struct TokenOut {
     issued_at: i64,
     #[serde(skip_serializing_if = "is_zero")]
     expires_at: i64,
+    #[serde(skip_serializing_if = "is_zero")]
+    description: String,
 }
 
 impl From<Account> for AccountOut {
@@ -172,6 +196,7 @@ impl From<Account> for AccountOut {
                     id: t.id,
                     issued_at: t.issued_at,
                     expires_at: t.expires_at,
+                    description: t.description,
                 })
                 .collect(),
         }
@@ -183,11 +208,90 @@ pub async fn run(config_path: &Path, command: AccountCommand, out: &mut dyn Writ
         AccountCommand::GetUserInfo(args) => get_user_info(config_path, args, out).await,
         AccountCommand::List(args) => list(config_path, args, out).await,
         AccountCommand::Get(args) => get(config_path, args, out).await,
+        AccountCommand::ListTokens(args) => list_tokens(config_path, args, out).await,
         AccountCommand::UpdatePassword(args) => update_password(config_path, args, out).await,
         AccountCommand::GenerateToken(args) => generate_token(config_path, args, out).await,
         AccountCommand::DeleteToken(args) => delete_token(config_path, args, out).await,
         AccountCommand::CanI(args) => can_i(config_path, args, out).await,
+        AccountCommand::ListSsoUsers(args) => list_sso_users(config_path, args, out).await,
+        AccountCommand::DisableSsoUser(args) => set_sso_user(config_path, args, true, out).await,
+        AccountCommand::EnableSsoUser(args) => set_sso_user(config_path, args, false, out).await,
+        AccountCommand::DeleteSsoUser(args) => delete_sso_user(config_path, args, out).await,
     }
+}
+
+#[derive(Serialize)]
+struct SsoUserOut {
+    name: String,
+    username: String,
+    state: String,
+    tokens: i64,
+}
+
+async fn list_sso_users(config_path: &Path, args: ListArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let client = Client::connect(config_path, &args.conn, None).await?;
+    let reply = client.finish(
+        "account list-sso-users failed",
+        client.account().list_sso_users(ListSsoUsersRequest {}).await,
+    )?;
+    let items: Vec<SsoUserOut> = reply
+        .items
+        .into_iter()
+        .map(|u| SsoUserOut {
+            name: u.name,
+            username: u.username,
+            state: u.state,
+            tokens: u.tokens,
+        })
+        .collect();
+    if args.output != Format::Text {
+        return output::structured(out, args.output, &items);
+    }
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|u| {
+            vec![
+                u.name.clone(),
+                u.username.clone(),
+                u.state.clone(),
+                u.tokens.to_string(),
+            ]
+        })
+        .collect();
+    output::table(out, &["NAME", "USERNAME", "STATE", "TOKENS"], &rows)?;
+    Ok(())
+}
+
+async fn set_sso_user(
+    config_path: &Path,
+    args: SsoUserArgs,
+    disabled: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let client = Client::connect(config_path, &args.conn, None).await?;
+    let request = UpdateSsoUserRequest {
+        name: args.name.clone(),
+        disabled,
+    };
+    let user = client.finish(
+        "account update of the SSO user failed",
+        client.account().update_sso_user(request).await,
+    )?;
+    writeln!(out, "SSO user '{}' is {}", args.name, user.state)?;
+    Ok(())
+}
+
+async fn delete_sso_user(config_path: &Path, args: SsoUserArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let client = Client::connect(config_path, &args.conn, None).await?;
+    let request = DeleteSsoUserRequest {
+        name: args.name.clone(),
+    };
+    client.finish(
+        "account delete-sso-user failed",
+        client.account().delete_sso_user(request).await,
+    )?;
+    writeln!(out, "SSO user '{}' deleted", args.name)?;
+    Ok(())
 }
 
 async fn user_info(client: &Client) -> anyhow::Result<UserInfoOut> {
@@ -269,6 +373,27 @@ async fn get(config_path: &Path, args: GetArgs, out: &mut dyn Write) -> anyhow::
     writeln!(out, "{:<20}{}", "Enabled:", account.enabled)?;
     writeln!(out, "{:<20}{}", "Capabilities:", account.capabilities.join(", "))?;
     writeln!(out, "\nTokens:")?;
+    print_tokens(&account, out)
+}
+
+async fn list_tokens(config_path: &Path, args: GetArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let client = Client::connect(config_path, &args.conn, None).await?;
+    let name = match args.account.filter(|a| !a.is_empty()) {
+        Some(name) => name,
+        None => me(&client).await?,
+    };
+    let account = client.finish(
+        "account list-tokens failed",
+        client.account().get_account(GetAccountRequest { name }).await,
+    )?;
+    let account = AccountOut::from(account);
+    if args.output != Format::Text {
+        return output::structured(out, args.output, &account.tokens);
+    }
+    print_tokens(&account, out)
+}
+
+fn print_tokens(account: &AccountOut, out: &mut dyn Write) -> anyhow::Result<()> {
     if account.tokens.is_empty() {
         writeln!(out, "NONE")?;
         return Ok(());
@@ -285,10 +410,15 @@ async fn get(config_path: &Path, args: GetArgs, out: &mut dyn Write) -> anyhow::
                 exp if exp <= now => format!("{} (expired)", output::rfc3339(exp)),
                 exp => output::rfc3339(exp),
             };
-            vec![t.id.clone(), output::rfc3339(t.issued_at), expires]
+            vec![
+                t.id.clone(),
+                output::rfc3339(t.issued_at),
+                expires,
+                t.description.clone(),
+            ]
         })
         .collect();
-    output::table(out, &["ID", "ISSUED AT", "EXPIRING AT"], &rows)?;
+    output::table(out, &["ID", "ISSUED AT", "EXPIRING AT", "DESCRIPTION"], &rows)?;
     Ok(())
 }
 
@@ -392,6 +522,7 @@ async fn generate_token(
         name: args.account.unwrap_or_default(),
         expires_in: args.expires_in,
         id: args.id.unwrap_or_default(),
+        description: args.description.unwrap_or_default(),
     };
     let reply = client.finish(
         "account generate-token failed",

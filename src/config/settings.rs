@@ -56,6 +56,9 @@ pub struct Settings {
     pub rate_limits: super::rate_limits::RateLimits,
     /// `tiphys.serviceaccountlogin.*`: Kubernetes ServiceAccount tokens as bearer tokens.
     pub service_account_login: super::service_account_login::ServiceAccountLogin,
+    /// `tiphys.personaltokens.enabled` (default false): SSO users' personal access tokens
+    /// may be made and used.
+    pub personal_tokens: bool,
     /// `application.links`, `resource.links`, `project.links`.
     pub deep_links: super::deep_links::DeepLinks,
 }
@@ -184,6 +187,7 @@ impl Settings {
             accounts,
             session_duration,
             anonymous_enabled: parse_bool(cm, "users.anonymous.enabled")?.unwrap_or(false),
+            personal_tokens: parse_bool(cm, "tiphys.personaltokens.enabled")?.unwrap_or(false),
             password_pattern,
             server_secret_key: secret
                 .data

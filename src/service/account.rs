@@ -11,8 +11,9 @@ use super::{Ctx, Empty, Reply};
 use crate::auth::LoginError;
 use crate::auth::accounts::Account;
 use crate::auth::accounts::Accounts;
+use crate::auth::personal_tokens::{SsoUser, UserState};
 use crate::error::AppError;
-use crate::principal::Principal;
+use crate::principal::{Principal, SsoPrincipal};
 use crate::rbac::{Refusal, resources};
 use crate::schema::is_zero;
 use crate::state::ServerState;
@@ -39,6 +40,9 @@ pub struct TokenView {
     pub issued_at: i64,
     #[serde(skip_serializing_if = "is_zero")]
     pub expires_at: i64,
+    /// A personal access token's (tiphys's field 1000).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub description: String,
 }
 
 impl From<&Account> for AccountView {
@@ -54,6 +58,7 @@ impl From<&Account> for AccountView {
                     id: t.id.clone(),
                     issued_at: t.iat,
                     expires_at: t.exp,
+                    description: String::new(),
                 })
                 .collect(),
         }
@@ -74,6 +79,8 @@ pub struct CreateToken {
     pub name: String,
     pub expires_in: i64,
     pub id: String,
+    /// A personal access token's (tiphys's field 1000).
+    pub description: String,
 }
 
 /// `CanIRequest`.
@@ -91,6 +98,61 @@ pub struct CanIRequest {
 pub struct AccountRequest {
     pub name: String,
     pub id: String,
+}
+
+/// `UpdateSsoUserRequest`, `DeleteSsoUserRequest`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct SsoUserRequest {
+    pub name: String,
+    pub disabled: bool,
+}
+
+/// The caller is a single sign-on user naming themself (by subject or by the name
+/// `GetUserInfo` shows, which upstream's CLI sends), or naming no one: the request is about
+/// their personal access tokens.
+fn sso_self<'p>(principal: &'p Principal, name: &str) -> Option<&'p SsoPrincipal> {
+    principal
+        .sso()
+        .filter(|s| name.is_empty() || name == s.user || name == s.username)
+}
+
+/// [`sso_self`], unless `name` is a local account's: an SSO administrator naming a local
+/// account acts on that account's API keys, as upstream.
+async fn personal_target<'p>(
+    app: &ServerState,
+    principal: &'p Principal,
+    name: &str,
+) -> Result<Option<&'p SsoPrincipal>, AppError> {
+    let Some(sso) = sso_self(principal, name) else {
+        return Ok(None);
+    };
+    if !name.is_empty() && app.auth.accounts.get(name).await?.is_some() {
+        return Ok(None);
+    }
+    Ok(Some(sso))
+}
+
+/// An SSO user's own view as an account: their personal access tokens.
+async fn sso_account(app: &ServerState, sso: &SsoPrincipal) -> Result<AccountView, AppError> {
+    let tokens = &app.auth.personal_tokens;
+    let state = tokens.user(&sso.user).await?.map(|u| u.state);
+    Ok(AccountView {
+        name: sso.user.clone(),
+        enabled: state != Some(UserState::Disabled),
+        capabilities: vec!["apiKey".to_owned()],
+        tokens: tokens
+            .list(&sso.user)
+            .await?
+            .into_iter()
+            .map(|t| TokenView {
+                issued_at: t.issued_at(),
+                expires_at: t.expires_at,
+                id: t.id,
+                description: t.description,
+            })
+            .collect(),
+    })
 }
 
 /// The caller acts on their own local account.
@@ -170,7 +232,7 @@ fn normalize_object(resource: &str, object: &str, namespace: &str) -> String {
 /// `ListAccounts`: `{items}`, the accounts the caller may `get`.
 pub async fn list_accounts(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
-    let items: Vec<AccountView> = ctx
+    let mut items: Vec<AccountView> = ctx
         .app
         .auth
         .accounts
@@ -180,12 +242,22 @@ pub async fn list_accounts(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
         .filter(|a| may(&ctx.app, principal, "get", &a.name))
         .map(AccountView::from)
         .collect();
+    // An SSO user sees themself, with their personal access tokens, when they may.
+    if let Some(sso) = principal.sso()
+        && Access::detailed("accounts", "get").allows(&ctx.app, principal, &sso.user)
+    {
+        items.push(sso_account(&ctx.app, sso).await?);
+    }
     Ok(Reply::Message(json!({ "items": items })))
 }
 
 /// `GetAccount`.
 pub async fn get_account(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppError> {
     let principal = ctx.caller.require()?;
+    if let Some(sso) = personal_target(&ctx.app, principal, &req.name).await? {
+        Access::detailed("accounts", "get").check(&ctx.app, principal, &sso.user)?;
+        return Reply::json(sso_account(&ctx.app, sso).await?);
+    }
     ensure(&ctx.app, principal, "get", &req.name)?;
     Reply::json(AccountView::from(&find(&ctx.app.auth.accounts, &req.name).await?))
 }
@@ -255,6 +327,9 @@ pub async fn update_password(ctx: Ctx, req: UpdatePassword) -> Result<Reply, App
 pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError> {
     let auth = &ctx.app.auth;
     let principal = ctx.caller.require()?;
+    if let Some(sso) = personal_target(&ctx.app, principal, &req.name).await? {
+        return create_personal_token(&ctx, sso, req).await;
+    }
     let name = if req.name.is_empty() {
         own_account(principal)?.to_owned()
     } else {
@@ -283,10 +358,44 @@ pub async fn create_token(ctx: Ctx, req: CreateToken) -> Result<Reply, AppError>
     Ok(Reply::Message(json!({ "token": token })))
 }
 
+/// `CreateToken` of an SSO user for themself: a personal access token, under
+/// `accounts, update, <subject>` and the server-wide switch.
+async fn create_personal_token(ctx: &Ctx, sso: &SsoPrincipal, req: CreateToken) -> Result<Reply, AppError> {
+    let principal = &ctx.caller.principal;
+    Access::detailed("accounts", "update").check(&ctx.app, principal, &sso.user)?;
+    if let Some(id) = &sso.personal_token {
+        // Else a token could be renewed forever by itself, outliving the sign-in it came from.
+        return Err(AppError::FailedPrecondition(format!(
+            "the caller presented personal access token {id}: sign in through single sign-on to make another"
+        )));
+    }
+    let expires_in = u64::try_from(req.expires_in)
+        .map_err(|_| AppError::InvalidArgument("expiresIn must not be negative".to_owned()))?;
+    let groups = crate::rbac::groups(&ctx.app.rbac.policy(), principal)
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    let id = (!req.id.is_empty()).then_some(req.id);
+    let (token, record) = ctx
+        .app
+        .auth
+        .personal_tokens
+        .create(sso, groups, id, req.description, Duration::from_secs(expires_in))
+        .await?;
+    tracing::info!(target: "audit", user = %sso.user, token = %record.id, "personal access token created");
+    Ok(Reply::Message(json!({ "token": token })))
+}
+
 /// `DeleteToken`: `{}`.
 pub async fn delete_token(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppError> {
     let auth = &ctx.app.auth;
     let principal = ctx.caller.require()?;
+    if let Some(sso) = personal_target(&ctx.app, principal, &req.name).await? {
+        Access::detailed("accounts", "update").check(&ctx.app, principal, &sso.user)?;
+        auth.personal_tokens.revoke(&sso.user, &req.id).await?;
+        tracing::info!(target: "audit", user = %sso.user, token = %req.id, "personal access token revoked");
+        return Ok(Reply::empty());
+    }
     let name = if req.name.is_empty() {
         own_account(principal)?
     } else {
@@ -296,6 +405,84 @@ pub async fn delete_token(ctx: Ctx, req: AccountRequest) -> Result<Reply, AppErr
     find(&auth.accounts, name).await?;
     auth.api_keys.delete(name, &req.id).await?;
     tracing::info!(target: "audit", account = %name, token = %req.id, by = %principal.subject(), "API key deleted");
+    Ok(Reply::empty())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SsoUserView {
+    #[serde(skip_serializing_if = "is_zero")]
+    name: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    username: String,
+    #[serde(skip_serializing_if = "is_zero")]
+    state: &'static str,
+    #[serde(skip_serializing_if = "is_zero")]
+    tokens: i64,
+}
+
+async fn sso_user_view(app: &ServerState, user: SsoUser) -> Result<SsoUserView, AppError> {
+    let tokens = app.auth.personal_tokens.list(&user.user).await?.len();
+    Ok(SsoUserView {
+        state: user.state.as_str(),
+        tokens: i64::try_from(tokens).unwrap_or(i64::MAX),
+        name: user.user,
+        username: user.username,
+    })
+}
+
+/// `ListSsoUsers` (tiphys): `{items}`, the SSO users known for personal access tokens that
+/// the caller may `accounts, get`.
+pub async fn list_sso_users(ctx: Ctx, _: Empty) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let mut items = Vec::new();
+    for user in ctx.app.auth.personal_tokens.users().await? {
+        if Access::detailed("accounts", "get").allows(&ctx.app, principal, &user.user) {
+            items.push(sso_user_view(&ctx.app, user).await?);
+        }
+    }
+    Ok(Reply::Message(json!({ "items": items })))
+}
+
+fn named(req: &SsoUserRequest) -> Result<&str, AppError> {
+    if req.name.is_empty() {
+        return Err(AppError::InvalidArgument(
+            "name the SSO user (its RBAC subject)".to_owned(),
+        ));
+    }
+    Ok(&req.name)
+}
+
+/// `UpdateSsoUser` (tiphys): disables or enables an SSO user's personal access tokens, under
+/// `accounts, update, <user>`. Nobody changes their own state: a disabled user with `update`
+/// on themself could otherwise enable themself again.
+pub async fn update_sso_user(ctx: Ctx, req: SsoUserRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let name = named(&req)?;
+    Access::detailed("accounts", "update").check(&ctx.app, principal, name)?;
+    if principal.sso().is_some_and(|s| s.user == name) {
+        return Err(AppError::FailedPrecondition(
+            "an SSO user cannot disable or enable themself".to_owned(),
+        ));
+    }
+    let user = ctx
+        .app
+        .auth
+        .personal_tokens
+        .set_disabled(name, req.disabled)
+        .await?;
+    tracing::info!(target: "audit", user = %name, state = user.state.as_str(), by = %principal.subject(), "SSO user state changed");
+    Reply::json(sso_user_view(&ctx.app, user).await?)
+}
+
+/// `DeleteSsoUser` (tiphys): deletes an SSO user's personal access tokens and marks the user
+/// deleted, under `accounts, delete, <user>`.
+pub async fn delete_sso_user(ctx: Ctx, req: SsoUserRequest) -> Result<Reply, AppError> {
+    let principal = ctx.caller.require()?;
+    let name = named(&req)?;
+    Access::detailed("accounts", "delete").check(&ctx.app, principal, name)?;
+    ctx.app.auth.personal_tokens.delete_user(name).await?;
+    tracing::info!(target: "audit", user = %name, by = %principal.subject(), "SSO user deleted");
     Ok(Reply::empty())
 }
 

@@ -65,7 +65,10 @@ describe("single sign-on via an OpenID Connect provider", () => {
       policy: ["g, admins, role:admin", "g, devs, role:dev", "p, role:dev, applications, get, */*, allow", "p, role:dev, projects, get, default, allow"],
     });
     provider = await startOidcProvider({ redirectUris: [`${server.origin}/auth/callback`] });
-    server.reconfigure({ cm: { url: server.origin, "oidc.config": oidcConfig(provider) }, secret: { "oidc.clientSecret": "argo-cd-secret" } });
+    server.reconfigure({
+      cm: { url: server.origin, "oidc.config": oidcConfig(provider), "tiphys.personaltokens.enabled": "true" },
+      secret: { "oidc.clientSecret": "argo-cd-secret" },
+    });
     await waitFor("SSO settings in force", async () => {
       const settings = await (await fetch(`${server.url}api/v1/settings`)).json();
       return settings.oidcConfig?.issuer === provider.issuer && settings.url === server.origin;
@@ -114,6 +117,29 @@ describe("single sign-on via an OpenID Connect provider", () => {
     const me = await page.evaluate(async () => (await fetch("api/v1/session/userinfo")).json());
     assert.deepEqual(me, { loggedIn: true, username: "admin-sso@example.test", iss: provider.issuer, groups: ["devs", "admins"] });
     await shot(page, "53-sso-user-info");
+  });
+
+  it("makes, shows once, lists and revokes a personal access token of the SSO user", async () => {
+    // Still on the user info page; role:admin may update (and, through role:readonly, get) itself.
+    await page.getByRole("heading", { name: "Personal access tokens" }).waitFor();
+    await page.getByLabel("Token ID (optional)").fill("browser-1");
+    await page.getByLabel("Description").fill("from the dashboard");
+    await page.getByLabel("Expires in days (empty: never)").fill("1");
+    await page.getByRole("button", { name: "Generate token" }).click();
+    const shown = await page.getByTestId("new-token").inputValue();
+    assert.match(shown, /^eyJ[\w-]+\.[\w-]+\.[\w-]+$/);
+    const row = page.getByTestId("tokens").locator("tr", { hasText: "browser-1" });
+    await row.getByText("from the dashboard").waitFor();
+    await shot(page, "53b-sso-personal-token");
+    await page.getByRole("button", { name: "Done" }).click();
+    assert.ok(!(await page.content()).includes(shown));
+    const bearer = { headers: { Authorization: `Bearer ${shown}` } };
+    const me = await fetch(`${server.url}api/v1/session/userinfo`, bearer).then((r) => r.json());
+    assert.deepEqual(me, { loggedIn: true, username: "admin-sso@example.test", iss: provider.issuer, groups: ["devs", "admins"] });
+    await row.getByRole("button", { name: "Revoke" }).click();
+    await row.waitFor({ state: "detached" });
+    const revoked = await fetch(`${server.url}api/v1/account`, bearer);
+    assert.equal(revoked.status, 401, "the revoked token is refused at once");
   });
 
   it("limits a user by the policy of their groups: actions are disabled", async () => {

@@ -38,5 +38,21 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [delete("/api/v1/account/{name}/token/{id}")],
             call(account::delete_token),
         ),
+        // tiphys's own: SSO users' personal access tokens (README, "Personal access tokens").
+        rpc(
+            "/account.AccountService/ListSsoUsers",
+            [get("/api/v1/ssousers")],
+            call(account::list_sso_users),
+        ),
+        rpc(
+            "/account.AccountService/UpdateSsoUser",
+            [put("/api/v1/ssousers/{name}", Body::All)],
+            call(account::update_sso_user),
+        ),
+        rpc(
+            "/account.AccountService/DeleteSsoUser",
+            [delete("/api/v1/ssousers/{name}")],
+            call(account::delete_sso_user),
+        ),
     ]
 }

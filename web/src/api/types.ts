@@ -206,6 +206,8 @@ export interface AccountToken {
   id?: string;
   issuedAt?: number;
   expiresAt?: number;
+  /** A personal access token's (tiphys, field 1000). */
+  description?: string;
 }
 
 export interface Account {

@@ -1,4 +1,5 @@
-// Who am I, my groups, change my password, my API tokens (a new token is shown once).
+// Who am I, my groups, change my password, my API tokens (a new token is shown once); for a
+// single sign-on user, their personal access tokens (the same calls, with a description).
 import { useState } from "preact/hooks";
 import { del, errorText, post, put, seg } from "../api/http";
 import type { Account } from "../api/types";
@@ -9,13 +10,15 @@ import { useSession } from "../session";
 export function AccountPage() {
   const { user } = useSession();
   const local = user.iss === "argocd";
-  const account = useGet<Account>(local && user.username ? `api/v1/account/${seg(user.username)}` : undefined);
+  // An SSO user's own account view holds their personal access tokens.
+  const account = useGet<Account>(user.username ? `api/v1/account/${seg(user.username)}` : undefined);
   const [error, setError] = useState<string>();
   const [notice, setNotice] = useState<string>();
   const [token, setToken] = useState<string>();
   const [pw, setPw] = useState({ current: "", next: "", again: "" });
   const [tokenName, setTokenName] = useState("");
   const [expires, setExpires] = useState("");
+  const [description, setDescription] = useState("");
 
   const changePassword = async (e: Event) => {
     e.preventDefault();
@@ -39,9 +42,11 @@ export function AccountPage() {
         name: user.username,
         id: tokenName || undefined,
         expiresIn: seconds || undefined,
+        description: (!local && description) || undefined,
       });
       if (res.token) setToken(res.token);
       setTokenName("");
+      setDescription("");
       account.reload();
     } catch (err) {
       setError(errorText(err));
@@ -86,10 +91,10 @@ export function AccountPage() {
           </button>
         </form>
       )}
-      {local && (
+      {(local || account.data) && (
         <>
-          <h2>API tokens</h2>
-          {token && <ShownOnce label="New API token." value={token} onDone={() => setToken(undefined)} />}
+          <h2>{local ? "API tokens" : "Personal access tokens"}</h2>
+          {token && <ShownOnce label={local ? "New API token." : "New personal access token."} value={token} onDone={() => setToken(undefined)} />}
           <ErrorBox error={account.error} />
           {!canTokens && account.data && <p class="muted">This account cannot have API tokens (it lacks the apiKey capability).</p>}
           <table class="table" data-testid="tokens">
@@ -98,6 +103,7 @@ export function AccountPage() {
                 <th>ID</th>
                 <th>Issued</th>
                 <th>Expires</th>
+                {!local && <th>Description</th>}
                 <th><span class="sr-only">Actions</span></th>
               </tr>
             </thead>
@@ -107,6 +113,7 @@ export function AccountPage() {
                   <td class="mono">{t.id}</td>
                   <td><Time value={t.issuedAt} /></td>
                   <td>{t.expiresAt ? <Time value={t.expiresAt} /> : "never"}</td>
+                  {!local && <td>{t.description ?? ""}</td>}
                   <td>
                     <button type="button" class="small" onClick={() => t.id && void deleteToken(t.id)}>
                       Revoke
@@ -119,6 +126,9 @@ export function AccountPage() {
           {canTokens && (
             <form class="row wrap" onSubmit={createToken} aria-label="New API token">
               <input aria-label="Token ID (optional)" placeholder="id (optional)" value={tokenName} onInput={(e) => setTokenName(e.currentTarget.value)} />
+              {!local && (
+                <input aria-label="Description" placeholder="what it is for" maxLength={256} value={description} onInput={(e) => setDescription(e.currentTarget.value)} />
+              )}
               <input aria-label="Expires in days (empty: never)" placeholder="expires in days" inputMode="numeric" value={expires} onInput={(e) => setExpires(e.currentTarget.value)} />
               <button type="submit">Generate token</button>
             </form>
