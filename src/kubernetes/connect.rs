@@ -24,6 +24,8 @@ pub struct KubeOptions {
 #[derive(Clone)]
 pub struct Connection {
     pub client: kube::Client,
+    /// The configuration the client was built from (for clients that impersonate someone).
+    pub config: kube::Config,
     /// The API server's URL, as messages name it.
     pub url: String,
     /// The namespace of the kubeconfig's context, or the pod's.
@@ -57,7 +59,7 @@ impl Connection {
         };
         let url = config.cluster_url.to_string();
         let default_namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config)
+        let client = kube::Client::try_from(config.clone())
             .with_context(|| format!("cannot build a client of the Kubernetes API server at {url}"))?;
         match tokio::time::timeout(FIRST_ANSWER, client.apiserver_version()).await {
             Ok(Ok(_)) => {}
@@ -72,6 +74,7 @@ impl Connection {
         }
         Ok(Self {
             client,
+            config,
             url,
             default_namespace,
         })

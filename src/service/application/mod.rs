@@ -8,15 +8,18 @@
 
 mod actions;
 mod deletion;
+mod impersonation;
 mod links;
 mod live;
 mod logs;
 mod masking;
+mod mutation;
 mod read;
 mod refresh;
 mod rendered;
 mod resources;
 pub(crate) mod selector;
+mod server_side_diff;
 pub mod source;
 mod sync;
 mod validation;
@@ -33,6 +36,7 @@ pub use self::logs::pod_logs;
 use self::read::{Filter, authorized};
 pub use self::read::{get, list};
 pub use self::resources::{ResourcesQuery, managed_resources, resource_tree, watch_resource_tree};
+pub use self::server_side_diff::{DiffQuery, server_side_diff};
 pub use self::sync::{rollback, sync, terminate_operation};
 use self::validation::{AppView, client_fields, default_project, keep_server_fields, validate};
 pub use self::watch::watch;
