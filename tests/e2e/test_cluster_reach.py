@@ -166,7 +166,7 @@ def test_an_unreachable_destination_is_named_and_the_rest_unaffected(plane, kube
         assert {u.name, synced.name} <= {a.metadata.name for a in listed.items}
         tree = stub.ResourceTree(app_pb.app.ResourcesQuery(applicationName=synced.name),
                                  metadata=md(kube.api.token), timeout=30)
-        assert any(n.kind == "Deployment" for n in tree.nodes), tree
+        assert any(n.resourceRef.kind == "Deployment" for n in tree.nodes), tree
 
     r = kube.api.get(APPS)
     assert r.status == 200 and u.name in [a["metadata"]["name"] for a in r.json()["items"]], r
