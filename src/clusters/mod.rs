@@ -65,7 +65,7 @@ pub struct Clusters {
     /// The API server of `--kube`: the in-cluster destination when tiphys runs with one.
     in_cluster: Option<kube::Client>,
     /// Its configuration, for clients that impersonate someone there.
-    in_cluster_config: Option<kube::Config>,
+    in_cluster_config: Option<Box<kube::Config>>,
     exec: ExecCache,
     clients: Mutex<HashMap<Target, Built>>,
     states: Checks<Reached, ClusterError>,
@@ -94,7 +94,7 @@ impl Clusters {
 
     /// The configuration of the in-cluster client, so that calls there can impersonate.
     #[must_use]
-    pub fn with_in_cluster_config(mut self, config: Option<kube::Config>) -> Self {
+    pub fn with_in_cluster_config(mut self, config: Option<Box<kube::Config>>) -> Self {
         self.in_cluster_config = config;
         self
     }
@@ -234,7 +234,7 @@ impl Clusters {
             return Ok(client.clone());
         }
         let mut config = match &self.in_cluster_config {
-            Some(config) => config.clone(),
+            Some(config) => (**config).clone(),
             None => kube::Config::incluster().map_err(|e| {
                 ClusterError::NoInCluster(format!(
                     "{IN_CLUSTER_SERVER} is the cluster tiphys runs in, and it runs in none it can reach \

@@ -25,7 +25,7 @@ pub struct KubeOptions {
 pub struct Connection {
     pub client: kube::Client,
     /// The configuration the client was built from (for clients that impersonate someone).
-    pub config: kube::Config,
+    pub config: Box<kube::Config>,
     /// The API server's URL, as messages name it.
     pub url: String,
     /// The namespace of the kubeconfig's context, or the pod's.
@@ -57,9 +57,11 @@ impl Connection {
                  with a ServiceAccount",
             )?,
         };
+        // Boxed: it is kept, and the future below would carry it whole.
+        let config = Box::new(config);
         let url = config.cluster_url.to_string();
         let default_namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config.clone())
+        let client = kube::Client::try_from((*config).clone())
             .with_context(|| format!("cannot build a client of the Kubernetes API server at {url}"))?;
         match tokio::time::timeout(FIRST_ANSWER, client.apiserver_version()).await {
             Ok(Ok(_)) => {}

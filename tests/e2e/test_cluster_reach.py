@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
-from appkit import APPS, Api, app_body, grpc_channel, md, rpc_error, uniq
+from appkit import APPS, Api, app_body, grpc_channel, grpc_web, md, rpc_error, uniq
 from authkit import login_token
 from test_kube_backend import NS, start_kube_server
 # The application synced by the real controller, on this module's tiphys (`kube`).
@@ -167,6 +167,12 @@ def test_an_unreachable_destination_is_named_and_the_rest_unaffected(plane, kube
         tree = stub.ResourceTree(app_pb.app.ResourcesQuery(applicationName=synced.name),
                                  metadata=md(kube.api.token), timeout=30)
         assert any(n.resourceRef.kind == "Deployment" for n in tree.nodes), tree
+
+    web = grpc_web(kube.server, "ServerSideDiff", app_pb.app.ApplicationServerSideDiffQuery(
+        appName=u.name, targetManifests=[json.dumps(manifest)]), kube.api.token, timeout=60)
+    status = web.trailers.get("grpc-status") or web.header_status
+    message = urllib.parse.unquote(web.trailers.get("grpc-message") or web.header_message or "")
+    assert status == "14" and u.server in message and u.token not in message, web
 
     r = kube.api.get(APPS)
     assert r.status == 200 and u.name in [a["metadata"]["name"] for a in r.json()["items"]], r
