@@ -5,7 +5,7 @@ real controller.
 - Impersonation: with argocd-cm `application.sync.impersonation.enabled` "true", GetResource
   acts as the project's destination ServiceAccount (`spec.destinationServiceAccounts`) on the
   real API server (RBAC on): one whose Role lacks `get` fails naming it, the same once `get` is
-  granted passes; a project with no matching entry is refused with upstream's words.
+  granted passes (and ServerSideDiff's dry run, which needs `patch`, fails naming it); a project with no matching entry is refused with upstream's words.
 - An unreachable destination (a cluster Secret pointing to a closed loopback port): GetResource,
   ListResourceEvents of a resource and ServerSideDiff are UNAVAILABLE naming the cluster (its
   token never shown), over REST and gRPC, while List, Get and a healthy application's tree
@@ -89,7 +89,15 @@ def test_live_calls_impersonate_the_projects_service_account(plane, kube, synced
         plane.apply([role(ns, ["get", "list"])])
         r = wait_for("GetResource allowed once get is granted", lambda: (r := kube.api.get(path)).status == 200
                      and r, timeout=30, interval=0.3)
-        assert json.loads(r.json()["manifest"])["metadata"]["name"] == "chain-1"
+        live = json.loads(r.json()["manifest"])
+        assert live["metadata"]["name"] == "chain-1"
+        # The server-side diff's dry run acts as the ServiceAccount too, which may not patch.
+        target = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "chain-1", "namespace": ns},
+                  "data": {"k": "v"}}
+        r = kube.api.get(f"{APPS}/{synced.name}/server-side-diff?"
+                         + urllib.parse.urlencode({"targetManifests": json.dumps(target)}))
+        assert r.status == 400 and r.json()["code"] == 9 and user in r.json()["message"], r
+        assert "patch" in r.json()["message"], r
 
         # No entry for the destination: refused, with upstream's words.
         set_accounts(plane, [{"server": IN_CLUSTER, "namespace": "elsewhere", "defaultServiceAccount": SA}])

@@ -373,25 +373,29 @@ pub(super) async fn locate<'a>(
 
 /// `err` (the application's cache entry could not be read, or lacks the resource), unless the
 /// destination cannot be reached: the controller then has no view of it, and the cluster, which
-/// the caller can act on, is named instead (UNAVAILABLE).
+/// the caller can act on, is named instead.
 pub(super) async fn explained(state: &ServerState, doc: &DocRef, err: AppError) -> AppError {
-    let Ok((clusters, target, server)) = destination(state, doc) else {
-        return err;
-    };
+    unreached(state, doc).await.unwrap_or(err)
+}
+
+/// UNAVAILABLE naming the application's destination, if it does not answer (its credentials
+/// never shown); None when it answers, or has no destination to ask.
+pub(super) async fn unreached(state: &ServerState, doc: &DocRef) -> Option<AppError> {
+    let (clusters, target, server) = destination(state, doc).ok()?;
     match clusters.server_version(&target).await {
         Err(
-            unreached @ (ClusterError::Refused(_)
+            failure @ (ClusterError::Refused(_)
             | ClusterError::Unreachable(_)
             | ClusterError::Timeout(_)
             | ClusterError::Certificate(_)),
-        ) => AppError::Unavailable(format!(
+        ) => Some(AppError::Unavailable(format!(
             "cluster {server} cannot be reached: {}",
-            unreached.message_without(&[
+            failure.message_without(&[
                 target.config.bearer_token.as_str(),
                 target.config.password.as_str()
             ])
-        )),
-        _ => err,
+        ))),
+        _ => None,
     }
 }
 

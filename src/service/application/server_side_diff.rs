@@ -21,7 +21,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, ValidationDirective};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::live::{Live, destination, explained, field};
+use super::live::{Live, destination, explained, field, unreached};
 use super::resources::{cache, instance, read_or_refresh};
 use super::{authorized, masking, mutation};
 use crate::error::AppError;
@@ -148,9 +148,8 @@ pub async fn server_side_diff(ctx: Ctx, q: DiffQuery) -> Result<Reply, AppError>
         });
         if !known {
             // Upstream asks the cluster first: an unreachable one is what it answers.
-            let unreached = explained(&ctx.app, &doc, AppError::NotFound(String::new())).await;
-            if matches!(unreached, AppError::Unavailable(_)) {
-                return Err(unreached);
+            if let Some(unavailable) = unreached(&ctx.app, &doc).await {
+                return Err(unavailable);
             }
             let object = super::doc_object(&ctx.app, &doc);
             return Err(crate::service::access::refuse(
