@@ -17,6 +17,8 @@
 //! `data`, the application's `ignoreDifferences` JSON pointers removed) and compared as text;
 //! a Secret's values are masked on both sides together.
 
+use std::collections::BTreeSet;
+
 use kube::api::{Api, DynamicObject, Patch, PatchParams, ValidationDirective};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -25,7 +27,9 @@ use super::live::{Live, destination, explained, field, unreached};
 use super::resources::{cache, instance, read_or_refresh};
 use super::{authorized, masking, mutation};
 use crate::error::AppError;
+use crate::principal::Principal;
 use crate::rbac::Refusal;
+use crate::registry::DocRef;
 use crate::service::{Ctx, Reply};
 
 /// The field manager of upstream's controller (`ArgoCDSSAManager`), whose dry run this is.
@@ -123,48 +127,8 @@ pub async fn server_side_diff(ctx: Ctx, q: DiffQuery) -> Result<Reply, AppError>
         &q.project,
         "get",
     )?;
-    let pairs = pairs(&q)?;
-    // Only what the application manages may be sent to its cluster.
-    let managed = match cache(&ctx.app)? {
-        Some(cache) => {
-            let name = instance(&ctx.app, &doc);
-            match read_or_refresh(&ctx.app, &doc, "managed resources", || {
-                cache.managed_resources(&name)
-            })
-            .await
-            {
-                Ok(found) => found,
-                Err(err) => return Err(explained(&ctx.app, &doc, err).await),
-            }
-        }
-        None => Vec::new(),
-    };
-    for p in &pairs {
-        let known = managed.iter().any(|m| {
-            field(m, "kind") == p.kind
-                && field(m, "group") == p.group
-                && field(m, "namespace") == p.namespace
-                && field(m, "name") == p.name
-        });
-        if !known {
-            // Upstream asks the cluster first: an unreachable one is what it answers.
-            if let Some(unavailable) = unreached(&ctx.app, &doc).await {
-                return Err(unavailable);
-            }
-            let object = super::doc_object(&ctx.app, &doc);
-            return Err(crate::service::access::refuse(
-                &ctx.app,
-                principal,
-                Refusal::NotInApp,
-                &object,
-                format!(
-                    "{} {} {} not found as part of application {}",
-                    p.kind, p.group, p.name, q.app_name
-                ),
-            ));
-        }
-    }
-    let mut pairs = pairs;
+    let mut pairs = pairs(&q)?;
+    check_managed(&ctx, principal, &doc, &q.app_name, &pairs).await?;
     // Without live resources (REST, whose query cannot carry them), the live side is read from
     // the cluster.
     if q.live_resources.is_empty() {
@@ -177,65 +141,13 @@ pub async fn server_side_diff(ctx: Ctx, q: DiffQuery) -> Result<Reply, AppError>
             }
         }
     }
-    let app = doc.value();
-    let webhooks_kept = app
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(COMPARE_OPTIONS))
-        .and_then(Value::as_str)
-        .is_some_and(|o| {
-            o.split(',')
-                .any(|opt| opt.trim() == "IncludeMutationWebhook=true")
-        });
-    let ignores = app
-        .pointer("/spec/ignoreDifferences")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let status_ignored = ignores_status(ctx.app.config.peek().cm.get(COMPARE_SETTINGS).map(String::as_str));
-    let sensitive = masking::sensitive_annotations(
-        ctx.app
-            .config
-            .peek()
-            .cm
-            .get("resource.sensitive.mask.annotations")
-            .map(String::as_str),
-    );
+    let how = Comparison::of(&ctx, &doc.value());
     let mut items = Vec::with_capacity(pairs.len());
     let mut any_modified = false;
     for p in pairs {
-        let (predicted, live, modified) = match (&p.target, &p.live) {
-            (Some(target), Some(live)) => {
-                let predicted = dry_run(&ctx, &doc, &p, target).await?;
-                let predicted = if webhooks_kept {
-                    predicted
-                } else {
-                    let owned = mutation::owned_by(&predicted, MANAGER).ok_or_else(|| {
-                        AppError::FailedPrecondition(format!(
-                            "error removing non config mutations for resource {}/{}: no managed fields found for manager: {MANAGER}",
-                            p.kind, p.name
-                        ))
-                    })?;
-                    mutation::without_mutations(&predicted, live, &owned)
-                };
-                let rules = Rules {
-                    ignores: &ignores,
-                    status: status_ignored.covers(&p),
-                };
-                let predicted = normalized(predicted, &p, &rules);
-                let live = normalized(live.clone(), &p, &rules);
-                let modified = predicted != live;
-                (Some(predicted), Some(live), modified)
-            }
-            // Created or pruned: no call, the one side as it is (upstream's shallow diff).
-            (target, live) => (target.clone(), live.clone(), target.is_some()),
-        };
-        let (predicted, live) = if p.kind == "Secret" && p.group.is_empty() {
-            masking::masked_pair(predicted, live, &sensitive)
-        } else {
-            (predicted, live)
-        };
+        let (item, modified) = diff_one(&ctx, &doc, &p, &how).await?;
         any_modified |= modified;
-        items.push(item(&p, predicted, live, modified));
+        items.push(item);
     }
     let mut out = json!({"modified": any_modified});
     if !items.is_empty() {
@@ -244,10 +156,136 @@ pub async fn server_side_diff(ctx: Ctx, q: DiffQuery) -> Result<Reply, AppError>
     Ok(Reply::Message(out))
 }
 
+/// Refuses a request naming a resource the application does not manage (its managed
+/// resources as the controller last wrote them), before the cluster is asked anything.
+async fn check_managed(
+    ctx: &Ctx,
+    principal: &Principal,
+    doc: &DocRef,
+    app_name: &str,
+    pairs: &[Pair],
+) -> Result<(), AppError> {
+    let managed = match cache(&ctx.app)? {
+        Some(cache) => {
+            let name = instance(&ctx.app, doc);
+            match read_or_refresh(&ctx.app, doc, "managed resources", || {
+                cache.managed_resources(&name)
+            })
+            .await
+            {
+                Ok(found) => found,
+                Err(err) => return Err(explained(&ctx.app, doc, err).await),
+            }
+        }
+        None => Vec::new(),
+    };
+    let Some(p) = pairs.iter().find(|p| {
+        !managed.iter().any(|m| {
+            field(m, "kind") == p.kind
+                && field(m, "group") == p.group
+                && field(m, "namespace") == p.namespace
+                && field(m, "name") == p.name
+        })
+    }) else {
+        return Ok(());
+    };
+    // Upstream asks the cluster first: an unreachable one is what it answers.
+    if let Some(unavailable) = unreached(&ctx.app, doc).await {
+        return Err(unavailable);
+    }
+    Err(crate::service::access::refuse(
+        &ctx.app,
+        principal,
+        Refusal::NotInApp,
+        &super::doc_object(&ctx.app, doc),
+        format!(
+            "{} {} {} not found as part of application {app_name}",
+            p.kind, p.group, p.name
+        ),
+    ))
+}
+
+/// How the application's resources are compared: its compare options and `ignoreDifferences`,
+/// and argocd-cm's status rule and sensitive annotations.
+struct Comparison {
+    webhooks_kept: bool,
+    ignores: Vec<Value>,
+    status: StatusIgnored,
+    sensitive: BTreeSet<String>,
+}
+
+impl Comparison {
+    fn of(ctx: &Ctx, app: &Value) -> Self {
+        let config = ctx.app.config.peek();
+        let setting = |key: &str| config.cm.get(key).map(String::as_str);
+        Comparison {
+            webhooks_kept: app
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(COMPARE_OPTIONS))
+                .and_then(Value::as_str)
+                .is_some_and(|o| {
+                    o.split(',')
+                        .any(|opt| opt.trim() == "IncludeMutationWebhook=true")
+                }),
+            ignores: app
+                .pointer("/spec/ignoreDifferences")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            status: ignores_status(setting(COMPARE_SETTINGS)),
+            sensitive: masking::sensitive_annotations(setting("resource.sensitive.mask.annotations")),
+        }
+    }
+}
+
+/// The `ResourceDiff` of one resource, and whether it is modified.
+async fn diff_one(ctx: &Ctx, doc: &DocRef, p: &Pair, how: &Comparison) -> Result<(Value, bool), AppError> {
+    let (predicted, live, modified) = match (&p.target, &p.live) {
+        (Some(target), Some(live)) => {
+            let predicted = dry_run(ctx, doc, p, target).await?;
+            let predicted = if how.webhooks_kept {
+                predicted
+            } else {
+                let owned = mutation::owned_by(&predicted, MANAGER).ok_or_else(|| {
+                    AppError::FailedPrecondition(format!(
+                        "error removing non config mutations for resource {}/{}: no managed fields found for manager: {MANAGER}",
+                        p.kind, p.name
+                    ))
+                })?;
+                mutation::without_mutations(&predicted, live, &owned)
+            };
+            let rules = Rules {
+                ignores: &how.ignores,
+                status: how.status.covers(p),
+            };
+            let predicted = normalized(predicted, p, &rules);
+            let live = normalized(live.clone(), p, &rules);
+            let modified = predicted != live;
+            (Some(predicted), Some(live), modified)
+        }
+        // Created or pruned: no call, the one side without its creation time (upstream's
+        // shallow diff).
+        (target, live) => {
+            let bare = |v: &Option<Value>| {
+                v.clone().map(|mut v| {
+                    prepare(&mut v);
+                    v
+                })
+            };
+            (bare(target), bare(live), target.is_some())
+        }
+    };
+    let (predicted, live) = if p.kind == "Secret" && p.group.is_empty() {
+        masking::masked_pair(predicted, live, &how.sensitive)
+    } else {
+        (predicted, live)
+    };
+    Ok((item(p, predicted, live, modified), modified))
+}
+
 /// The request's resources, each side parsed; refused when they do not line up.
 fn pairs(q: &DiffQuery) -> Result<Vec<Pair>, AppError> {
-    // Without live resources every target is one to create (how REST, whose query cannot carry
-    // them, asks).
+    // No live resources at all is how REST asks (they are read from the cluster then).
     if !q.live_resources.is_empty() && q.live_resources.len() != q.target_manifests.len() {
         return Err(AppError::InvalidArgument(format!(
             "liveResources ({}) and targetManifests ({}) must be aligned: entry i of each is the same resource",
@@ -359,12 +397,7 @@ fn group_of(obj: &Value) -> &str {
 }
 
 /// The live object `target` names, if the cluster has one.
-async fn read_live(
-    ctx: &Ctx,
-    doc: &crate::registry::DocRef,
-    p: &Pair,
-    target: &Value,
-) -> Result<Option<Value>, AppError> {
+async fn read_live(ctx: &Ctx, doc: &DocRef, p: &Pair, target: &Value) -> Result<Option<Value>, AppError> {
     let (clusters, cluster, server) = destination(&ctx.app, doc)?;
     let live = Live::new(
         clusters,
@@ -398,12 +431,7 @@ fn namespace_for(p: &Pair, target: &Value) -> String {
 
 /// The object the destination's API server predicts from applying `target` (managedFields
 /// included), changing nothing.
-async fn dry_run(
-    ctx: &Ctx,
-    doc: &crate::registry::DocRef,
-    p: &Pair,
-    target: &Value,
-) -> Result<Value, AppError> {
+async fn dry_run(ctx: &Ctx, doc: &DocRef, p: &Pair, target: &Value) -> Result<Value, AppError> {
     let (clusters, cluster, server) = destination(&ctx.app, doc)?;
     let mut body = target.clone();
     prepare(&mut body);
@@ -434,7 +462,8 @@ async fn dry_run(
     }
 }
 
-/// The target as it is applied: normalized as upstream normalizes the target first.
+/// The target as it is applied (and a shallow diff's side): without its creation time, as
+/// upstream normalizes it first.
 fn prepare(obj: &mut Value) {
     if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("creationTimestamp");
