@@ -29,6 +29,10 @@ pub const IN_CLUSTER_SERVER: &str = "https://kubernetes.default.svc";
 pub struct Target {
     pub server: String,
     pub config: Settings,
+    /// The user every call impersonates (`Impersonate-User`), when the caller chose one: never
+    /// read from the stored cluster.
+    #[serde(skip)]
+    pub impersonate: Option<String>,
 }
 
 /// `ClusterConfig`, the parts used to connect.
@@ -155,6 +159,9 @@ impl Target {
             user.insert("client-certificate-data", pem("certData", &tls.cert_data)?);
             user.insert("client-key-data", pem("keyData", &tls.key_data)?);
         }
+        if let Some(name) = &self.impersonate {
+            user.insert("as", json!(name));
+        }
         Ok(json!({
             "apiVersion": "v1",
             "kind": "Config",
@@ -216,6 +223,15 @@ mod tests {
         assert!(
             !target(json!({"server": IN_CLUSTER_SERVER, "config": {"bearerToken": "t"}})).is_in_cluster()
         );
+
+        let mut acting = target(json!({"server": "https://k", "config": {"bearerToken": "tok"}}));
+        acting.impersonate = Some("system:serviceaccount:n:sa".to_owned());
+        assert_eq!(
+            acting.kubeconfig(None).unwrap()["users"][0]["user"],
+            json!({"token": "tok", "as": "system:serviceaccount:n:sa"})
+        );
+        let stored = target(json!({"server": "https://k", "impersonate": "x"}));
+        assert_eq!(stored.impersonate, None, "never read from the stored cluster");
     }
 
     #[test]

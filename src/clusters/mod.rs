@@ -64,6 +64,8 @@ pub struct Clusters {
     limits: Limits,
     /// The API server of `--kube`: the in-cluster destination when tiphys runs with one.
     in_cluster: Option<kube::Client>,
+    /// Its configuration, for clients that impersonate someone there.
+    in_cluster_config: Option<Box<kube::Config>>,
     exec: ExecCache,
     clients: Mutex<HashMap<Target, Built>>,
     states: Checks<Reached, ClusterError>,
@@ -85,8 +87,16 @@ impl Clusters {
             states: Checks::new(limits.check_interval),
             clients: Mutex::new(HashMap::new()),
             in_cluster,
+            in_cluster_config: None,
             limits,
         }
+    }
+
+    /// The configuration of the in-cluster client, so that calls there can impersonate.
+    #[must_use]
+    pub fn with_in_cluster_config(mut self, config: Option<Box<kube::Config>>) -> Self {
+        self.in_cluster_config = config;
+        self
     }
 
     /// The table of connection checks, by the caller's key.
@@ -186,7 +196,10 @@ impl Clusters {
     /// longer fresh.
     async fn client_fresh(&self, target: &Target, fresh: bool) -> Result<kube::Client, ClusterError> {
         if target.is_in_cluster() {
-            return self.in_cluster_client().await;
+            return match &target.impersonate {
+                None => self.in_cluster_client().await,
+                Some(user) => self.in_cluster_acting(target, user),
+            };
         }
         let exec = target.exec();
         if fresh && let Some(exec) = &exec {
@@ -213,6 +226,30 @@ impl Clusters {
 
     async fn credential(&self, exec: &ExecConfig) -> Result<Credential, ClusterError> {
         Ok(self.exec.credential(exec, jiff::Timestamp::now()).await?)
+    }
+
+    /// A client of the cluster tiphys runs in that impersonates `user`, kept by `target`.
+    fn in_cluster_acting(&self, target: &Target, user: &str) -> Result<kube::Client, ClusterError> {
+        if let Some((client, _)) = lock(&self.clients).get(target) {
+            return Ok(client.clone());
+        }
+        let mut config = match &self.in_cluster_config {
+            Some(config) => (**config).clone(),
+            None => kube::Config::incluster().map_err(|e| {
+                ClusterError::NoInCluster(format!(
+                    "{IN_CLUSTER_SERVER} is the cluster tiphys runs in, and it runs in none it can reach \
+                     (no --kube, and no pod ServiceAccount: {e})"
+                ))
+            })?,
+        };
+        config.auth_info.impersonate = Some(user.to_owned());
+        let client = kube::Client::try_from(config).map_err(|e| ClusterError::Config(e.to_string()))?;
+        let mut clients = lock(&self.clients);
+        if clients.len() >= 10_000 {
+            clients.clear();
+        }
+        clients.insert(target.clone(), (client.clone(), None));
+        Ok(client)
     }
 
     /// The cluster tiphys runs in: `--kube`'s API server, else the pod's ServiceAccount.

@@ -24,6 +24,8 @@ pub struct KubeOptions {
 #[derive(Clone)]
 pub struct Connection {
     pub client: kube::Client,
+    /// The configuration the client was built from (for clients that impersonate someone).
+    pub config: Box<kube::Config>,
     /// The API server's URL, as messages name it.
     pub url: String,
     /// The namespace of the kubeconfig's context, or the pod's.
@@ -55,9 +57,11 @@ impl Connection {
                  with a ServiceAccount",
             )?,
         };
+        // Boxed: it is kept, and the future below would carry it whole.
+        let config = Box::new(config);
         let url = config.cluster_url.to_string();
         let default_namespace = config.default_namespace.clone();
-        let client = kube::Client::try_from(config)
+        let client = kube::Client::try_from((*config).clone())
             .with_context(|| format!("cannot build a client of the Kubernetes API server at {url}"))?;
         match tokio::time::timeout(FIRST_ANSWER, client.apiserver_version()).await {
             Ok(Ok(_)) => {}
@@ -72,6 +76,7 @@ impl Connection {
         }
         Ok(Self {
             client,
+            config,
             url,
             default_namespace,
         })

@@ -173,16 +173,19 @@ pub enum Refusal {
     AppSource,
     /// The application's namespace is not one `--application-namespaces` enables.
     AppNamespace,
+    /// A resource the request names is not one the application manages.
+    NotInApp,
 }
 
 impl Refusal {
     /// Every kind, in declaration order ([`Refusal::index`] is the position here).
-    pub const ALL: [Refusal; 5] = [
+    pub const ALL: [Refusal; 6] = [
         Refusal::ProjectRule,
         Refusal::SyncWindow,
         Refusal::NotAnAccount,
         Refusal::AppSource,
         Refusal::AppNamespace,
+        Refusal::NotInApp,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -192,6 +195,7 @@ impl Refusal {
             Refusal::NotAnAccount => "not_an_account",
             Refusal::AppSource => "app_source",
             Refusal::AppNamespace => "app_namespace",
+            Refusal::NotInApp => "not_in_app",
         }
     }
 

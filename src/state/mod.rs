@@ -191,6 +191,7 @@ impl ServerState {
         }
         let keys = Arc::new(keys);
         let in_cluster = connection.as_ref().map(|c| c.client.clone());
+        let in_cluster_config = connection.as_ref().map(|c| c.config.clone());
         let reviewer = connection.clone();
         let registry = match connection {
             Some(connection) => {
@@ -267,9 +268,12 @@ impl ServerState {
             drain: drain::Drain::default(),
             streams: stream_slots::StreamSlots::new(options.max_streams_per_caller),
             repos: Arc::new(crate::gitrepo::Client::new(options.repos)),
-            clusters: options
-                .clusters
-                .map(|limits| Arc::new(crate::clusters::Clusters::new(limits, in_cluster.clone()))),
+            clusters: options.clusters.map(|limits| {
+                Arc::new(
+                    crate::clusters::Clusters::new(limits, in_cluster.clone())
+                        .with_in_cluster_config(in_cluster_config.clone()),
+                )
+            }),
             controller_cache,
             repo_server,
             kube: in_cluster,

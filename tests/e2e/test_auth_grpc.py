@@ -300,10 +300,10 @@ def test_an_unserved_method_authenticates_first_and_names_itself(mode, shared, c
     every method does, and UNIMPLEMENTED naming the method to everyone else (grpcio, raw bytes:
     the request is never read)."""
     c = client(shared[mode])
-    call = c.channel.unary_unary("/application.ApplicationService/ServerSideDiff")
+    call = c.channel.unary_unary("/repository.RepositoryService/ListOCITags")
     err = rpc_error(call, b"", timeout=10)
     assert err.code() == grpc.StatusCode.UNAUTHENTICATED, err
     token = c.login("admin", ADMIN_PW)
     err = rpc_error(call, b"", metadata=[("token", token)], timeout=10)
     assert err.code() == grpc.StatusCode.UNIMPLEMENTED, err
-    assert err.details().startswith("application.ApplicationService/ServerSideDiff is not served by tiphys: "), err
+    assert err.details().startswith("repository.RepositoryService/ListOCITags is not served by tiphys: "), err

@@ -2,14 +2,10 @@
 
 use std::sync::Arc;
 
-use super::{delete, get, patch, post, put, rpc, unserved};
+use super::{delete, get, patch, post, put, rpc};
 use crate::rpc::{Body, Rpc, call};
 use crate::service::application as app;
 use crate::service::application::source;
-
-const NO_LIVE_CLUSTER: &str = "tiphys does not serve server-side diffs yet (live resources themselves are \
-     served: GetResource, PatchResource, DeleteResource, ListResourceEvents, PodLogs, ListResourceLinks, \
-     ListResourceActions, RunResourceAction)";
 
 pub fn rpcs() -> Vec<Arc<Rpc>> {
     vec![
@@ -125,10 +121,10 @@ pub fn rpcs() -> Vec<Arc<Rpc>> {
             [get("/api/v1/applications/{applicationName}/managed-resources")],
             call(app::managed_resources),
         ),
-        unserved(
+        rpc(
             "/application.ApplicationService/ServerSideDiff",
             [get("/api/v1/applications/{appName}/server-side-diff")],
-            NO_LIVE_CLUSTER,
+            call(app::server_side_diff),
         ),
         rpc(
             "/application.ApplicationService/Rollback",

@@ -210,17 +210,21 @@ pub async fn list_events(ctx: Ctx, q: EventsQuery) -> Result<Reply, AppError> {
         .map_err(|e| AppError::Unavailable(format!("error listing resource events: {e}")))?;
         return Ok(Reply::Message(listed));
     }
-    let tree = tree(&ctx.app, &doc).await?;
+    let tree = match tree(&ctx.app, &doc).await {
+        Ok(tree) => tree,
+        Err(err) => return Err(explained(&ctx.app, &doc, err).await),
+    };
     let found = nodes(&tree).any(|n| {
         field(n, "uid") == q.resource_uid
             && field(n, "name") == q.resource_name
             && field(n, "namespace") == q.resource_namespace
     });
     if !found {
-        return Err(AppError::InvalidArgument(format!(
+        let err = AppError::InvalidArgument(format!(
             "{} not found as part of application {}",
             q.resource_name, q.name
-        )));
+        ));
+        return Err(explained(&ctx.app, &doc, err).await);
     }
     let (clusters, target, server) = destination(&ctx.app, &doc)?;
     let selector = involving(&q.resource_name, &q.resource_uid, &q.resource_namespace);
@@ -335,21 +339,25 @@ pub(super) async fn locate<'a>(
     doc: &DocRef,
     q: &ResourceRequest,
 ) -> Result<Live<'a>, AppError> {
-    let tree = tree(state, doc).await?;
-    let node = nodes(&tree)
+    let tree = match tree(state, doc).await {
+        Ok(tree) => tree,
+        Err(err) => return Err(explained(state, doc, err).await),
+    };
+    let found = nodes(&tree)
         .find(|n| {
             field(n, "group") == q.group
                 && field(n, "kind") == q.kind
                 && field(n, "namespace") == q.namespace
                 && field(n, "name") == q.resource_name
         })
-        .filter(|n| !field(n, "uid").is_empty())
-        .ok_or_else(|| {
-            AppError::InvalidArgument(format!(
-                "{} {} {} not found as part of application {}",
-                q.kind, q.group, q.resource_name, q.name
-            ))
-        })?;
+        .filter(|n| !field(n, "uid").is_empty());
+    let Some(node) = found else {
+        let err = AppError::InvalidArgument(format!(
+            "{} {} {} not found as part of application {}",
+            q.kind, q.group, q.resource_name, q.name
+        ));
+        return Err(explained(state, doc, err).await);
+    };
     let (clusters, target, server) = destination(state, doc)?;
     Ok(Live {
         clusters,
@@ -361,6 +369,34 @@ pub(super) async fn locate<'a>(
         namespace: field(node, "namespace").to_owned(),
         name: field(node, "name").to_owned(),
     })
+}
+
+/// `err` (the application's cache entry could not be read, or lacks the resource), unless the
+/// destination cannot be reached: the controller then has no view of it, and the cluster, which
+/// the caller can act on, is named instead.
+pub(super) async fn explained(state: &ServerState, doc: &DocRef, err: AppError) -> AppError {
+    unreached(state, doc).await.unwrap_or(err)
+}
+
+/// UNAVAILABLE naming the application's destination, if it does not answer (its credentials
+/// never shown); None when it answers, or has no destination to ask.
+pub(super) async fn unreached(state: &ServerState, doc: &DocRef) -> Option<AppError> {
+    let (clusters, target, server) = destination(state, doc).ok()?;
+    match clusters.server_version(&target).await {
+        Err(
+            failure @ (ClusterError::Refused(_)
+            | ClusterError::Unreachable(_)
+            | ClusterError::Timeout(_)
+            | ClusterError::Certificate(_)),
+        ) => Some(AppError::Unavailable(format!(
+            "cluster {server} cannot be reached: {}",
+            failure.message_without(&[
+                target.config.bearer_token.as_str(),
+                target.config.password.as_str()
+            ])
+        ))),
+        _ => None,
+    }
 }
 
 /// The application's tree as the controller last wrote it (asking for one if there is none).
@@ -416,14 +452,40 @@ pub(super) fn destination<'a>(
             lookup.describe()
         ))
     })?;
-    let target = Target::read(&entry.value).map_err(|e| {
+    let mut target = Target::read(&entry.value).map_err(|e| {
         AppError::FailedPrecondition(format!("error getting application cluster config: {e}"))
     })?;
+    target.impersonate = super::impersonation::user(state, &value, &target.server)?;
     let server = crate::service::redact::url(&target.server);
     Ok((clusters, target, server))
 }
 
 impl<'a> Live<'a> {
+    /// An object of the destination `clusters`/`target` (named `server` in messages) that the
+    /// caller has checked the application manages.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn new(
+        clusters: &'a Clusters,
+        target: Target,
+        server: String,
+        group: &str,
+        version: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Self {
+        Live {
+            clusters,
+            target,
+            server,
+            group: group.to_owned(),
+            version: version.to_owned(),
+            kind: kind.to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+        }
+    }
+
     /// Another object in the same cluster.
     pub(super) fn sibling(
         &self,
@@ -582,7 +644,7 @@ pub(super) fn cluster_failure(server: &str, target: &Target, what: &str, err: &C
 }
 
 /// `err` with `message` instead of its own, in the same code.
-fn with_message(err: AppError, message: String) -> AppError {
+pub(super) fn with_message(err: AppError, message: String) -> AppError {
     match err {
         AppError::NotFound(_) => AppError::NotFound(message),
         AppError::Aborted(_) => AppError::Aborted(message),

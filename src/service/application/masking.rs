@@ -30,39 +30,75 @@ pub fn sensitive_annotations(setting: Option<&str>) -> BTreeSet<String> {
 }
 
 /// `obj` with its values masked when it is a core Secret; anything else as it is.
-pub fn masked(mut obj: Value, sensitive: &BTreeSet<String>) -> Value {
+pub fn masked(obj: Value, sensitive: &BTreeSet<String>) -> Value {
     if !is_secret(&obj) {
         return obj;
     }
-    let mut applied = last_applied(&obj);
-    if let Some(applied) = &mut applied {
-        string_data_into_data(applied);
-    }
-    string_data_into_data(&mut obj);
+    together(vec![obj], sensitive).pop().unwrap_or(Value::Null)
+}
+
+/// The two sides of a Secret's diff (`HideSecretData` with a target), masked together: a value
+/// both sides have shows as the same run on both, so a reader sees what changes. The target's
+/// own last-applied annotation is masked too (a server-side dry run copies the live one there,
+/// and upstream would show that one as it is).
+pub fn masked_pair(
+    target: Option<Value>,
+    live: Option<Value>,
+    sensitive: &BTreeSet<String>,
+) -> (Option<Value>, Option<Value>) {
+    let present = [target.is_some(), live.is_some()];
+    let mut out = together(target.into_iter().chain(live).collect(), sensitive).into_iter();
+    let target = if present[0] { out.next() } else { None };
+    let live = if present[1] { out.next() } else { None };
+    (target, live)
+}
+
+/// `objects` masked with one numbering of runs: the objects in order, then the last-applied
+/// configurations they carry, the last object's first (upstream's order: target, live, live's
+/// last-applied).
+fn together(mut objects: Vec<Value>, sensitive: &BTreeSet<String>) -> Vec<Value> {
+    let count = objects.len();
+    let mut applied: Vec<(usize, Value)> = (0..count)
+        .rev()
+        .filter_map(|i| {
+            last_applied(&objects[i]).map(|mut a| {
+                string_data_into_data(&mut a);
+                (i, a)
+            })
+        })
+        .collect();
     let mut keys = BTreeSet::new();
-    for o in std::iter::once(&obj).chain(applied.as_ref()) {
+    for o in &mut objects {
+        string_data_into_data(o);
+    }
+    for o in objects.iter().chain(applied.iter().map(|(_, a)| a)) {
         if let Some(data) = o.get("data").and_then(Value::as_object) {
             keys.extend(data.keys().cloned());
         }
     }
-    let mut both: Vec<&mut Value> = std::iter::once(&mut obj).chain(applied.as_mut()).collect();
-    hide(&mut both, &keys, &["data"]);
-    hide(&mut both, sensitive, &["metadata", "annotations"]);
-    if let Some(applied) = applied {
+    {
+        let mut all: Vec<&mut Value> = objects
+            .iter_mut()
+            .chain(applied.iter_mut().map(|(_, a)| a))
+            .collect();
+        hide(&mut all, &keys, &["data"]);
+        hide(&mut all, sensitive, &["metadata", "annotations"]);
+    }
+    for (i, applied) in applied {
         let text = if sensitive.contains(LAST_APPLIED) {
             REPLACEMENT.to_owned()
         } else {
             applied.to_string()
         };
         // It was read from there, so the annotations are an object.
-        if let Some(annotations) = obj
+        if let Some(annotations) = objects[i]
             .pointer_mut("/metadata/annotations")
             .and_then(Value::as_object_mut)
         {
             annotations.insert(LAST_APPLIED.to_owned(), Value::String(text));
         }
     }
-    obj
+    objects
 }
 
 /// The object the last-applied annotation holds, if it holds one.
@@ -75,7 +111,7 @@ fn last_applied(obj: &Value) -> Option<Value> {
 }
 
 /// `stringData` moved into `data`, base64-encoded, as upstream normalizes a Secret first.
-fn string_data_into_data(obj: &mut Value) {
+pub fn string_data_into_data(obj: &mut Value) {
     use base64::Engine as _;
     let Some(map) = obj.as_object_mut() else { return };
     let Some(Value::Object(strings)) = map.remove("stringData") else {
@@ -179,5 +215,22 @@ mod tests {
         let empty = json!({"apiVersion": "v1", "kind": "Secret", "data": null});
         assert_eq!(masked(empty.clone(), &BTreeSet::new()), empty);
         assert!(sensitive_annotations(Some("")).is_empty() && sensitive_annotations(None).is_empty());
+    }
+
+    #[test]
+    fn the_sides_of_a_diff_share_their_runs() {
+        let secret = |data: Value| json!({"apiVersion": "v1", "kind": "Secret", "data": data});
+        let (target, live) = masked_pair(
+            Some(secret(json!({"same": "YQ==", "changed": "Yg=="}))),
+            Some(secret(json!({"same": "YQ==", "changed": "Yw==", "gone": "ZA=="}))),
+            &BTreeSet::new(),
+        );
+        let (target, live) = (target.unwrap(), live.unwrap());
+        assert_eq!(target["data"]["same"], live["data"]["same"]);
+        assert_ne!(target["data"]["changed"], live["data"]["changed"]);
+        assert!(live["data"]["gone"].as_str().unwrap().chars().all(|c| c == '+'));
+        let (none, live) = masked_pair(None, Some(secret(json!({"k": "YQ=="}))), &BTreeSet::new());
+        assert!(none.is_none());
+        assert_eq!(live.unwrap()["data"]["k"], REPLACEMENT);
     }
 }

@@ -8,10 +8,12 @@
 
 mod actions;
 mod deletion;
+mod impersonation;
 mod links;
 mod live;
 mod logs;
 mod masking;
+mod mutation;
 mod pages;
 mod query;
 mod read;
@@ -19,6 +21,7 @@ mod refresh;
 mod rendered;
 mod resources;
 pub(crate) mod selector;
+mod server_side_diff;
 pub mod source;
 mod sync;
 mod validation;
@@ -36,6 +39,7 @@ use self::query::Filter;
 use self::read::authorized;
 pub use self::read::{get, list};
 pub use self::resources::{ResourcesQuery, managed_resources, resource_tree, watch_resource_tree};
+pub use self::server_side_diff::{DiffQuery, server_side_diff};
 pub use self::sync::{rollback, sync, terminate_operation};
 use self::validation::{AppView, client_fields, default_project, keep_server_fields, validate};
 pub use self::watch::watch;
