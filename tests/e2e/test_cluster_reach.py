@@ -22,9 +22,8 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
-from appkit import APPS, Api, app_body, grpc_channel, grpc_web, md, rpc_error, uniq
-from authkit import login_token
-from test_kube_backend import NS, start_kube_server
+from appkit import APPS, app_body, grpc_channel, grpc_web, md, rpc_error, uniq
+from test_kube_backend import kube_beside_controller, NS
 # The application synced by the real controller, on this module's tiphys (`kube`).
 from test_resource_tree import IN_CLUSTER, synced, upstream_token  # noqa: F401 (fixtures)
 from test_upstream_chain import wait_for
@@ -35,12 +34,9 @@ SA = "ssd-reader"
 
 @pytest.fixture(scope="module")
 def kube(controlplane, tmp_path_factory):
-    d = tmp_path_factory.mktemp("reach")
-    server = start_kube_server(d, controlplane.state["kubeconfig"], "--redis", controlplane.state["redis"]["address"],
-                               "--cluster-access", "on")
-    token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
-    yield SimpleNamespace(server=server, api=Api(server, token))
-    server.stop()
+    kube = kube_beside_controller(controlplane, tmp_path_factory.mktemp("reach"), "--cluster-access", "on")
+    yield kube
+    kube.server.stop()
 
 
 def resource_path(app, ns, kind, name, version="v1"):

@@ -46,6 +46,15 @@ def start_kube_server(workdir, kubeconfig, *extra):
     return start_server(workdir, "--insecure", "--kube", "--kubeconfig", str(kubeconfig), "--namespace", NS, *extra)
 
 
+def kube_beside_controller(controlplane, d, *extra):
+    """tiphys --kube --redis (the controller's Redis) on the session's installation in work dir
+    `d`, with `extra` flags, and admin's REST client of it."""
+    server = start_kube_server(d, controlplane.state["kubeconfig"], "--redis", controlplane.state["redis"]["address"],
+                               *extra)
+    token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
+    return SimpleNamespace(server=server, api=Api(server, token), workdir=d)
+
+
 @pytest.fixture(scope="module")
 def kube(controlplane, tmp_path_factory):
     """tiphys --kube on the session's installation, and admin's REST client of it."""

@@ -20,9 +20,9 @@ from types import SimpleNamespace
 import grpc
 import pytest
 
-from appkit import APPS, Api, grpc_channel, md, rpc_error
-from authkit import ALICE_PW, HASHES, login_token, request
-from test_kube_backend import NS, differences, start_kube_server, upstream_call
+from appkit import APPS, grpc_channel, md, rpc_error
+from authkit import ALICE_PW, HASHES, request
+from test_kube_backend import kube_beside_controller, NS, differences, start_kube_server, upstream_call
 from test_resource_tree import SECRET_VALUE, tree_of
 # The application synced by the real controller, on this module's tiphys (`kube`).
 from test_resource_tree import synced, upstream_token  # noqa: F401 (fixtures)
@@ -36,12 +36,9 @@ USERS = ("liveget", "livecm", "liveupd")
 
 @pytest.fixture(scope="module")
 def kube(controlplane, tmp_path_factory):
-    d = tmp_path_factory.mktemp("live")
-    server = start_kube_server(d, controlplane.state["kubeconfig"], "--redis", controlplane.state["redis"]["address"],
-                               "--cluster-access", "on")
-    token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
-    yield SimpleNamespace(server=server, api=Api(server, token))
-    server.stop()
+    kube = kube_beside_controller(controlplane, tmp_path_factory.mktemp("live"), "--cluster-access", "on")
+    yield kube
+    kube.server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -29,9 +29,9 @@ import grpc
 import pytest
 
 from appkit import APPS, Api, RestWatch, Watch, app_body, grpc_channel, grpc_web, md, rpc_error, uniq
-from authkit import bearer, connection, login_token
+from authkit import bearer, connection
 from conftest import free_port, wait_port
-from test_kube_backend import NS, differences, start_kube_server, upstream_call
+from test_kube_backend import kube_beside_controller, NS, differences, start_kube_server, upstream_call
 from test_upstream_chain import Repo, manifests, wait_for
 
 SECRET_VALUE = "tree-canary-s3cr3t"
@@ -83,11 +83,9 @@ data:
 @pytest.fixture(scope="module")
 def kube(controlplane, tmp_path_factory):
     """tiphys --kube --redis (the controller's Redis) on the session's installation."""
-    d = tmp_path_factory.mktemp("tree")
-    server = start_kube_server(d, controlplane.state["kubeconfig"], "--redis", controlplane.state["redis"]["address"])
-    token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
-    yield SimpleNamespace(server=server, api=Api(server, token), workdir=d)
-    server.stop()
+    kube = kube_beside_controller(controlplane, tmp_path_factory.mktemp("tree"))
+    yield kube
+    kube.server.stop()
 
 
 @pytest.fixture(scope="module")

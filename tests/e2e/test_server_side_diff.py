@@ -14,14 +14,12 @@ Runs under tools/upstream/isolated (see controlplane.py); .ci/test-all runs it t
 import base64
 import json
 import urllib.parse
-from types import SimpleNamespace
 
 import grpc
 import pytest
 
-from appkit import APPS, Api, grpc_channel, grpc_web, md, rpc_error
-from authkit import login_token
-from test_kube_backend import differences, start_kube_server, upstream_call
+from appkit import APPS, grpc_channel, grpc_web, md, rpc_error
+from test_kube_backend import kube_beside_controller, differences, upstream_call
 from test_resource_tree import SECRET_VALUE
 # The application synced by the real controller, on this module's tiphys (`kube`).
 from test_resource_tree import synced, upstream_token  # noqa: F401 (fixtures)
@@ -33,12 +31,9 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 @pytest.fixture(scope="module")
 def kube(controlplane, tmp_path_factory):
-    d = tmp_path_factory.mktemp("ssd")
-    server = start_kube_server(d, controlplane.state["kubeconfig"], "--redis", controlplane.state["redis"]["address"],
-                               "--cluster-access", "on")
-    token = login_token(server, "admin", controlplane.state["argocd"]["admin_password"])
-    yield SimpleNamespace(server=server, api=Api(server, token))
-    server.stop()
+    kube = kube_beside_controller(controlplane, tmp_path_factory.mktemp("ssd"), "--cluster-access", "on")
+    yield kube
+    kube.server.stop()
 
 
 @pytest.fixture
