@@ -527,6 +527,10 @@ def rest_matrix(env, c, caller):
         call("GET", path)
     call("POST", "/api/v1/account/ops/token", {"name": "ops", "expiresIn": 60})
     call("DELETE", "/api/v1/account/ops/token/nosuch")
+    # SSO users (personal access tokens): listed, and a user who never made a token
+    call("GET", "/api/v1/ssousers")
+    call("PUT", "/api/v1/ssousers/nosuch", {"disabled": True})
+    call("DELETE", "/api/v1/ssousers/nosuch")
 
     # clusters: every route, by server URL and by name, and the error paths
     call("GET", "/api/v1/clusters")
