@@ -320,15 +320,18 @@ impl PersonalTokens {
     }
 
     async fn list_of(&self, ukey: &str) -> Result<Vec<PersonalToken>, AppError> {
+        self.records(&format!("{TOKENS}{ukey}/")).await
+    }
+
+    /// The records under `prefix` that parse (one that does not is left out, as a record
+    /// [`check`] cannot read counts as revoked).
+    async fn records<T: serde::de::DeserializeOwned>(&self, prefix: &str) -> Result<Vec<T>, AppError> {
         let entries = self
             .store
-            .list(&format!("{TOKENS}{ukey}/"))
+            .list(prefix)
             .await
             .map_err(|e| AppError::Internal(e.into()))?;
-        Ok(entries
-            .iter()
-            .filter_map(|e| serde_json::from_slice::<PersonalToken>(&e.value).ok())
-            .collect())
+        Ok(entries.iter().filter_map(|e| parse(Some(e))).collect())
     }
 
     /// The tokens `user` holds, expired ones included (until revoked or until the user makes
@@ -365,15 +368,7 @@ impl PersonalTokens {
 
     /// The users who ever made a token, by subject.
     pub async fn users(&self) -> Result<Vec<SsoUser>, AppError> {
-        let entries = self
-            .store
-            .list(USERS)
-            .await
-            .map_err(|e| AppError::Internal(e.into()))?;
-        Ok(entries
-            .iter()
-            .filter_map(|e| serde_json::from_slice::<SsoUser>(&e.value).ok())
-            .collect())
+        self.records(USERS).await
     }
 
     /// The record of `user`, if they ever made a token.

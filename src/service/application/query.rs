@@ -27,7 +27,9 @@ pub(super) struct Filter {
     selector: Selector,
     name: String,
     namespace: Option<String>,
-    /// Lower case; the name holds it.
+    /// Lower case; the name holds it. Application names are DNS-1123 subdomains (lower case,
+    /// checked on every write, and by Kubernetes for custom resources), so the name is compared
+    /// as it is, without a lower-case copy per application.
     search: String,
 }
 
@@ -64,7 +66,7 @@ impl Filter {
         let base = self.enabled.enabled(&doc.key.namespace, &self.control)
             && (self.name.is_empty() || doc.key.name == self.name)
             && self.namespace.as_ref().is_none_or(|ns| &doc.key.namespace == ns)
-            && (self.search.is_empty() || doc.key.name.to_ascii_lowercase().contains(&self.search))
+            && (self.search.is_empty() || doc.key.name.contains(&self.search))
             && self.selector.matches(&s.labels);
         let mut failed = if base { 0 } else { BASE };
         for (field, values) in &self.fields {

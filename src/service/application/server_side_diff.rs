@@ -689,29 +689,15 @@ mod tests {
     #[test]
     fn status_is_ignored_as_argocd_cm_says() {
         assert_eq!(ignores_status(None), StatusIgnored::All);
-        assert_eq!(
-            ignores_status(Some("ignoreAggregatedRoles: true")),
-            StatusIgnored::All
-        );
-        assert_eq!(
-            ignores_status(Some("ignoreResourceStatusField: crd")),
-            StatusIgnored::Crds
-        );
-        assert_eq!(
-            ignores_status(Some("ignoreResourceStatusField: none")),
-            StatusIgnored::None
-        );
-        assert_eq!(
-            ignores_status(Some("ignoreResourceStatusField: false")),
-            StatusIgnored::None
-        );
-        assert_eq!(
-            ignores_status(Some("ignoreResourceStatusField: off")),
-            StatusIgnored::None
-        );
-        assert_eq!(
-            ignores_status(Some("ignoreResourceStatusField: bogus")),
-            StatusIgnored::All
-        );
+        for (setting, ignored) in [
+            ("ignoreAggregatedRoles: true", StatusIgnored::All),
+            ("ignoreResourceStatusField: crd", StatusIgnored::Crds),
+            ("ignoreResourceStatusField: none", StatusIgnored::None),
+            ("ignoreResourceStatusField: false", StatusIgnored::None),
+            ("ignoreResourceStatusField: off", StatusIgnored::None),
+            ("ignoreResourceStatusField: bogus", StatusIgnored::All),
+        ] {
+            assert_eq!(ignores_status(Some(setting)), ignored, "{setting}");
+        }
     }
 }
